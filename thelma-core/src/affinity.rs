@@ -1,0 +1,145 @@
+//! Binding worker threads near their device with hwloc (through `hwlocality`): a GPU's worker to the
+//! cores and NUMA memory closest to the GPU's PCI bus id, CPU devices to an even share of the cores.
+//!
+//! Binding is an optimisation, never a requirement: every failure comes back as a message for one
+//! warning and the run goes on unbound.
+
+use hwlocality::cpu::binding::CpuBindingFlags;
+use hwlocality::cpu::cpuset::CpuSet;
+use hwlocality::memory::binding::{MemoryBindingFlags, MemoryBindingPolicy};
+use hwlocality::memory::nodeset::NodeSet;
+use hwlocality::object::types::ObjectType;
+use hwlocality::topology::builder::TypeFilter;
+use hwlocality::Topology;
+
+use crate::compute::Placement;
+
+/// Where a thread ended up.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Binding {
+    /// CPU set in hwloc's list syntax (`0-7`), or empty when unbound.
+    pub cpus: String,
+    /// NUMA nodes of the memory binding, or empty.
+    pub numa: String,
+}
+
+impl std::fmt::Display for Binding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.cpus.is_empty() {
+            return write!(f, "unbound");
+        }
+        write!(f, "cpus {}", self.cpus)?;
+        if !self.numa.is_empty() {
+            write!(f, ", numa {}", self.numa)?;
+        }
+        Ok(())
+    }
+}
+
+/// Binds the calling thread (and so the threads it spawns later, which inherit it) as `placement`
+/// asks. Returns the binding, or why it could not be made.
+pub fn bind_current_thread(placement: &Placement) -> Result<Binding, String> {
+    let (cpus, nodes, topology) = match placement {
+        Placement::Anywhere => return Ok(Binding { cpus: String::new(), numa: String::new() }),
+        Placement::Gpu { pci_bus_id } => {
+            let topology = Topology::builder()
+                .with_io_type_filter(TypeFilter::KeepImportant)
+                .map_err(|e| format!("hwloc: {e}"))?
+                .build()
+                .map_err(|e| format!("hwloc: cannot load the topology: {e}"))?;
+            let (cpus, nodes) = {
+                let dev = topology
+                    .pci_device_by_bus_id_string(pci_bus_id)
+                    .map_err(|e| format!("hwloc: bad PCI bus id {pci_bus_id}: {e}"))?
+                    .ok_or_else(|| format!("hwloc does not see PCI device {pci_bus_id}"))?;
+                let near = dev
+                    .first_non_io_ancestor()
+                    .ok_or_else(|| format!("hwloc: PCI device {pci_bus_id} has no CPU-side ancestor"))?;
+                let cpus: CpuSet = near.cpuset().map(|c| c.clone_target()).unwrap_or_else(|| topology.cpuset().clone_target());
+                let nodes: NodeSet = near.nodeset().map(|n| n.clone_target()).unwrap_or_else(|| topology.nodeset().clone_target());
+                (cpus, nodes)
+            };
+            (cpus, nodes, topology)
+        }
+        Placement::Cores { share, of } => {
+            let topology = Topology::new().map_err(|e| format!("hwloc: cannot load the topology: {e}"))?;
+            let (cpus, nodes) = core_share(&topology, *share, *of)?;
+            (cpus, nodes, topology)
+        }
+    };
+    topology
+        .bind_cpu(&cpus, CpuBindingFlags::THREAD)
+        .map_err(|e| format!("hwloc: cannot bind to cpus {cpus}: {e}"))?;
+    // Memory binding is best effort: a single-node machine or a container may refuse it.
+    let numa = match topology.bind_memory(&nodes, MemoryBindingPolicy::Bind, MemoryBindingFlags::THREAD) {
+        Ok(()) => nodes.to_string(),
+        Err(_) => String::new(),
+    };
+    Ok(Binding { cpus: cpus.to_string(), numa })
+}
+
+/// The cores of share `share` out of `of` equal contiguous shares (at least one core each; shares
+/// wrap around when there are more shares than cores).
+fn core_share(topology: &Topology, share: usize, of: usize) -> Result<(CpuSet, NodeSet), String> {
+    let mut cores: Vec<_> = topology.objects_with_type(ObjectType::Core).collect();
+    if cores.is_empty() {
+        cores = topology.objects_with_type(ObjectType::PU).collect();
+    }
+    if cores.is_empty() || of == 0 {
+        return Err("hwloc found no cores".into());
+    }
+    let n = cores.len();
+    let range = if of <= n {
+        (share * n / of)..((share + 1) * n / of)
+    } else {
+        let c = share % n;
+        c..c + 1
+    };
+    let mut cpus = CpuSet::new();
+    let mut nodes = NodeSet::new();
+    for core in &cores[range] {
+        if let Some(c) = core.cpuset() {
+            cpus |= c.clone_target();
+        }
+        if let Some(m) = core.nodeset() {
+            nodes |= m.clone_target();
+        }
+    }
+    Ok((cpus, nodes))
+}
+
+/// Number of cores (not hardware threads) hwloc sees, or the OS's parallelism when it cannot tell.
+pub fn core_count() -> usize {
+    Topology::new()
+        .ok()
+        .map(|t| t.objects_with_type(ObjectType::Core).count())
+        .filter(|&n| n > 0)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn core_shares_cover_the_machine_without_overlap() {
+        let Ok(topology) = Topology::new() else { return };
+        let all = topology.objects_with_type(ObjectType::Core).count();
+        if all == 0 {
+            return;
+        }
+        let of = all.min(2);
+        let (a, _) = core_share(&topology, 0, of).unwrap();
+        let (b, _) = core_share(&topology, of - 1, of).unwrap();
+        assert!(a.weight().unwrap_or(0) >= 1);
+        if of == 2 {
+            assert!(!a.intersects(&b), "{a} and {b} overlap");
+        }
+    }
+
+    #[test]
+    fn anywhere_binds_nothing() {
+        let b = bind_current_thread(&Placement::Anywhere).unwrap();
+        assert_eq!(b.to_string(), "unbound");
+    }
+}

@@ -1,0 +1,171 @@
+//! The compute-module trait: the one seam between the runtime and whatever updates a slab (the CPU
+//! oracle, the CUDA module, later ones), and the interface memory two neighbouring modules share.
+//!
+//! A module is created on its worker thread and never leaves it (a CUDA context is bound to its
+//! thread), so the trait does not require `Send`. Interface memory is the only thing shared across
+//! threads; its access discipline is the step protocol of DESIGN §3, enforced by the runtime's barrier.
+
+use std::sync::Arc;
+
+use crate::config::Precision;
+use crate::domain::SlabSpec;
+use crate::lattice::UP;
+
+/// The macroscopic fields of one slab (or of the whole domain once gathered), `[z][y][x]`, x fastest.
+///
+/// Always `f64`: widening an `f32` run's values is exact, so comparisons stay bit-exact.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Fields {
+    /// Nodes along x, y, z.
+    pub size: [usize; 3],
+    /// First global z-plane held.
+    pub z0: usize,
+    pub rho: Vec<f64>,
+    pub ux: Vec<f64>,
+    pub uy: Vec<f64>,
+    pub uz: Vec<f64>,
+    /// Whether the node is solid (its values are meaningless).
+    pub solid: Vec<bool>,
+}
+
+impl Fields {
+    pub fn zeros(size: [usize; 3], z0: usize) -> Self {
+        let n = size[0] * size[1] * size[2];
+        Self { size, z0, rho: vec![0.0; n], ux: vec![0.0; n], uy: vec![0.0; n], uz: vec![0.0; n], solid: vec![false; n] }
+    }
+    /// Index of local node (x, y, z).
+    #[inline]
+    pub fn idx(&self, x: usize, y: usize, z: usize) -> usize {
+        (z * self.size[1] + y) * self.size[0] + x
+    }
+    /// Concatenates slabs given in z order into the whole domain.
+    pub fn concat(slabs: Vec<Fields>) -> Fields {
+        let mut it = slabs.into_iter();
+        let mut all = it.next().unwrap_or_default();
+        for s in it {
+            debug_assert_eq!(s.z0, all.z0 + all.size[2], "slabs out of order");
+            all.size[2] += s.size[2];
+            all.rho.extend(s.rho);
+            all.ux.extend(s.ux);
+            all.uy.extend(s.uy);
+            all.uz.extend(s.uz);
+            all.solid.extend(s.solid);
+        }
+        all
+    }
+    /// Total mass over fluid nodes, summed in f64.
+    pub fn mass(&self) -> f64 {
+        self.rho.iter().zip(&self.solid).filter(|(_, s)| !**s).map(|(r, _)| r).sum()
+    }
+}
+
+/// What the divergence watchdog learns from a slab.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Health {
+    /// The first fluid node (global x, y, z) whose density or velocity is not finite, if any.
+    pub non_finite: Option<[usize; 3]>,
+    /// Smallest and largest fluid density.
+    pub rho_min: f64,
+    pub rho_max: f64,
+}
+
+/// An error inside a compute module.
+#[derive(Debug, thiserror::Error)]
+pub enum ComputeError {
+    #[error("out of memory: {0}")]
+    OutOfMemory(String),
+    #[error("{0}")]
+    Device(String),
+    #[error("kernel compilation failed: {0}")]
+    Compile(String),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Host memory that holds the four buffers of one interface (between slab s below and s + 1 above):
+/// `up[0]`, `up[1]`, `down[0]`, `down[1]`, each [`SlabSpec::interface_values`] values of the run's
+/// precision, laid out `[buffer][population (5)][y][x]`.
+///
+/// The lower slab's module allocates it (plain memory for the CPU module, page-locked device-mapped
+/// memory for CUDA) and both modules of the interface keep a handle.
+pub trait InterfaceMemory: Send + Sync {
+    /// Base address: a host pointer, and under unified addressing also the address the kernels use.
+    fn as_ptr(&self) -> *mut u8;
+    /// Size in bytes.
+    fn bytes(&self) -> usize;
+}
+
+/// Offset (in values) of buffer `up[parity]` or `down[parity]` inside an interface.
+#[inline]
+pub fn interface_offset(values_per_buffer: usize, upward: bool, parity: usize) -> usize {
+    let buffer = if upward { parity } else { 2 + parity };
+    buffer * values_per_buffer
+}
+
+/// Bytes that cross one interface per step (both directions).
+pub fn interface_bytes_per_step(slab: &SlabSpec, precision: Precision) -> usize {
+    2 * UP.len() * slab.nx() * slab.ny() * precision.bytes()
+}
+
+/// A collide-and-stream engine for one slab.
+///
+/// Lifecycle, driven by the runtime on the module's own thread: create (by a [`ModuleFactory`]) →
+/// [`allocate_interface`](Self::allocate_interface) for the interface above, if any → [`attach`](Self::attach)
+/// → any number of [`step`](Self::step) / [`synchronize`](Self::synchronize) / reads → drop.
+pub trait ComputeModule {
+    /// One line naming the device (`cpu (8 threads)`, `cuda:0 NVIDIA H200`).
+    fn describe(&self) -> String;
+
+    /// Allocates memory for the interface above this slab.
+    fn allocate_interface(&mut self, values_per_buffer: usize) -> Result<Arc<dyn InterfaceMemory>, ComputeError>;
+
+    /// Connects the interfaces below and above (the same memory twice for a periodic single slab) and
+    /// publishes this slab's boundary layers of the current state into the buffers of parity 1, which
+    /// step 0 reads.
+    fn attach(
+        &mut self,
+        below: Option<Arc<dyn InterfaceMemory>>,
+        above: Option<Arc<dyn InterfaceMemory>>,
+    ) -> Result<(), ComputeError>;
+
+    /// Enqueues step `t`: reads the lattice and the interface buffers of parity `(t + 1) % 2`, writes
+    /// the other lattice and the buffers of parity `t % 2`. May return before the step is done.
+    fn step(&mut self, t: u64) -> Result<(), ComputeError>;
+
+    /// Waits until every enqueued step has finished and its interface stores are visible.
+    fn synchronize(&mut self) -> Result<(), ComputeError>;
+
+    /// ρ and u of the owned planes, computed from the current populations.
+    fn read_fields(&mut self) -> Result<Fields, ComputeError>;
+
+    /// The watchdog's check of the current populations.
+    fn health(&mut self) -> Result<Health, ComputeError>;
+
+    /// The populations of the current lattice, `[i][z][y][x]`, as bytes in the run's precision.
+    fn read_populations(&mut self) -> Result<Vec<u8>, ComputeError>;
+
+    /// Replaces the current populations (same layout as [`read_populations`](Self::read_populations)) and
+    /// republishes the boundary layers so that the next step `t` reads them (parity `(t + 1) % 2`).
+    fn write_populations(&mut self, bytes: &[u8], next_step: u64) -> Result<(), ComputeError>;
+}
+
+/// Creates compute modules on their worker threads.
+pub trait ModuleFactory: Send + Sync {
+    /// Short name of the backend (`cpu`, `cuda`).
+    fn backend(&self) -> &'static str;
+    /// Where the worker thread of `device` should run: a GPU's PCI bus id, or a share of the cores.
+    fn placement(&self, device: usize, slab: &SlabSpec) -> Placement;
+    /// Creates the module for `slab` on `device`. Called on the worker thread after it is bound.
+    fn create(&self, device: usize, slab: &SlabSpec) -> Result<Box<dyn ComputeModule>, ComputeError>;
+}
+
+/// Where a worker thread should be bound.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// Near the GPU with this PCI bus id (`0000:19:00.0`).
+    Gpu { pci_bus_id: String },
+    /// Share `share` of `of` equal shares of the machine's cores.
+    Cores { share: usize, of: usize },
+    /// Nowhere in particular.
+    Anywhere,
+}

@@ -1,0 +1,523 @@
+//! Case configuration (serde data, split into domain, physics, numerics, run control, hardware and
+//! output as lbmpy splits it) and the lattice parameters derived from it.
+//!
+//! A case is data: a TOML or JSON file, overridden by command-line flags, validated before anything
+//! is allocated. Every validation error names the offending key and the flag that sets it.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::collision::{Collision, MrtRates};
+
+/// Storage and arithmetic precision of the populations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    #[default]
+    F32,
+    F64,
+}
+
+impl Precision {
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::F32 => "f32",
+            Precision::F64 => "f64",
+        }
+    }
+    pub fn bytes(self) -> usize {
+        match self {
+            Precision::F32 => 4,
+            Precision::F64 => 8,
+        }
+    }
+}
+
+/// Which compute module serves the devices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// CUDA when a driver and a GPU are present, the CPU module otherwise (said at start).
+    #[default]
+    Auto,
+    Cpu,
+    Cuda,
+}
+
+impl Backend {
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Auto => "auto",
+            Backend::Cpu => "cpu",
+            Backend::Cuda => "cuda",
+        }
+    }
+}
+
+/// Which devices serve the run, in slab order (the first device owns the lowest z planes).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub enum DeviceSpec {
+    /// Every GPU (CUDA) or one device (CPU).
+    #[default]
+    All,
+    /// The first `n` devices: `--devices 3`. For the CPU backend, `n` devices sharing the cores.
+    Count(usize),
+    /// Explicit ids in slab order: `--devices 2,0,1,3` (one id alone: `--devices 3,`).
+    List(Vec<usize>),
+}
+
+impl DeviceSpec {
+    /// Parses `all`, `N` or a comma-separated list of ids.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let s = s.trim();
+        if s.eq_ignore_ascii_case("all") {
+            return Ok(DeviceSpec::All);
+        }
+        if !s.contains(',') {
+            let n: usize = s.parse().map_err(|_| format!("expected `all`, a count or a list of ids like `2,0,1,3`, got `{s}`"))?;
+            if n == 0 {
+                return Err("the device count must be at least 1".into());
+            }
+            return Ok(DeviceSpec::Count(n));
+        }
+        let mut ids = Vec::new();
+        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let id: usize = part.parse().map_err(|_| format!("`{part}` is not a device id"))?;
+            if ids.contains(&id) {
+                return Err(format!("device {id} is listed twice"));
+            }
+            ids.push(id);
+        }
+        if ids.is_empty() {
+            return Err("the device list is empty".into());
+        }
+        Ok(DeviceSpec::List(ids))
+    }
+
+    /// The ids in slab order, given how many devices exist (`available`).
+    pub fn resolve(&self, available: usize) -> Result<Vec<usize>, String> {
+        match self {
+            DeviceSpec::All => Ok((0..available.max(1)).collect()),
+            DeviceSpec::Count(n) if *n > available => {
+                Err(format!("{n} devices asked for, {available} available"))
+            }
+            DeviceSpec::Count(n) => Ok((0..*n).collect()),
+            DeviceSpec::List(ids) => {
+                if let Some(bad) = ids.iter().find(|&&i| i >= available) {
+                    return Err(format!("device {bad} does not exist ({available} available: 0..{})", available.saturating_sub(1)));
+                }
+                Ok(ids.clone())
+            }
+        }
+    }
+}
+
+impl fmt::Display for DeviceSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DeviceSpec::All => write!(f, "all"),
+            DeviceSpec::Count(n) => write!(f, "{n}"),
+            DeviceSpec::List(ids) => {
+                let s: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
+                if ids.len() == 1 {
+                    write!(f, "{},", s[0])
+                } else {
+                    write!(f, "{}", s.join(","))
+                }
+            }
+        }
+    }
+}
+
+impl Serialize for DeviceSpec {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for DeviceSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Text(String),
+            Count(usize),
+            List(Vec<usize>),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Text(s) => DeviceSpec::parse(&s).map_err(serde::de::Error::custom),
+            Raw::Count(n) => DeviceSpec::parse(&n.to_string()).map_err(serde::de::Error::custom),
+            Raw::List(ids) => {
+                let s: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
+                DeviceSpec::parse(&format!("{},", s.join(","))).map_err(serde::de::Error::custom)
+            }
+        }
+    }
+}
+
+/// The geometry of a case.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum CaseKind {
+    /// Closed box with the lid at z = max moving in +x; non-periodic axes are walls.
+    #[default]
+    Cavity,
+    /// A box whose non-periodic axes are resting walls, with obstacles; driven by a body force (later)
+    /// or by the lid when `lid_speed` > 0.
+    Box,
+}
+
+/// A solid obstacle, in lattice node coordinates.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "shape", rename_all = "lowercase", deny_unknown_fields)]
+pub enum Obstacle {
+    /// Axis-aligned box of nodes `min ≤ x < max`.
+    Box { min: [i64; 3], max: [i64; 3] },
+    /// Nodes whose centre lies within `radius` of `centre`.
+    Sphere { centre: [f64; 3], radius: f64 },
+}
+
+/// Domain size and periodicity.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DomainConfig {
+    /// Nodes along x, y, z.
+    pub size: [usize; 3],
+    /// Periodic axes; a non-periodic axis is closed by walls (mid-grid bounce-back).
+    pub periodic: [bool; 3],
+    pub case: CaseKind,
+    pub obstacles: Vec<Obstacle>,
+}
+
+impl Default for DomainConfig {
+    fn default() -> Self {
+        Self { size: [48, 48, 48], periodic: [false; 3], case: CaseKind::Cavity, obstacles: Vec::new() }
+    }
+}
+
+/// Physical parameters, in lattice units.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PhysicsConfig {
+    /// Reynolds number `U L / ν` with `L` the cavity edge in nodes. Ignored when `viscosity` is set.
+    pub reynolds: f64,
+    /// Kinematic viscosity in lattice units; when set, it fixes ν and Re follows from it.
+    pub viscosity: Option<f64>,
+    /// Lid speed `U` in lattice units (Mach = U √3).
+    pub lid_speed: f64,
+}
+
+impl Default for PhysicsConfig {
+    fn default() -> Self {
+        Self { reynolds: 1000.0, viscosity: None, lid_speed: 0.1 }
+    }
+}
+
+/// Numerical method.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct NumericsConfig {
+    pub collision: Collision,
+    pub precision: Precision,
+    pub mrt_rates: MrtRates,
+}
+
+/// When a run stops.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RunConfig {
+    /// A fixed number of steps; when absent the run goes until convergence (or `max_steps`).
+    pub steps: Option<u64>,
+    /// Converged when the relative L2 change of the velocity field over `check_every` steps, scaled to
+    /// 1,000 steps, falls below this.
+    pub tolerance: f64,
+    /// Steps between convergence checks (and progress lines); 0 picks 10 L/U·... see `resolved_check_every`.
+    pub check_every: u64,
+    /// Upper bound on steps of a convergence run.
+    pub max_steps: u64,
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        Self { steps: None, tolerance: 1e-4, check_every: 0, max_steps: 1_000_000 }
+    }
+}
+
+/// Where and on what the run executes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct HardwareConfig {
+    pub backend: Backend,
+    pub devices: DeviceSpec,
+    /// CPU backend: worker threads in all (0: every core).
+    pub threads: usize,
+}
+
+/// Outputs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OutputConfig {
+    pub dir: PathBuf,
+}
+
+impl Default for OutputConfig {
+    fn default() -> Self {
+        Self { dir: PathBuf::from("out") }
+    }
+}
+
+/// A whole case.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct CaseConfig {
+    pub domain: DomainConfig,
+    pub physics: PhysicsConfig,
+    pub numerics: NumericsConfig,
+    pub run: RunConfig,
+    pub hardware: HardwareConfig,
+    pub output: OutputConfig,
+}
+
+/// A configuration value that cannot be used, with the key and the command-line flag that set it.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{flag}: {message}")]
+pub struct ConfigError {
+    /// Dotted key in the case file (`physics.reynolds`).
+    pub key: &'static str,
+    /// The command-line flag (`--re`).
+    pub flag: &'static str,
+    pub message: String,
+}
+
+fn bad(key: &'static str, flag: &'static str, message: impl Into<String>) -> ConfigError {
+    ConfigError { key, flag, message: message.into() }
+}
+
+/// The smallest edge the lattice accepts: the pull stencil and the wall layers need two nodes.
+pub const MIN_EDGE: usize = 2;
+
+/// Lid speeds at or above this are refused: Mach = U√3 ≥ 0.69 is far outside the weakly
+/// compressible range the scheme models.
+pub const MAX_LID_SPEED: f64 = 0.4;
+
+/// Parameters in lattice units derived from a validated case.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct LatticeParams {
+    /// Characteristic length `L` (the cavity edge along x, in nodes).
+    pub length: f64,
+    pub lid_speed: f64,
+    pub reynolds: f64,
+    pub viscosity: f64,
+    pub tau: f64,
+    pub omega: f64,
+    pub mach: f64,
+}
+
+impl fmt::Display for LatticeParams {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "L = {} nodes, U = {}, Re = {:.6}, nu = {:.6e}, tau = {:.6}, omega = {:.6}, Mach = {:.4}",
+            self.length, self.lid_speed, self.reynolds, self.viscosity, self.tau, self.omega, self.mach
+        )
+    }
+}
+
+impl CaseConfig {
+    /// Checks every value a run depends on and derives the lattice parameters.
+    pub fn validate(&self) -> Result<LatticeParams, ConfigError> {
+        let d = &self.domain;
+        for (a, &n) in d.size.iter().enumerate() {
+            if n < MIN_EDGE {
+                return Err(bad(
+                    "domain.size",
+                    "--size",
+                    format!("{} = {n} nodes along {}; every edge needs at least {MIN_EDGE}", ["nx", "ny", "nz"][a], ["x", "y", "z"][a]),
+                ));
+            }
+        }
+        let nodes = d.size.iter().try_fold(1usize, |acc, &n| acc.checked_mul(n));
+        match nodes {
+            Some(n) if n <= (1usize << 40) => {}
+            _ => return Err(bad("domain.size", "--size", format!("{:?} is more than 2^40 nodes", d.size))),
+        }
+        for o in &d.obstacles {
+            match o {
+                Obstacle::Sphere { radius, centre } => {
+                    if !(radius.is_finite() && *radius > 0.0) || centre.iter().any(|c| !c.is_finite()) {
+                        return Err(bad("domain.obstacles", "--config", format!("sphere obstacle {centre:?} r = {radius} needs a finite centre and radius > 0")));
+                    }
+                }
+                Obstacle::Box { min, max } => {
+                    if (0..3).any(|a| min[a] >= max[a]) {
+                        return Err(bad("domain.obstacles", "--config", format!("box obstacle {min:?}..{max:?} is empty (need min < max on every axis)")));
+                    }
+                }
+            }
+        }
+        let p = &self.physics;
+        if !p.lid_speed.is_finite() || p.lid_speed < 0.0 || p.lid_speed >= MAX_LID_SPEED {
+            return Err(bad("physics.lid_speed", "--lid-speed", format!("{} is outside [0, {MAX_LID_SPEED}) (lattice units; Mach = U√3)", p.lid_speed)));
+        }
+        if d.case == CaseKind::Cavity && p.lid_speed == 0.0 {
+            return Err(bad("physics.lid_speed", "--lid-speed", "the cavity needs a lid speed > 0"));
+        }
+        let length = d.size[0] as f64;
+        let viscosity = match p.viscosity {
+            Some(nu) => {
+                let tau = 3.0 * nu + 0.5;
+                if !nu.is_finite() || tau <= 0.5 {
+                    return Err(bad("physics.viscosity", "--viscosity", format!("{nu} gives tau = {tau} <= 0.5; the viscosity must be > 0")));
+                }
+                nu
+            }
+            None => {
+                if !(p.reynolds.is_finite() && p.reynolds > 0.0) {
+                    return Err(bad("physics.reynolds", "--re", format!("{} must be a finite number > 0", p.reynolds)));
+                }
+                if p.lid_speed == 0.0 {
+                    return Err(bad("physics.viscosity", "--viscosity", "with no lid speed the viscosity must be given"));
+                }
+                p.lid_speed * length / p.reynolds
+            }
+        };
+        let tau = 3.0 * viscosity + 0.5;
+        if tau <= 0.5 || !tau.is_finite() {
+            return Err(bad("physics.reynolds", "--re", format!("Re = {} gives tau = {tau}, not above 0.5: lower Re or refine the grid", p.reynolds)));
+        }
+        let reynolds = if p.lid_speed > 0.0 { p.lid_speed * length / viscosity } else { 0.0 };
+        self.numerics.mrt_rates.validate().map_err(|m| bad("numerics.mrt_rates", "--config", m))?;
+        let r = &self.run;
+        if r.steps == Some(0) {
+            return Err(bad("run.steps", "--steps", "must be at least 1"));
+        }
+        if !(r.tolerance.is_finite() && r.tolerance > 0.0) {
+            return Err(bad("run.tolerance", "--tolerance", format!("{} must be a finite number > 0", r.tolerance)));
+        }
+        if r.max_steps == 0 {
+            return Err(bad("run.max_steps", "--max-steps", "must be at least 1"));
+        }
+        if self.hardware.threads > 4096 {
+            return Err(bad("hardware.threads", "--threads", format!("{} threads is not a plausible core count", self.hardware.threads)));
+        }
+        Ok(LatticeParams {
+            length,
+            lid_speed: p.lid_speed,
+            reynolds,
+            viscosity,
+            tau,
+            omega: 1.0 / tau,
+            mach: p.lid_speed * 3f64.sqrt(),
+        })
+    }
+
+    /// Steps between convergence checks: the configured value, or about one convective time `L/U`
+    /// rounded to a multiple of 100 (at least 100).
+    pub fn resolved_check_every(&self) -> u64 {
+        if self.run.check_every > 0 {
+            return self.run.check_every;
+        }
+        let l_over_u = if self.physics.lid_speed > 0.0 { self.domain.size[0] as f64 / self.physics.lid_speed } else { 1000.0 };
+        ((l_over_u / 100.0).round() as u64).max(1) * 100
+    }
+
+    /// Parses a case file, TOML or JSON by extension; errors carry line and column.
+    pub fn from_file(path: &std::path::Path) -> anyhow::Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("cannot read case file {}: {e}", path.display()))?;
+        let is_json = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("json"));
+        Self::parse(&text, is_json).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+    }
+
+    /// Parses case text (TOML, or JSON when `json`). The message gives line and column.
+    pub fn parse(text: &str, json: bool) -> Result<Self, String> {
+        if json {
+            serde_json::from_str(text).map_err(|e| format!("line {}, column {}: {e}", e.line(), e.column()))
+        } else {
+            toml::from_str(text).map_err(|e| {
+                let at = e
+                    .span()
+                    .map(|s| {
+                        let before = &text[..s.start.min(text.len())];
+                        let line = before.matches('\n').count() + 1;
+                        let col = before.len() - before.rfind('\n').map_or(0, |p| p + 1) + 1;
+                        format!("line {line}, column {col}: ")
+                    })
+                    .unwrap_or_default();
+                format!("{at}{}", e.message())
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_case_derives_the_documented_parameters() {
+        let c = CaseConfig::default();
+        let p = c.validate().unwrap();
+        assert_eq!(p.length, 48.0);
+        assert!((p.viscosity - 0.1 * 48.0 / 1000.0).abs() < 1e-15);
+        assert!((p.tau - (3.0 * 0.0048 + 0.5)).abs() < 1e-15);
+        assert!((p.reynolds - 1000.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn each_bad_value_names_its_flag() {
+        let cases: Vec<(Box<dyn Fn(&mut CaseConfig)>, &str)> = vec![
+            (Box::new(|c| c.domain.size = [0, 8, 8]), "--size"),
+            (Box::new(|c| c.domain.size = [8, 1, 8]), "--size"),
+            (Box::new(|c| c.physics.reynolds = 0.0), "--re"),
+            (Box::new(|c| c.physics.reynolds = -3.0), "--re"),
+            (Box::new(|c| c.physics.reynolds = f64::NAN), "--re"),
+            (Box::new(|c| c.physics.viscosity = Some(-0.01)), "--viscosity"),
+            (Box::new(|c| c.physics.viscosity = Some(0.0)), "--viscosity"),
+            (Box::new(|c| c.physics.lid_speed = 0.4), "--lid-speed"),
+            (Box::new(|c| c.physics.lid_speed = 0.0), "--lid-speed"),
+            (Box::new(|c| c.run.steps = Some(0)), "--steps"),
+            (Box::new(|c| c.run.tolerance = 0.0), "--tolerance"),
+        ];
+        for (mutate, flag) in cases {
+            let mut c = CaseConfig::default();
+            mutate(&mut c);
+            let e = c.validate().unwrap_err();
+            assert_eq!(e.flag, flag, "{e}");
+            assert!(e.to_string().starts_with(flag));
+        }
+    }
+
+    #[test]
+    fn device_specs_parse_counts_lists_and_reject_duplicates() {
+        assert_eq!(DeviceSpec::parse("all").unwrap(), DeviceSpec::All);
+        assert_eq!(DeviceSpec::parse("4").unwrap(), DeviceSpec::Count(4));
+        assert_eq!(DeviceSpec::parse("2,0,1,3").unwrap(), DeviceSpec::List(vec![2, 0, 1, 3]));
+        assert_eq!(DeviceSpec::parse("3,").unwrap(), DeviceSpec::List(vec![3]));
+        assert!(DeviceSpec::parse("0").is_err());
+        assert!(DeviceSpec::parse("1,1").unwrap_err().contains("twice"));
+        assert!(DeviceSpec::parse("a,b").is_err());
+        assert_eq!(DeviceSpec::List(vec![2, 0]).resolve(4).unwrap(), vec![2, 0]);
+        assert!(DeviceSpec::List(vec![5]).resolve(4).unwrap_err().contains("does not exist"));
+        assert!(DeviceSpec::Count(5).resolve(4).is_err());
+        for s in ["all", "3", "2,0,1,3", "3,"] {
+            let d = DeviceSpec::parse(s).unwrap();
+            assert_eq!(DeviceSpec::parse(&d.to_string()).unwrap(), d);
+        }
+    }
+
+    #[test]
+    fn case_files_round_trip_and_report_positions() {
+        let c = CaseConfig::default();
+        let text = toml::to_string(&c).unwrap();
+        assert_eq!(CaseConfig::parse(&text, false).unwrap(), c);
+        let json = serde_json::to_string(&c).unwrap();
+        assert_eq!(CaseConfig::parse(&json, true).unwrap(), c);
+        let e = CaseConfig::parse("[physics]\nreynolds = \"many\"\n", false).unwrap_err();
+        assert!(e.starts_with("line 2, column"), "{e}");
+        let e = CaseConfig::parse("[physics]\nreynold = 5\n", false).unwrap_err();
+        assert!(e.contains("reynold"), "{e}");
+    }
+}

@@ -1,0 +1,605 @@
+//! The multi-device runtime (TheLMA §4): one OS thread per device, each owning its compute module and
+//! one slab, serving commands from the coordinator (the caller's thread) over channels, with a step
+//! barrier between steps whenever slabs exchange data.
+//!
+//! The runtime knows devices only through [`ModuleFactory`] and [`ComputeModule`]. Any failure in a
+//! worker (an error or a panic) aborts the barrier, so no other worker can hang, and reaches the caller
+//! as one [`RuntimeError`] naming the device; every thread is joined before the error is returned.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
+use parking_lot::{Condvar, Mutex};
+
+use crate::affinity::{bind_current_thread, Binding};
+use crate::compute::{ComputeError, ComputeModule, Fields, Health, InterfaceMemory, ModuleFactory};
+use crate::domain::{Domain, PartitionError, SlabSpec};
+
+/// A barrier for a fixed number of parties that can be aborted (waking every waiter with an error)
+/// and that carries one stop decision per generation, taken by the last party to arrive, so that all
+/// workers stop after the same step.
+pub struct StepBarrier {
+    parties: usize,
+    state: Mutex<BarrierState>,
+    cv: Condvar,
+}
+
+struct BarrierState {
+    arrived: usize,
+    generation: u64,
+    aborted: bool,
+    stop: bool,
+}
+
+/// The barrier was aborted because another worker failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Aborted;
+
+impl StepBarrier {
+    pub fn new(parties: usize) -> Self {
+        Self {
+            parties,
+            state: Mutex::new(BarrierState { arrived: 0, generation: 0, aborted: false, stop: false }),
+            cv: Condvar::new(),
+        }
+    }
+
+    /// Waits for every party. Returns whether `stop` was set when the last party arrived.
+    pub fn wait(&self, stop: &AtomicBool) -> Result<bool, Aborted> {
+        let mut s = self.state.lock();
+        if s.aborted {
+            return Err(Aborted);
+        }
+        s.arrived += 1;
+        if s.arrived == self.parties {
+            s.arrived = 0;
+            s.generation += 1;
+            s.stop = stop.load(Ordering::SeqCst);
+            self.cv.notify_all();
+            return Ok(s.stop);
+        }
+        let generation = s.generation;
+        while s.generation == generation && !s.aborted {
+            self.cv.wait(&mut s);
+        }
+        if s.generation == generation {
+            return Err(Aborted);
+        }
+        Ok(s.stop)
+    }
+
+    /// Wakes every waiter with [`Aborted`]; later waits fail at once.
+    pub fn abort(&self) {
+        let mut s = self.state.lock();
+        s.aborted = true;
+        self.cv.notify_all();
+    }
+
+    /// Makes an aborted barrier usable again (only between runs, when no party waits).
+    fn reset(&self) {
+        let mut s = self.state.lock();
+        s.aborted = false;
+        s.arrived = 0;
+    }
+}
+
+/// A failure of the runtime, with the device it happened on.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error(transparent)]
+    Partition(#[from] PartitionError),
+    #[error("device {device} ({backend}, slab {slab}): {source}")]
+    Device { device: usize, slab: usize, backend: &'static str, source: ComputeError },
+    #[error("device {device} ({backend}, slab {slab}): worker panicked: {message}")]
+    Panic { device: usize, slab: usize, backend: &'static str, message: String },
+    #[error("device {device} ({backend}, slab {slab}): worker thread ended unexpectedly")]
+    Lost { device: usize, slab: usize, backend: &'static str },
+    #[error("the runtime has already failed and shut down")]
+    Closed,
+}
+
+enum Command {
+    Attach { below: Option<Arc<dyn InterfaceMemory>>, above: Option<Arc<dyn InterfaceMemory>> },
+    Run { t0: u64, steps: u64, exchange: bool },
+    Fields,
+    Health,
+    ReadPopulations,
+    WritePopulations { bytes: Arc<Vec<u8>>, next_step: u64 },
+    Shutdown,
+}
+
+enum Reply {
+    Created { describe: String, binding: Result<Binding, String>, above: Option<Arc<dyn InterfaceMemory>> },
+    Attached,
+    Ran(WorkerTimes),
+    Fields(Fields),
+    Health(Health),
+    Populations(Vec<u8>),
+    Written,
+    Failed(ComputeError),
+    Panicked(String),
+    Aborted,
+}
+
+/// Time one worker spent in a run.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct WorkerTimes {
+    /// Steps completed.
+    pub steps: u64,
+    /// Time in the module's step and synchronisation.
+    pub compute: Duration,
+    /// Time waiting at the step barrier for other slabs.
+    pub wait: Duration,
+    /// Whether the run stopped early on request.
+    pub stopped: bool,
+}
+
+/// What the caller learns about each device.
+#[derive(Clone, Debug)]
+pub struct DeviceInfo {
+    /// The device id as the user gave it.
+    pub device: usize,
+    pub slab: SlabSpec,
+    /// The module's own description.
+    pub describe: String,
+    /// The thread binding, or why there is none.
+    pub binding: Result<Binding, String>,
+}
+
+/// Statistics of one [`Runtime::run`].
+#[derive(Clone, Debug)]
+pub struct RunStats {
+    pub steps: u64,
+    pub wall: Duration,
+    /// Per device, in slab order.
+    pub workers: Vec<WorkerTimes>,
+    /// Whether a stop request ended the run early.
+    pub stopped: bool,
+}
+
+struct Worker {
+    device: usize,
+    commands: Sender<Command>,
+    handle: Option<JoinHandle<()>>,
+}
+
+/// The running devices of one simulation.
+pub struct Runtime {
+    backend: &'static str,
+    domain: Domain,
+    workers: Vec<Worker>,
+    replies: Receiver<(usize, Reply)>,
+    barrier: Arc<StepBarrier>,
+    stop: Arc<AtomicBool>,
+    devices: Vec<DeviceInfo>,
+    /// The next step to run.
+    step: u64,
+    failed: bool,
+}
+
+impl Runtime {
+    /// Starts one worker per device (in slab order), creates their modules, allocates and connects
+    /// the interfaces. `stop` may be set at any time (Ctrl-C) to end a run after the current step.
+    pub fn start(
+        factory: Arc<dyn ModuleFactory>,
+        domain: Domain,
+        devices: &[usize],
+        stop: Arc<AtomicBool>,
+    ) -> Result<Runtime, RuntimeError> {
+        let slabs = SlabSpec::split(domain, devices.len())?;
+        let n = slabs.len();
+        let barrier = Arc::new(StepBarrier::new(n));
+        let (reply_tx, replies) = unbounded();
+        let backend = factory.backend();
+        let mut workers = Vec::with_capacity(n);
+        for (s, slab) in slabs.iter().enumerate() {
+            let (tx, rx) = bounded(4);
+            let factory = factory.clone();
+            let slab = slab.clone();
+            let device = devices[s];
+            let replies = reply_tx.clone();
+            let barrier = barrier.clone();
+            let stop = stop.clone();
+            let handle = std::thread::Builder::new()
+                .name(format!("thelma-{backend}-{device}"))
+                .spawn(move || worker_main(s, device, slab, factory, rx, replies, barrier, stop))
+                .expect("cannot spawn a worker thread");
+            workers.push(Worker { device, commands: tx, handle: Some(handle) });
+        }
+        drop(reply_tx);
+        let mut rt = Runtime {
+            backend,
+            domain,
+            workers,
+            replies,
+            barrier,
+            stop,
+            devices: Vec::new(),
+            step: 0,
+            failed: false,
+        };
+
+        // Creation: each worker reports its module and the interface above it.
+        let created = rt.collect(|_, r| match r {
+            Reply::Created { describe, binding, above } => Ok((describe, binding, above)),
+            other => Err(other),
+        })?;
+        let mut aboves = Vec::with_capacity(n);
+        for (s, (describe, binding, above)) in created.into_iter().enumerate() {
+            rt.devices.push(DeviceInfo { device: devices[s], slab: slabs[s].clone(), describe, binding });
+            aboves.push(above);
+        }
+        // Connection: the interface below slab s is the one above slab s − 1 (ring when periodic).
+        for (s, slab) in slabs.iter().enumerate() {
+            let below = if slab.has_below() { aboves[(s + n - 1) % n].clone() } else { None };
+            let cmd = Command::Attach { below, above: aboves[s].clone() };
+            rt.send(s, cmd)?;
+        }
+        drop(aboves);
+        rt.collect(|_, r| match r {
+            Reply::Attached => Ok(()),
+            other => Err(other),
+        })?;
+        Ok(rt)
+    }
+
+    pub fn devices(&self) -> &[DeviceInfo] {
+        &self.devices
+    }
+    pub fn domain(&self) -> Domain {
+        self.domain
+    }
+    pub fn backend(&self) -> &'static str {
+        self.backend
+    }
+    /// The next step to be run (the number of steps done so far).
+    pub fn step(&self) -> u64 {
+        self.step
+    }
+    /// Sets the step counter, after loading populations saved at that step.
+    pub fn set_step(&mut self, step: u64) {
+        self.step = step;
+    }
+    /// The flag that stops a run after the current step.
+    pub fn stop_flag(&self) -> Arc<AtomicBool> {
+        self.stop.clone()
+    }
+
+    /// Runs `steps` steps on every device (fewer if the stop flag is raised).
+    pub fn run(&mut self, steps: u64) -> Result<RunStats, RuntimeError> {
+        let exchange = self.workers.len() > 1;
+        let t0 = self.step;
+        let start = Instant::now();
+        for s in 0..self.workers.len() {
+            self.send(s, Command::Run { t0, steps, exchange })?;
+        }
+        let times = self.collect(|_, r| match r {
+            Reply::Ran(t) => Ok(t),
+            other => Err(other),
+        })?;
+        let wall = start.elapsed();
+        let done = times.iter().map(|t| t.steps).min().unwrap_or(0);
+        debug_assert!(times.iter().all(|t| t.steps == done), "workers disagree on the steps done");
+        self.step += done;
+        Ok(RunStats { steps: done, wall, stopped: times.iter().any(|t| t.stopped), workers: times })
+    }
+
+    /// The fields of the whole domain, gathered from every slab.
+    pub fn fields(&mut self) -> Result<Fields, RuntimeError> {
+        self.broadcast(|| Command::Fields)?;
+        let parts = self.collect(|_, r| match r {
+            Reply::Fields(f) => Ok(f),
+            other => Err(other),
+        })?;
+        Ok(Fields::concat(parts))
+    }
+
+    /// The watchdog's view of every slab, in slab order.
+    pub fn health(&mut self) -> Result<Vec<Health>, RuntimeError> {
+        self.broadcast(|| Command::Health)?;
+        self.collect(|_, r| match r {
+            Reply::Health(h) => Ok(h),
+            other => Err(other),
+        })
+    }
+
+    /// The populations of every slab, in slab order.
+    pub fn read_populations(&mut self) -> Result<Vec<Vec<u8>>, RuntimeError> {
+        self.broadcast(|| Command::ReadPopulations)?;
+        self.collect(|_, r| match r {
+            Reply::Populations(p) => Ok(p),
+            other => Err(other),
+        })
+    }
+
+    /// Loads populations (one buffer per slab, in slab order) saved at step `step`.
+    pub fn write_populations(&mut self, slabs: Vec<Vec<u8>>, step: u64) -> Result<(), RuntimeError> {
+        for (s, bytes) in slabs.into_iter().enumerate() {
+            self.send(s, Command::WritePopulations { bytes: Arc::new(bytes), next_step: step })?;
+        }
+        self.collect(|_, r| match r {
+            Reply::Written => Ok(()),
+            other => Err(other),
+        })?;
+        self.step = step;
+        Ok(())
+    }
+
+    fn broadcast(&mut self, cmd: impl Fn() -> Command) -> Result<(), RuntimeError> {
+        for s in 0..self.workers.len() {
+            self.send(s, cmd())?;
+        }
+        Ok(())
+    }
+
+    fn send(&mut self, s: usize, cmd: Command) -> Result<(), RuntimeError> {
+        if self.failed {
+            return Err(RuntimeError::Closed);
+        }
+        if self.workers[s].commands.send(cmd).is_err() {
+            let err = self.lost(s);
+            self.fail();
+            return Err(err);
+        }
+        Ok(())
+    }
+
+    fn lost(&self, s: usize) -> RuntimeError {
+        RuntimeError::Lost { device: self.workers[s].device, slab: s, backend: self.backend }
+    }
+
+    /// Collects one reply per worker. On any failure, aborts the barrier, waits for the other replies
+    /// (which then come quickly), shuts every worker down and returns the first real error.
+    fn collect<T>(&mut self, mut accept: impl FnMut(usize, Reply) -> Result<T, Reply>) -> Result<Vec<T>, RuntimeError> {
+        let n = self.workers.len();
+        let mut out: Vec<Option<T>> = (0..n).map(|_| None).collect();
+        let mut answered = vec![false; n];
+        let mut first_error: Option<RuntimeError> = None;
+        let mut pending = n;
+        while pending > 0 {
+            let (s, reply) = match self.replies.recv_timeout(Duration::from_millis(200)) {
+                Ok(r) => r,
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                    // A worker whose thread is gone will never answer.
+                    let gone = (0..n).find(|&s| !answered[s] && self.workers[s].handle.as_ref().is_some_and(|h| h.is_finished()));
+                    if let Some(s) = gone {
+                        self.barrier.abort();
+                        first_error.get_or_insert_with(|| self.lost(s));
+                        answered[s] = true;
+                        pending -= 1;
+                    }
+                    continue;
+                }
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+                    first_error.get_or_insert(RuntimeError::Closed);
+                    break;
+                }
+            };
+            if answered[s] {
+                continue;
+            }
+            answered[s] = true;
+            pending -= 1;
+            let (device, slab, backend) = (self.workers[s].device, s, self.backend);
+            match accept(s, reply) {
+                Ok(v) => out[s] = Some(v),
+                Err(Reply::Failed(source)) => {
+                    self.barrier.abort();
+                    first_error.get_or_insert(RuntimeError::Device { device, slab, backend, source });
+                }
+                Err(Reply::Panicked(message)) => {
+                    self.barrier.abort();
+                    first_error.get_or_insert(RuntimeError::Panic { device, slab, backend, message });
+                }
+                Err(Reply::Aborted) => {}
+                Err(_) => {
+                    self.barrier.abort();
+                    first_error.get_or_insert(RuntimeError::Device {
+                        device,
+                        slab,
+                        backend,
+                        source: ComputeError::Invalid("unexpected reply from worker".into()),
+                    });
+                }
+            }
+        }
+        if let Some(e) = first_error {
+            self.fail();
+            return Err(e);
+        }
+        self.barrier.reset();
+        Ok(out.into_iter().map(|v| v.expect("every worker answered")).collect())
+    }
+
+    /// Shuts every worker down and joins it.
+    fn fail(&mut self) {
+        self.failed = true;
+        self.barrier.abort();
+        self.join_all();
+    }
+
+    fn join_all(&mut self) {
+        for w in &self.workers {
+            let _ = w.commands.send(Command::Shutdown);
+        }
+        for w in &mut self.workers {
+            if let Some(h) = w.handle.take() {
+                let _ = h.join();
+            }
+        }
+    }
+
+    /// Stops every worker and joins its thread.
+    pub fn shutdown(mut self) {
+        self.join_all();
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        self.barrier.abort();
+        self.join_all();
+    }
+}
+
+fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "unknown panic".to_string()
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn worker_main(
+    s: usize,
+    device: usize,
+    slab: SlabSpec,
+    factory: Arc<dyn ModuleFactory>,
+    commands: Receiver<Command>,
+    replies: Sender<(usize, Reply)>,
+    barrier: Arc<StepBarrier>,
+    stop: Arc<AtomicBool>,
+) {
+    let reply = |r: Reply| {
+        let _ = replies.send((s, r));
+    };
+    let binding = bind_current_thread(&factory.placement(device, &slab));
+    let created = catch_unwind(AssertUnwindSafe(|| -> Result<_, ComputeError> {
+        let mut module = factory.create(device, &slab)?;
+        let above = if slab.has_above() { Some(module.allocate_interface(slab.interface_values())?) } else { None };
+        Ok((module, above))
+    }));
+    let mut module: Box<dyn ComputeModule> = match created {
+        Ok(Ok((module, above))) => {
+            reply(Reply::Created { describe: module.describe(), binding, above });
+            module
+        }
+        Ok(Err(e)) => return reply(Reply::Failed(e)),
+        Err(p) => return reply(Reply::Panicked(panic_message(p))),
+    };
+    while let Ok(cmd) = commands.recv() {
+        if matches!(cmd, Command::Shutdown) {
+            break;
+        }
+        let outcome = catch_unwind(AssertUnwindSafe(|| serve(module.as_mut(), cmd, &barrier, &stop)));
+        match outcome {
+            Ok(r) => {
+                let failed = matches!(r, Reply::Failed(_));
+                if failed {
+                    barrier.abort();
+                }
+                reply(r);
+            }
+            Err(p) => {
+                barrier.abort();
+                reply(Reply::Panicked(panic_message(p)));
+                // The module's state is unknown after a panic: serve nothing more.
+                break;
+            }
+        }
+    }
+}
+
+fn serve(module: &mut dyn ComputeModule, cmd: Command, barrier: &StepBarrier, stop: &AtomicBool) -> Reply {
+    let r = match cmd {
+        Command::Attach { below, above } => module.attach(below, above).map(|_| Reply::Attached),
+        Command::Run { t0, steps, exchange } => return run_steps(module, t0, steps, exchange, barrier, stop),
+        Command::Fields => module.read_fields().map(Reply::Fields),
+        Command::Health => module.health().map(Reply::Health),
+        Command::ReadPopulations => module.read_populations().map(Reply::Populations),
+        Command::WritePopulations { bytes, next_step } => module.write_populations(&bytes, next_step).map(|_| Reply::Written),
+        Command::Shutdown => unreachable!("handled by the worker loop"),
+    };
+    r.unwrap_or_else(Reply::Failed)
+}
+
+fn run_steps(
+    module: &mut dyn ComputeModule,
+    t0: u64,
+    steps: u64,
+    exchange: bool,
+    barrier: &StepBarrier,
+    stop: &AtomicBool,
+) -> Reply {
+    let mut times = WorkerTimes::default();
+    let start = Instant::now();
+    for k in 0..steps {
+        let t = t0 + k;
+        let tic = Instant::now();
+        if let Err(e) = module.step(t) {
+            return Reply::Failed(e);
+        }
+        if exchange {
+            // Neighbours read this step's interface stores in the next step: finish before the barrier.
+            if let Err(e) = module.synchronize() {
+                return Reply::Failed(e);
+            }
+            times.compute += tic.elapsed();
+            let tic = Instant::now();
+            match barrier.wait(stop) {
+                Ok(halt) => {
+                    times.wait += tic.elapsed();
+                    times.steps = k + 1;
+                    if halt {
+                        times.stopped = true;
+                        break;
+                    }
+                }
+                Err(Aborted) => return Reply::Aborted,
+            }
+        } else {
+            times.steps = k + 1;
+            if stop.load(Ordering::SeqCst) {
+                times.stopped = true;
+                break;
+            }
+        }
+    }
+    if let Err(e) = module.synchronize() {
+        return Reply::Failed(e);
+    }
+    if !exchange {
+        times.compute = start.elapsed();
+    }
+    Reply::Ran(times)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn barrier_carries_one_stop_decision_and_aborts() {
+        let b = Arc::new(StepBarrier::new(3));
+        let stop = Arc::new(AtomicBool::new(false));
+        let handles: Vec<_> = (0..3)
+            .map(|_| {
+                let (b, stop) = (b.clone(), stop.clone());
+                std::thread::spawn(move || {
+                    let mut seen = Vec::new();
+                    for _ in 0..50 {
+                        seen.push(b.wait(&stop).unwrap());
+                    }
+                    seen
+                })
+            })
+            .collect();
+        let seen: Vec<Vec<bool>> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        assert!(seen.iter().all(|s| s == &seen[0]));
+
+        let b = Arc::new(StepBarrier::new(2));
+        let b2 = b.clone();
+        let waiter = std::thread::spawn(move || b2.wait(&AtomicBool::new(false)));
+        std::thread::sleep(Duration::from_millis(20));
+        b.abort();
+        assert_eq!(waiter.join().unwrap(), Err(Aborted));
+        assert_eq!(b.wait(&AtomicBool::new(false)), Err(Aborted));
+    }
+}
