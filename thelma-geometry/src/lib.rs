@@ -1,1 +1,12 @@
-//! placeholder
+//! thelma-geometry: the per-node bit field ([`NodeFlags`]), boundary conditions and geometry builders
+//! (the closed cavity with a moving lid, periodic axes, box and sphere obstacles), cut into slabs.
+//!
+//! Walls use mid-grid (halfway) bounce-back: every node of the `nx × ny × nz` lattice is a fluid node
+//! unless an obstacle covers it, and walls sit half a spacing outside the lattice on each
+//! non-periodic axis. Nothing here knows about devices; compute modules read [`SlabFlags`].
+
+mod flags;
+mod geometry;
+
+pub use flags::{FlagPalette, NodeFlags, SlabFlags, MAX_PALETTE};
+pub use geometry::{Geometry, GeometryError, Wall};

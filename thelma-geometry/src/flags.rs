@@ -1,0 +1,141 @@
+//! `NodeFlags`, the per-node bit field, and its palette-compressed form for compute modules.
+
+use thelma_core::lattice::{C, Q, W};
+
+/// Per-node bit field. Every kernel mirrors these bits through the generated prelude.
+///
+/// | bits   | meaning |
+/// |--------|---------|
+/// | 0      | `SOLID`: the node is inside an obstacle; it is never updated and never read by a fluid node |
+/// | 1–18   | `BOUNCE_i` (bit `i`): `x − c_i` is solid, so `f_i(x)` comes back from `f̃_ī(x)` instead of being pulled |
+/// | 19–31  | reserved (inlet/outlet, thermal walls) |
+/// | 32     | reserved |
+/// | 33–50  | `MOVING_i` (bit `32 + i`): the solid at `x − c_i` moves; add `6 w_i ρ_w (c_i · u_w)` |
+/// | 51–55  | reserved |
+/// | 56–59  | wall-velocity slot of the moving wall(s) this node touches (index into the geometry's table) |
+/// | 60–63  | reserved |
+///
+/// Direction 0 (rest) never bounces, which is why bit 0 can carry the node kind.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NodeFlags(pub u64);
+
+impl NodeFlags {
+    /// A fluid node with no wall neighbour.
+    pub const FLUID: NodeFlags = NodeFlags(0);
+    /// Bit of the node kind.
+    pub const SOLID_BIT: u64 = 1;
+    /// Shift of the moving-wall mask.
+    pub const MOVING_SHIFT: u32 = 32;
+    /// Shift and width of the wall-velocity slot.
+    pub const SLOT_SHIFT: u32 = 56;
+    pub const SLOT_BITS: u32 = 4;
+    /// Mask of the bounce-back bits (1–18).
+    pub const BOUNCE_MASK: u64 = ((1u64 << Q) - 1) & !1;
+
+    pub fn solid() -> Self {
+        NodeFlags(Self::SOLID_BIT)
+    }
+    pub fn is_solid(self) -> bool {
+        self.0 & Self::SOLID_BIT != 0
+    }
+    /// Whether direction `i` bounces back at this node.
+    pub fn bounces(self, i: usize) -> bool {
+        i > 0 && self.0 >> i & 1 != 0
+    }
+    /// Whether the wall that direction `i` bounces from moves.
+    pub fn moving(self, i: usize) -> bool {
+        i > 0 && self.0 >> (Self::MOVING_SHIFT + i as u32) & 1 != 0
+    }
+    /// The bounce-back directions as a 32-bit mask (bit `i` for direction `i`).
+    pub fn bounce_mask(self) -> u32 {
+        (self.0 & Self::BOUNCE_MASK) as u32
+    }
+    /// The moving-wall directions as a 32-bit mask (bit `i` for direction `i`).
+    pub fn moving_mask(self) -> u32 {
+        ((self.0 >> Self::MOVING_SHIFT) & Self::BOUNCE_MASK) as u32
+    }
+    /// The wall-velocity slot.
+    pub fn slot(self) -> usize {
+        ((self.0 >> Self::SLOT_SHIFT) & ((1 << Self::SLOT_BITS) - 1)) as usize
+    }
+    pub fn with_bounce(self, i: usize) -> Self {
+        debug_assert!(i > 0 && i < Q);
+        NodeFlags(self.0 | 1 << i)
+    }
+    pub fn with_moving(self, i: usize, slot: usize) -> Self {
+        debug_assert!(i > 0 && i < Q && slot < 1 << Self::SLOT_BITS);
+        NodeFlags(self.0 | 1 << i | 1 << (Self::MOVING_SHIFT + i as u32) | (slot as u64) << Self::SLOT_SHIFT)
+    }
+}
+
+/// Largest number of distinct flag values one slab may hold (the device index is one byte).
+pub const MAX_PALETTE: usize = 256;
+
+/// The distinct [`NodeFlags`] values of a slab, with the per-value constants a kernel needs.
+///
+/// Storing a one-byte palette index per node instead of the 8-byte bit field keeps the geometry's
+/// share of the memory traffic at 1 byte per node (the 153 B/node roofline of DESIGN §2); the palette
+/// itself is tiny and stays in cache (constant memory on the GPU).
+#[derive(Clone, Debug, PartialEq)]
+pub struct FlagPalette {
+    /// Distinct values; entry 0 is always [`NodeFlags::FLUID`].
+    pub flags: Vec<NodeFlags>,
+    /// Per entry, per direction: the moving-wall term `6 w_i (c_i · u_w)` (ρ_w = 1), zero where the
+    /// direction does not touch a moving wall.
+    pub moving_term: Vec<[f64; Q]>,
+}
+
+/// The geometry of one slab: a palette index per node, `[z][y][x]`, and the palette.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SlabFlags {
+    pub size: [usize; 3],
+    pub index: Vec<u8>,
+    pub palette: FlagPalette,
+}
+
+impl SlabFlags {
+    /// The bit field of local node (x, y, z).
+    pub fn get(&self, x: usize, y: usize, z: usize) -> NodeFlags {
+        let i = (z * self.size[1] + y) * self.size[0] + x;
+        self.palette.flags[self.index[i] as usize]
+    }
+}
+
+/// Builds the moving-wall terms of one flag value from the wall-velocity table.
+pub(crate) fn moving_term(flags: NodeFlags, walls: &[[f64; 3]]) -> [f64; Q] {
+    let mut t = [0.0; Q];
+    if flags.moving_mask() == 0 {
+        return t;
+    }
+    let u = walls[flags.slot()];
+    for (i, ti) in t.iter_mut().enumerate() {
+        if flags.moving(i) {
+            let cu = C[i][0] as f64 * u[0] + C[i][1] as f64 * u[1] + C[i][2] as f64 * u[2];
+            *ti = 6.0 * W[i] * cu;
+        }
+    }
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn flag_bits_do_not_interfere(bounce in prop::collection::vec(1usize..19, 0..6), moving in prop::collection::vec(1usize..19, 0..4), slot in 0usize..16) {
+            let mut f = NodeFlags::FLUID;
+            for &i in &bounce { f = f.with_bounce(i); }
+            for &i in &moving { f = f.with_moving(i, slot); }
+            prop_assert!(!f.is_solid());
+            for i in 0..Q {
+                prop_assert_eq!(f.bounces(i), bounce.contains(&i) || moving.contains(&i));
+                prop_assert_eq!(f.moving(i), moving.contains(&i));
+            }
+            if !moving.is_empty() { prop_assert_eq!(f.slot(), slot); }
+            prop_assert_eq!(f.bounce_mask() & 1, 0);
+            prop_assert_eq!(f.moving_mask() & !f.bounce_mask(), 0);
+        }
+    }
+}

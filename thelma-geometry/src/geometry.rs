@@ -1,0 +1,273 @@
+//! Geometry descriptions and their evaluation into per-node flags, one slab at a time, so that each
+//! worker builds only its own slab (in parallel, without a whole-domain array on the host).
+
+use std::collections::HashMap;
+use std::ops::Range;
+
+use thelma_core::config::{CaseConfig, CaseKind, Obstacle};
+use thelma_core::domain::Domain;
+use thelma_core::lattice::{C, Q};
+
+use crate::flags::{moving_term, FlagPalette, NodeFlags, SlabFlags, MAX_PALETTE};
+
+/// What lies at a position that is not fluid.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wall {
+    /// A wall at rest.
+    Resting,
+    /// A wall moving with the velocity of this slot of [`Geometry::wall_velocities`].
+    Moving(usize),
+}
+
+/// Why a geometry cannot be built.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum GeometryError {
+    #[error("slab z {0:?} has more than {MAX_PALETTE} distinct node-flag values; simplify the obstacles or use more slabs")]
+    PaletteFull(Range<usize>),
+    #[error("node ({0}, {1}, {2}) touches two moving walls of different velocity, which one node cannot represent")]
+    TwoMovingWalls(usize, usize, usize),
+    #[error("obstacle {0} lies entirely outside the domain")]
+    ObstacleOutside(usize),
+}
+
+/// A geometry: the domain, its walls (a moving lid or not) and its obstacles.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Geometry {
+    pub domain: Domain,
+    /// Velocity of each wall slot; slot 0 is the lid when there is one.
+    pub wall_velocities: Vec<[f64; 3]>,
+    /// Whether the plane z = nz (above the lattice, including its edges and corners) is a lid moving
+    /// with slot 0. The lid covers the whole plane so that every node under it receives the moving-wall
+    /// term in ± pairs and the closed cavity conserves mass exactly.
+    lid: bool,
+    obstacles: Vec<Obstacle>,
+}
+
+impl Geometry {
+    /// A box of resting walls on every non-periodic axis, no obstacles.
+    pub fn closed_box(domain: Domain) -> Self {
+        Self { domain, wall_velocities: Vec::new(), lid: false, obstacles: Vec::new() }
+    }
+
+    /// The lid-driven cavity: walls on every non-periodic axis, the top wall (z = max) moving in +x
+    /// with `lid_speed`.
+    pub fn cavity(domain: Domain, lid_speed: f64) -> Self {
+        assert!(!domain.periodic[2], "the lid needs a walled z axis");
+        Self { domain, wall_velocities: vec![[lid_speed, 0.0, 0.0]], lid: true, obstacles: Vec::new() }
+    }
+
+    /// Adds a solid obstacle.
+    pub fn with_obstacle(mut self, o: Obstacle) -> Self {
+        self.obstacles.push(o);
+        self
+    }
+
+    /// The geometry a case describes.
+    pub fn from_case(case: &CaseConfig) -> Result<Self, GeometryError> {
+        let d = &case.domain;
+        let domain = Domain::new(d.size, d.periodic);
+        let mut g = match d.case {
+            CaseKind::Cavity => Self::cavity(domain, case.physics.lid_speed),
+            CaseKind::Box => Self::closed_box(domain),
+        };
+        for (k, o) in d.obstacles.iter().enumerate() {
+            g = g.with_obstacle(o.clone());
+            if !g.obstacle_touches_domain(k) {
+                return Err(GeometryError::ObstacleOutside(k));
+            }
+        }
+        Ok(g)
+    }
+
+    fn obstacle_touches_domain(&self, k: usize) -> bool {
+        let [nx, ny, nz] = self.domain.size;
+        match &self.obstacles[k] {
+            Obstacle::Box { min, max } => (0..3).all(|a| max[a] > 0 && min[a] < [nx, ny, nz][a] as i64),
+            Obstacle::Sphere { centre, radius } => {
+                (0..3).all(|a| centre[a] + radius >= 0.0 && centre[a] - radius <= ([nx, ny, nz][a] - 1) as f64)
+            }
+        }
+    }
+
+    /// Whether the obstacles cover node (x, y, z) of the lattice.
+    pub fn in_obstacle(&self, x: usize, y: usize, z: usize) -> bool {
+        let p = [x as i64, y as i64, z as i64];
+        self.obstacles.iter().any(|o| match o {
+            Obstacle::Box { min, max } => (0..3).all(|a| p[a] >= min[a] && p[a] < max[a]),
+            Obstacle::Sphere { centre, radius } => {
+                let d2: f64 = (0..3).map(|a| (p[a] as f64 - centre[a]).powi(2)).sum();
+                d2 <= radius * radius
+            }
+        })
+    }
+
+    /// What is at position `p` (possibly one node outside the lattice): `None` for fluid.
+    pub fn wall_at(&self, p: [i64; 3]) -> Option<Wall> {
+        let size = self.domain.size;
+        let mut q = [0usize; 3];
+        let mut outside_z_top = false;
+        let mut outside = false;
+        for a in 0..3 {
+            let n = size[a] as i64;
+            let v = if self.domain.periodic[a] { p[a].rem_euclid(n) } else { p[a] };
+            if v < 0 || v >= n {
+                outside = true;
+                if a == 2 && v >= n {
+                    outside_z_top = true;
+                }
+            } else {
+                q[a] = v as usize;
+            }
+        }
+        if outside {
+            return Some(if self.lid && outside_z_top { Wall::Moving(0) } else { Wall::Resting });
+        }
+        self.in_obstacle(q[0], q[1], q[2]).then_some(Wall::Resting)
+    }
+
+    /// The bit field of node (x, y, z).
+    pub fn node_flags(&self, x: usize, y: usize, z: usize) -> Result<NodeFlags, GeometryError> {
+        if self.in_obstacle(x, y, z) {
+            return Ok(NodeFlags::solid());
+        }
+        let mut f = NodeFlags::FLUID;
+        let mut slot = None;
+        for (i, c) in C.iter().enumerate().take(Q).skip(1) {
+            let src = [x as i64 - c[0] as i64, y as i64 - c[1] as i64, z as i64 - c[2] as i64];
+            match self.wall_at(src) {
+                None => {}
+                Some(Wall::Resting) => f = f.with_bounce(i),
+                Some(Wall::Moving(s)) => {
+                    if slot.is_some_and(|t| t != s) {
+                        return Err(GeometryError::TwoMovingWalls(x, y, z));
+                    }
+                    slot = Some(s);
+                    f = f.with_moving(i, s);
+                }
+            }
+        }
+        Ok(f)
+    }
+
+    /// The flags of the planes `z` of the lattice, palette-compressed.
+    pub fn slab(&self, z: Range<usize>) -> Result<SlabFlags, GeometryError> {
+        let [nx, ny, _] = self.domain.size;
+        let mut lookup: HashMap<NodeFlags, u8> = HashMap::new();
+        let mut flags = vec![NodeFlags::FLUID];
+        lookup.insert(NodeFlags::FLUID, 0);
+        let mut index = Vec::with_capacity(nx * ny * z.len());
+        for zz in z.clone() {
+            for y in 0..ny {
+                for x in 0..nx {
+                    let f = self.node_flags(x, y, zz)?;
+                    let k = match lookup.get(&f) {
+                        Some(&k) => k,
+                        None => {
+                            if flags.len() == MAX_PALETTE {
+                                return Err(GeometryError::PaletteFull(z.clone()));
+                            }
+                            let k = flags.len() as u8;
+                            flags.push(f);
+                            lookup.insert(f, k);
+                            k
+                        }
+                    };
+                    index.push(k);
+                }
+            }
+        }
+        let moving_term = flags.iter().map(|&f| moving_term(f, &self.wall_velocities)).collect();
+        Ok(SlabFlags { size: [nx, ny, z.len()], index, palette: FlagPalette { flags, moving_term } })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use thelma_core::lattice::W;
+
+    #[test]
+    fn cavity_walls_bounce_and_only_the_lid_moves() {
+        let g = Geometry::cavity(Domain::new([4, 5, 6], [false; 3]), 0.1);
+        let s = g.slab(0..6).unwrap();
+        // An interior node bounces nothing.
+        assert_eq!(s.get(1, 2, 3), NodeFlags::FLUID);
+        // Bottom face: the directions with c_z = +1 pull from z = −1, a resting wall.
+        let f = s.get(1, 2, 0);
+        for i in 1..Q {
+            assert_eq!(f.bounces(i), C[i][2] == 1, "dir {i}");
+            assert!(!f.moving(i));
+        }
+        // Under the lid: c_z = −1 directions pull from z = nz, the lid, including at the edges.
+        for x in 0..4 {
+            let f = s.get(x, 2, 5);
+            for i in 1..Q {
+                if C[i][2] == -1 {
+                    assert!(f.moving(i), "x {x} dir {i}");
+                } else {
+                    assert!(!f.moving(i), "x {x} dir {i}");
+                }
+            }
+        }
+        // The corner node (0, 0, top) bounces every direction with c_x = +1, c_y = +1 or c_z = −1:
+        // 5 + 5 + 5 minus the three directions counted twice, (1,1,0), (1,0,−1) and (0,1,−1).
+        let f = s.get(0, 0, 5);
+        let n = (1..Q).filter(|&i| f.bounces(i)).count();
+        assert_eq!(n, 12);
+    }
+
+    #[test]
+    fn lid_terms_cancel_in_pairs_under_every_lid_node() {
+        let g = Geometry::cavity(Domain::new([6, 6, 6], [false; 3]), 0.1);
+        let s = g.slab(0..6).unwrap();
+        for y in 0..6 {
+            for x in 0..6 {
+                let f = s.get(x, y, 5);
+                let k = s.palette.flags.iter().position(|&p| p == f).unwrap();
+                let total: f64 = s.palette.moving_term[k].iter().sum();
+                assert!(total.abs() < 1e-15, "({x},{y}) net mass injection {total}");
+                let i = 13; // (+1, 0, −1): the term is 6 w_i U
+                assert!((s.palette.moving_term[k][i] - 6.0 * W[i] * 0.1).abs() < 1e-15);
+                // (−1, 0, −1) carries the opposite term.
+                assert_eq!(s.palette.moving_term[k][12], -s.palette.moving_term[k][i]);
+            }
+        }
+    }
+
+    #[test]
+    fn periodic_axes_have_no_walls() {
+        let g = Geometry::closed_box(Domain::new([4, 4, 4], [true, true, true]));
+        let s = g.slab(0..4).unwrap();
+        assert_eq!(s.palette.flags, vec![NodeFlags::FLUID]);
+    }
+
+    #[test]
+    fn obstacles_are_solid_and_their_neighbours_bounce() {
+        let g = Geometry::closed_box(Domain::new([10, 10, 10], [true, true, true]))
+            .with_obstacle(Obstacle::Sphere { centre: [5.0, 5.0, 5.0], radius: 2.0 })
+            .with_obstacle(Obstacle::Box { min: [0, 0, 0], max: [2, 2, 2] });
+        let s = g.slab(0..10).unwrap();
+        assert!(s.get(5, 5, 5).is_solid());
+        assert!(s.get(0, 1, 1).is_solid());
+        assert!(!s.get(8, 8, 8).is_solid());
+        // (5, 5, 8) lies above the sphere's top node (5, 5, 7): direction +z pulls from it.
+        let f = s.get(5, 5, 8);
+        assert!(f.bounces(5));
+        assert!(!f.bounces(6));
+        // Consistency: every bounce direction of every fluid node points at a solid.
+        for z in 0..10 {
+            for y in 0..10 {
+                for x in 0..10 {
+                    let f = s.get(x, y, z);
+                    if f.is_solid() {
+                        continue;
+                    }
+                    for i in 1..Q {
+                        let src = [(x as i64 - C[i][0] as i64).rem_euclid(10), (y as i64 - C[i][1] as i64).rem_euclid(10), (z as i64 - C[i][2] as i64).rem_euclid(10)];
+                        assert_eq!(f.bounces(i), s.get(src[0] as usize, src[1] as usize, src[2] as usize).is_solid());
+                    }
+                }
+            }
+        }
+    }
+}
