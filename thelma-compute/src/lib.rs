@@ -1,1 +1,10 @@
-//! placeholder
+//! thelma-compute: the compute modules behind [`thelma_core::compute::ComputeModule`]: `cpu`, the
+//! threaded reference oracle, always available; and `cuda`, chosen at run time when a GPU is present.
+//!
+//! A new collision model or propagation scheme is a new module here; the runtime, geometry and results
+//! do not change.
+
+pub mod cpu;
+mod params;
+
+pub use params::ModelParams;

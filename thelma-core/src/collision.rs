@@ -8,8 +8,45 @@
 
 use serde::{Deserialize, Serialize};
 
+use std::ops::{Add, Div, Mul, Neg, Sub};
+
+use seq_macro::seq;
+
 use crate::lattice::{C, M, NM, NORM2, Q, W};
 use crate::real::Real;
+
+/// The arithmetic the collision operators are written in: a scalar (`f32`, `f64`) or a bundle of lanes
+/// (the CPU module's vectors of nodes along x). Only `+ − × ÷` and constants are needed, so one source
+/// of the collision maths serves the scalar reference, the vectorised CPU loop and the tests.
+pub trait Arith:
+    Copy + Add<Output = Self> + Sub<Output = Self> + Mul<Output = Self> + Div<Output = Self> + Neg<Output = Self>
+{
+    /// The scalar type of each lane.
+    type Scalar: Real;
+    /// Every lane set to `s`.
+    fn splat(s: Self::Scalar) -> Self;
+    /// A constant, rounded to the scalar type.
+    #[inline(always)]
+    fn c(x: f64) -> Self {
+        Self::splat(Self::Scalar::of(x))
+    }
+}
+
+impl Arith for f32 {
+    type Scalar = f32;
+    #[inline(always)]
+    fn splat(s: f32) -> Self {
+        s
+    }
+}
+
+impl Arith for f64 {
+    type Scalar = f64;
+    #[inline(always)]
+    fn splat(s: f64) -> Self {
+        s
+    }
+}
 
 /// Density and velocity of one node.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -18,35 +55,50 @@ pub struct Moments<T> {
     pub u: [T; 3],
 }
 
+/// `acc ± x` when `c` is ±1, `acc` when 0, `acc + c·x` otherwise. With `c` a constant (the loops
+/// below are unrolled by `seq!`), the choice is made at compile time.
+#[inline(always)]
+fn mac<V: Arith>(acc: V, c: i32, x: V) -> V {
+    match c {
+        0 => acc,
+        1 => acc + x,
+        -1 => acc - x,
+        _ => acc + V::c(c as f64) * x,
+    }
+}
+
+/// ρ and the momentum j = Σ c_i f_i.
+#[inline(always)]
+pub fn density_momentum<V: Arith>(f: &[V; Q]) -> (V, [V; 3]) {
+    let mut rho = f[0];
+    let mut j = [V::c(0.0); 3];
+    seq!(I in 1..19 {
+        rho = rho + f[I];
+        j[0] = mac(j[0], C[I][0], f[I]);
+        j[1] = mac(j[1], C[I][1], f[I]);
+        j[2] = mac(j[2], C[I][2], f[I]);
+    });
+    (rho, j)
+}
+
 /// ρ and u = j/ρ of a set of populations.
 #[inline(always)]
-pub fn moments<T: Real>(f: &[T; Q]) -> Moments<T> {
-    let mut rho = T::zero();
-    let mut j = [T::zero(); 3];
-    for i in 0..Q {
-        rho = rho + f[i];
-        for a in 0..3 {
-            match C[i][a] {
-                1 => j[a] = j[a] + f[i],
-                -1 => j[a] = j[a] - f[i],
-                _ => {}
-            }
-        }
-    }
-    let inv = T::one() / rho;
+pub fn moments<V: Arith>(f: &[V; Q]) -> Moments<V> {
+    let (rho, j) = density_momentum(f);
+    let inv = V::c(1.0) / rho;
     Moments { rho, u: [j[0] * inv, j[1] * inv, j[2] * inv] }
 }
 
 /// The second-order equilibrium `f_i = w_i ρ (1 + 3 c·u + 9/2 (c·u)² − 3/2 u²)`.
 #[inline(always)]
-pub fn equilibrium<T: Real>(rho: T, u: [T; 3]) -> [T; Q] {
+pub fn equilibrium<V: Arith>(rho: V, u: [V; 3]) -> [V; Q] {
     let u2 = u[0] * u[0] + u[1] * u[1] + u[2] * u[2];
-    let base = T::one() - T::of(1.5) * u2;
-    let mut f = [T::zero(); Q];
-    for i in 0..Q {
-        let cu = T::of(C[i][0] as f64) * u[0] + T::of(C[i][1] as f64) * u[1] + T::of(C[i][2] as f64) * u[2];
-        f[i] = T::of(W[i]) * rho * (base + cu * (T::of(3.0) + T::of(4.5) * cu));
-    }
+    let base = V::c(1.0) - V::c(1.5) * u2;
+    let mut f = [V::c(0.0); Q];
+    seq!(I in 0..19 {
+        let cu = mac(mac(mac(V::c(0.0), C[I][0], u[0]), C[I][1], u[1]), C[I][2], u[2]);
+        f[I] = V::c(W[I]) * rho * (base + cu * (V::c(3.0) + V::c(4.5) * cu));
+    });
     f
 }
 
@@ -148,23 +200,23 @@ impl MrtRates {
 /// The equilibrium moments of d'Humières et al. (2002) in the row order of [`M`], for density `rho`
 /// and momentum `j`, using `j·j/ρ` (so that they equal the moments of [`equilibrium`]).
 #[inline(always)]
-pub fn equilibrium_moments<T: Real>(rho: T, j: [T; 3]) -> [T; NM] {
-    let inv = T::one() / rho;
+pub fn equilibrium_moments<V: Arith>(rho: V, j: [V; 3]) -> [V; NM] {
+    let inv = V::c(1.0) / rho;
     let (jx, jy, jz) = (j[0], j[1], j[2]);
     let jj = (jx * jx + jy * jy + jz * jz) * inv;
-    let pxx3 = (T::of(3.0) * jx * jx) * inv - jj;
+    let pxx3 = (V::c(3.0) * jx * jx) * inv - jj;
     let pww = (jy * jy - jz * jz) * inv;
-    let half = T::of(0.5);
+    let half = V::c(0.5);
     [
         rho,
-        T::of(-11.0) * rho + T::of(19.0) * jj,
-        T::of(3.0) * rho - T::of(5.5) * jj,
+        V::c(-11.0) * rho + V::c(19.0) * jj,
+        V::c(3.0) * rho - V::c(5.5) * jj,
         jx,
-        T::of(-2.0 / 3.0) * jx,
+        V::c(-2.0 / 3.0) * jx,
         jy,
-        T::of(-2.0 / 3.0) * jy,
+        V::c(-2.0 / 3.0) * jy,
         jz,
-        T::of(-2.0 / 3.0) * jz,
+        V::c(-2.0 / 3.0) * jz,
         pxx3,
         -half * pxx3,
         pww,
@@ -172,9 +224,9 @@ pub fn equilibrium_moments<T: Real>(rho: T, j: [T; 3]) -> [T; NM] {
         jx * jy * inv,
         jy * jz * inv,
         jx * jz * inv,
-        T::zero(),
-        T::zero(),
-        T::zero(),
+        V::c(0.0),
+        V::c(0.0),
+        V::c(0.0),
     ]
 }
 
@@ -200,7 +252,10 @@ impl<T: Real> CollisionParams<T> {
 
     /// Relaxes `f` in place towards equilibrium.
     #[inline(always)]
-    pub fn collide(&self, f: &mut [T; Q]) {
+    pub fn collide(&self, f: &mut [T; Q])
+    where
+        T: Arith<Scalar = T>,
+    {
         match self.kind {
             Collision::Bgk => collide_bgk(f, self.omega),
             Collision::Mrt => collide_mrt(f, &self.mrt_scaled),
@@ -210,51 +265,49 @@ impl<T: Real> CollisionParams<T> {
 
 /// BGK: `f ← f − ω (f − f_eq)`.
 #[inline(always)]
-pub fn collide_bgk<T: Real>(f: &mut [T; Q], omega: T) {
+pub fn collide_bgk<V: Arith>(f: &mut [V; Q], omega: V::Scalar) {
     let m = moments(f);
     let feq = equilibrium(m.rho, m.u);
-    for i in 0..Q {
-        f[i] = f[i] - omega * (f[i] - feq[i]);
-    }
+    let omega = V::splat(omega);
+    seq!(I in 0..19 {
+        f[I] = f[I] - omega * (f[I] - feq[I]);
+    });
 }
 
 /// MRT: `f ← f − M⁻¹ S (M f − m_eq)`, with `M⁻¹ = Mᵀ diag(1/‖M_k‖²)` and `scaled[k] = s_k/‖M_k‖²`.
 ///
-/// The matrix is applied row by row with its integer entries; zero entries are skipped at compile time
-/// because `M` is a constant and the loops unroll.
+/// The matrix is applied with its integer entries, unrolled, so zeros and ±1 cost nothing; the
+/// conserved moments (ρ, j) have `scaled = 0` and drop out of the back-transform.
 #[inline(always)]
-pub fn collide_mrt<T: Real>(f: &mut [T; Q], scaled: &[T; NM]) {
-    let mut m = [T::zero(); NM];
-    for k in 0..NM {
-        let mut acc = T::zero();
-        for i in 0..Q {
-            acc = mac(acc, M[k][i], f[i]);
-        }
-        m[k] = acc;
-    }
+pub fn collide_mrt<V: Arith>(f: &mut [V; Q], scaled: &[V::Scalar; NM]) {
+    let mut m = [V::c(0.0); NM];
+    seq!(K in 0..19 {
+        let mut acc = f[0] * V::c(M[K][0] as f64);
+        seq!(I in 1..19 {
+            acc = mac(acc, M[K][I], f[I]);
+        });
+        m[K] = acc;
+    });
     let meq = equilibrium_moments(m[0], [m[3], m[5], m[7]]);
-    let mut d = [T::zero(); NM];
-    for k in 0..NM {
-        d[k] = (m[k] - meq[k]) * scaled[k];
-    }
-    for i in 0..Q {
-        let mut acc = T::zero();
-        for k in 0..NM {
-            acc = mac(acc, M[k][i], d[k]);
-        }
-        f[i] = f[i] - acc;
-    }
+    let mut d = [V::c(0.0); NM];
+    seq!(K in 0..19 {
+        d[K] = (m[K] - meq[K]) * V::splat(scaled[K]);
+    });
+    seq!(I in 0..19 {
+        let mut acc = V::c(0.0);
+        seq!(K in 0..19 {
+            if !is_conserved(K) {
+                acc = mac(acc, M[K][I], d[K]);
+            }
+        });
+        f[I] = f[I] - acc;
+    });
 }
 
-/// `acc + c·x` for a small integer constant `c`, written so that 0 and ±1 cost nothing.
+/// Whether moment `k` is conserved by collision (its deviation is zero and skipped).
 #[inline(always)]
-fn mac<T: Real>(acc: T, c: i32, x: T) -> T {
-    match c {
-        0 => acc,
-        1 => acc + x,
-        -1 => acc - x,
-        _ => acc + T::of(c as f64) * x,
-    }
+const fn is_conserved(k: usize) -> bool {
+    matches!(k, 0 | 3 | 5 | 7)
 }
 
 #[cfg(test)]

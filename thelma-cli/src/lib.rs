@@ -1,0 +1,6 @@
+//! The `thelma` application: composes geometry, compute modules, the runtime and results into runs.
+//! The binary (`main.rs`) only parses the command line and prints; everything a run does lives here so
+//! that end-to-end tests can drive it without a process.
+
+pub mod app;
+pub mod backend;

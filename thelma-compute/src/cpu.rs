@@ -1,0 +1,566 @@
+//! The CPU compute module: the reference oracle, and the way everything runs without a GPU.
+//!
+//! Same data layout and step protocol as the GPU (DESIGN §2–3): two lattices `[i][z][y][x]`, a fused
+//! pull collide-and-propagate that reads lattice A (and the neighbours' interface buffers of the
+//! previous step's parity) and writes lattice B (and this step's interface buffers), then swaps A and B.
+//! Rows `(z, y)` are spread over a rayon pool; each row is handled in chunks of [`CHUNK`] nodes along
+//! x so that the collision loop over x vectorises.
+
+use std::alloc::{alloc_zeroed, dealloc, Layout};
+use std::sync::Arc;
+
+use rayon::prelude::*;
+use thelma_core::collision::{collide_bgk, collide_mrt, equilibrium, moments, Arith, Collision, CollisionParams};
+use thelma_core::compute::{
+    interface_offset, ComputeError, ComputeModule, Fields, Health, InterfaceMemory, ModuleFactory, Placement,
+};
+use thelma_core::domain::SlabSpec;
+use thelma_core::lattice::{C, DOWN, OPP, Q, UP};
+use thelma_core::Real;
+
+use crate::params::ModelParams;
+
+/// Nodes along x pulled, bounced and stored together.
+pub const CHUNK: usize = 32;
+/// Nodes along x collided together as one bundle of lanes (one or two AVX2 registers).
+pub const LANES: usize = 8;
+const _: () = assert!(CHUNK % LANES == 0);
+
+/// A bundle of `L` values handled lane by lane; the collision maths, written once over [`Arith`],
+/// becomes vector code on it.
+#[derive(Clone, Copy)]
+#[repr(transparent)]
+pub struct Lanes<T, const L: usize>(pub [T; L]);
+
+macro_rules! lane_op {
+    ($tr:ident, $f:ident, $op:tt) => {
+        impl<T: Real, const L: usize> std::ops::$tr for Lanes<T, L> {
+            type Output = Self;
+            #[inline(always)]
+            fn $f(self, o: Self) -> Self {
+                Lanes(std::array::from_fn(|l| self.0[l] $op o.0[l]))
+            }
+        }
+    };
+}
+lane_op!(Add, add, +);
+lane_op!(Sub, sub, -);
+lane_op!(Mul, mul, *);
+lane_op!(Div, div, /);
+
+impl<T: Real, const L: usize> std::ops::Neg for Lanes<T, L> {
+    type Output = Self;
+    #[inline(always)]
+    fn neg(self) -> Self {
+        Lanes(std::array::from_fn(|l| -self.0[l]))
+    }
+}
+
+impl<T: Real + Arith<Scalar = T>, const L: usize> Arith for Lanes<T, L> {
+    type Scalar = T;
+    #[inline(always)]
+    fn splat(s: T) -> Self {
+        Lanes([s; L])
+    }
+}
+
+/// Creates CPU modules; `devices` CPU devices share the machine's cores evenly.
+pub struct CpuFactory {
+    params: ModelParams,
+    devices: usize,
+    threads_per_device: usize,
+}
+
+impl CpuFactory {
+    /// `threads` in all (0: one per core), split over `devices` devices (at least one each).
+    pub fn new(params: ModelParams, devices: usize, threads: usize) -> Self {
+        let total = if threads == 0 { thelma_core::affinity::core_count() } else { threads };
+        Self { params, devices, threads_per_device: (total / devices.max(1)).max(1) }
+    }
+}
+
+impl ModuleFactory for CpuFactory {
+    fn backend(&self) -> &'static str {
+        "cpu"
+    }
+    fn placement(&self, device: usize, _slab: &SlabSpec) -> Placement {
+        Placement::Cores { share: device, of: self.devices }
+    }
+    fn create(&self, _device: usize, slab: &SlabSpec) -> Result<Box<dyn ComputeModule>, ComputeError> {
+        Ok(match self.params.precision {
+            thelma_core::config::Precision::F32 => {
+                Box::new(CpuModule::<f32>::new(&self.params, slab.clone(), self.threads_per_device)?)
+            }
+            thelma_core::config::Precision::F64 => {
+                Box::new(CpuModule::<f64>::new(&self.params, slab.clone(), self.threads_per_device)?)
+            }
+        })
+    }
+}
+
+/// Plain, zeroed, cache-line aligned host memory for one interface.
+struct HostInterface {
+    ptr: *mut u8,
+    layout: Layout,
+}
+
+// SAFETY: the memory is a plain allocation owned by this value. Concurrent access follows the step
+// protocol: within a step, each buffer of an interface is written by exactly one module and the
+// buffers of the other parity are only read; the runtime's barrier (a mutex) orders one step's
+// writes before the next step's reads.
+unsafe impl Send for HostInterface {}
+unsafe impl Sync for HostInterface {}
+
+impl HostInterface {
+    fn new(bytes: usize) -> Result<Self, ComputeError> {
+        let layout = Layout::from_size_align(bytes.max(1), 64).map_err(|e| ComputeError::Invalid(e.to_string()))?;
+        // SAFETY: the layout has a non-zero size.
+        let ptr = unsafe { alloc_zeroed(layout) };
+        if ptr.is_null() {
+            return Err(ComputeError::OutOfMemory(format!("interface buffer of {bytes} bytes")));
+        }
+        Ok(Self { ptr, layout })
+    }
+}
+
+impl Drop for HostInterface {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout.
+        unsafe { dealloc(self.ptr, self.layout) }
+    }
+}
+
+impl InterfaceMemory for HostInterface {
+    fn as_ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+    fn bytes(&self) -> usize {
+        self.layout.size()
+    }
+}
+
+/// Per palette entry: what the bounce-back of a node of that kind needs.
+#[derive(Clone, Copy)]
+struct Entry<T> {
+    solid: bool,
+    bounce: u32,
+    term: [T; Q],
+}
+
+/// For each direction, its slot among the five crossing populations (UP for c_z = +1, DOWN for −1).
+const fn crossing_slots() -> [usize; Q] {
+    let mut s = [usize::MAX; Q];
+    let mut k = 0;
+    while k < UP.len() {
+        s[UP[k]] = k;
+        s[DOWN[k]] = k;
+        k += 1;
+    }
+    s
+}
+const SLOT: [usize; Q] = crossing_slots();
+
+/// The CPU module for one slab, in precision `T`.
+pub struct CpuModule<T: Real + Arith<Scalar = T>> {
+    slab: SlabSpec,
+    index: Vec<u8>,
+    palette: Vec<Entry<T>>,
+    coll: CollisionParams<T>,
+    a: Vec<T>,
+    b: Vec<T>,
+    below: Option<Arc<dyn InterfaceMemory>>,
+    above: Option<Arc<dyn InterfaceMemory>>,
+    pool: rayon::ThreadPool,
+    threads: usize,
+}
+
+impl<T: Real + Arith<Scalar = T>> CpuModule<T> {
+    pub fn new(params: &ModelParams, slab: SlabSpec, threads: usize) -> Result<Self, ComputeError> {
+        let flags = params.geometry.slab(slab.z.clone()).map_err(|e| ComputeError::Invalid(e.to_string()))?;
+        let palette = flags
+            .palette
+            .flags
+            .iter()
+            .zip(&flags.palette.moving_term)
+            .map(|(f, term)| {
+                let mut t = [T::zero(); Q];
+                for i in 0..Q {
+                    t[i] = T::of(term[i]);
+                }
+                Entry { solid: f.is_solid(), bounce: f.bounce_mask(), term: t }
+            })
+            .collect();
+        let n = slab.nodes();
+        let len = n.checked_mul(Q).ok_or_else(|| ComputeError::OutOfMemory("lattice size overflows".into()))?;
+        let a = try_vec(len)?;
+        let b = try_vec(len)?;
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(move |k| format!("thelma-cpu-{}-{k}", slab_name(threads)))
+            .build()
+            .map_err(|e| ComputeError::Device(format!("cannot start the CPU thread pool: {e}")))?;
+        let coll = CollisionParams::new(params.collision, params.omega, &params.mrt_rates);
+        let mut m = Self { slab, index: flags.index, palette, coll, a, b, below: None, above: None, pool, threads };
+        m.fill_equilibrium(T::one(), [T::zero(); 3]);
+        Ok(m)
+    }
+
+    fn n(&self) -> usize {
+        self.slab.nodes()
+    }
+
+    /// Sets every node to the equilibrium of (ρ, u).
+    fn fill_equilibrium(&mut self, rho: T, u: [T; 3]) {
+        let feq = equilibrium(rho, u);
+        let n = self.n();
+        for i in 0..Q {
+            self.a[i * n..(i + 1) * n].fill(feq[i]);
+        }
+    }
+
+    /// Writes the crossing populations of the boundary layers of lattice A into the buffers of `parity`.
+    fn publish(&mut self, parity: usize) {
+        let (nx, ny, nz) = (self.slab.nx(), self.slab.ny(), self.slab.nz());
+        let n = self.n();
+        let plane = nx * ny;
+        let vals = self.slab.interface_values();
+        if let Some(above) = &self.above {
+            let out = above.as_ptr() as *mut T;
+            let off = interface_offset(vals, true, parity);
+            for (k, &i) in UP.iter().enumerate() {
+                let src = &self.a[i * n + (nz - 1) * plane..i * n + nz * plane];
+                // SAFETY: the interface holds 4 buffers of `vals` values; `off + k·plane + plane ≤ 4·vals`.
+                unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), out.add(off + k * plane), plane) }
+            }
+        }
+        if let Some(below) = &self.below {
+            let out = below.as_ptr() as *mut T;
+            let off = interface_offset(vals, false, parity);
+            for (k, &i) in DOWN.iter().enumerate() {
+                let src = &self.a[i * n..i * n + plane];
+                // SAFETY: as above.
+                unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), out.add(off + k * plane), plane) }
+            }
+        }
+    }
+
+    fn step_with<K: Kernel<T>>(&mut self, t: u64) {
+        let rin = ((t + 1) % 2) as usize;
+        let rout = (t % 2) as usize;
+        let vals = self.slab.interface_values();
+        let ptr_at = |m: &Option<Arc<dyn InterfaceMemory>>, up: bool, parity: usize| {
+            m.as_ref().map(|m| {
+                // SAFETY: the offset lies inside the interface allocation (4 buffers of `vals`).
+                SyncPtr(unsafe { (m.as_ptr() as *mut T).add(interface_offset(vals, up, parity)) })
+            })
+        };
+        let ctx = StepCtx {
+            nx: self.slab.nx(),
+            ny: self.slab.ny(),
+            nz: self.slab.nz(),
+            periodic: self.slab.domain.periodic,
+            a: &self.a,
+            b: SyncPtr(self.b.as_mut_ptr()),
+            index: &self.index,
+            palette: &self.palette,
+            coll: &self.coll,
+            below_in: ptr_at(&self.below, true, rin),
+            above_in: ptr_at(&self.above, false, rin),
+            above_out: ptr_at(&self.above, true, rout),
+            below_out: ptr_at(&self.below, false, rout),
+        };
+        let rows = ctx.nz * ctx.ny;
+        self.pool.install(|| {
+            (0..rows).into_par_iter().with_min_len(4).for_each(|r| ctx.row::<K>(r / ctx.ny, r % ctx.ny));
+        });
+        std::mem::swap(&mut self.a, &mut self.b);
+    }
+}
+
+fn slab_name(threads: usize) -> String {
+    format!("{threads}t")
+}
+
+fn try_vec<T: Real>(len: usize) -> Result<Vec<T>, ComputeError> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(len).map_err(|_| {
+        ComputeError::OutOfMemory(format!("cannot allocate a lattice of {} MiB", len * std::mem::size_of::<T>() >> 20))
+    })?;
+    v.resize(len, T::zero());
+    Ok(v)
+}
+
+/// A raw pointer that may be shared by the pool's threads: every thread writes disjoint rows.
+#[derive(Clone, Copy)]
+struct SyncPtr<T>(*mut T);
+// SAFETY: used only for writes to disjoint rows (one row per task) and for reads of interface buffers
+// that no thread of this step writes.
+unsafe impl<T> Send for SyncPtr<T> {}
+unsafe impl<T> Sync for SyncPtr<T> {}
+
+/// The collision of a bundle, chosen once per step so the row loop carries no branch on the model.
+trait Kernel<T: Real>: Send + Sync {
+    fn collide<V: Arith<Scalar = T>>(f: &mut [V; Q], p: &CollisionParams<T>);
+}
+struct Bgk;
+struct Mrt;
+impl<T: Real> Kernel<T> for Bgk {
+    #[inline(always)]
+    fn collide<V: Arith<Scalar = T>>(f: &mut [V; Q], p: &CollisionParams<T>) {
+        collide_bgk(f, p.omega)
+    }
+}
+impl<T: Real> Kernel<T> for Mrt {
+    #[inline(always)]
+    fn collide<V: Arith<Scalar = T>>(f: &mut [V; Q], p: &CollisionParams<T>) {
+        collide_mrt(f, &p.mrt_scaled)
+    }
+}
+
+struct StepCtx<'a, T: Real + Arith<Scalar = T>> {
+    nx: usize,
+    ny: usize,
+    nz: usize,
+    periodic: [bool; 3],
+    a: &'a [T],
+    b: SyncPtr<T>,
+    index: &'a [u8],
+    palette: &'a [Entry<T>],
+    coll: &'a CollisionParams<T>,
+    /// `up[(t+1)%2]` of the interface below: populations arriving from below.
+    below_in: Option<SyncPtr<T>>,
+    /// `down[(t+1)%2]` of the interface above: populations arriving from above.
+    above_in: Option<SyncPtr<T>>,
+    /// `up[t%2]` of the interface above: this slab's top layer going up.
+    above_out: Option<SyncPtr<T>>,
+    /// `down[t%2]` of the interface below: this slab's bottom layer going down.
+    below_out: Option<SyncPtr<T>>,
+}
+
+impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
+    /// The row of `nx` values that direction `i` pulls from for destination row (z, y), or `None`
+    /// when the whole source row is a wall.
+    #[inline]
+    fn source_row(&self, i: usize, z: usize, y: usize) -> Option<&[T]> {
+        let (nx, ny, nz) = (self.nx, self.ny, self.nz);
+        let mut ys = y as isize - C[i][1] as isize;
+        if ys < 0 || ys >= ny as isize {
+            if !self.periodic[1] {
+                return None;
+            }
+            ys = ys.rem_euclid(ny as isize);
+        }
+        let ys = ys as usize;
+        let zs = z as isize - C[i][2] as isize;
+        let plane = nx * ny;
+        if zs >= 0 && (zs as usize) < nz {
+            let n = plane * nz;
+            let start = i * n + (zs as usize * ny + ys) * nx;
+            return Some(&self.a[start..start + nx]);
+        }
+        let buf = if zs < 0 { self.below_in } else { self.above_in }?;
+        // SAFETY: the buffer holds 5 planes of `plane` values; SLOT[i] < 5 and ys < ny. The neighbour
+        // wrote it in the previous step, ordered before this step by the barrier.
+        Some(unsafe { std::slice::from_raw_parts(buf.0.add(SLOT[i] * plane + ys * nx), nx) })
+    }
+
+    #[inline(always)]
+    fn row<K: Kernel<T>>(&self, z: usize, y: usize) {
+        let (nx, ny, nz) = (self.nx, self.ny, self.nz);
+        let plane = nx * ny;
+        let n = plane * nz;
+        let row0 = (z * ny + y) * nx;
+        let mut fin = [[T::zero(); CHUNK]; Q];
+        let mut fout = [[T::zero(); CHUNK]; Q];
+        let sources: [Option<&[T]>; Q] = std::array::from_fn(|i| self.source_row(i, z, y));
+        let mut x0 = 0;
+        while x0 < nx {
+            let len = CHUNK.min(nx - x0);
+            // Pull: f_i(x) = f̃_i(x − c_i).
+            for i in 0..Q {
+                let dst = &mut fin[i][..len];
+                match sources[i] {
+                    None => dst.fill(T::zero()),
+                    Some(src) => {
+                        let lo = x0 as isize - C[i][0] as isize;
+                        if len == CHUNK && lo >= 0 && lo as usize + CHUNK <= nx {
+                            // Fixed-size copy: inline vector moves rather than a memmove call.
+                            let row: &[T; CHUNK] = src[lo as usize..lo as usize + CHUNK].try_into().expect("chunk");
+                            fin[i] = *row;
+                        } else if lo >= 0 && lo as usize + len <= nx {
+                            dst.copy_from_slice(&src[lo as usize..lo as usize + len]);
+                        } else {
+                            for (x, d) in dst.iter_mut().enumerate() {
+                                let xs = lo + x as isize;
+                                *d = if xs >= 0 && (xs as usize) < nx {
+                                    src[xs as usize]
+                                } else if self.periodic[0] {
+                                    src[xs.rem_euclid(nx as isize) as usize]
+                                } else {
+                                    T::zero()
+                                };
+                            }
+                        }
+                    }
+                }
+            }
+            // Bounce-back: f_i(x) = f̃_ī(x) + 6 w_i ρ_w (c_i · u_w) where x − c_i is a wall.
+            let mut any_solid = false;
+            for x in 0..len {
+                let k = self.index[row0 + x0 + x] as usize;
+                if k == 0 {
+                    continue;
+                }
+                let e = &self.palette[k];
+                any_solid |= e.solid;
+                let mut m = e.bounce;
+                while m != 0 {
+                    let i = m.trailing_zeros() as usize;
+                    m &= m - 1;
+                    fin[i][x] = self.a[OPP[i] * n + row0 + x0 + x] + e.term[i];
+                }
+            }
+            // Collide, LANES nodes at a time (lanes past `len` hold stale values and are not stored).
+            let mut x = 0;
+            while x < len {
+                let mut f: [Lanes<T, LANES>; Q] =
+                    std::array::from_fn(|i| Lanes(fin[i][x..x + LANES].try_into().expect("lanes")));
+                K::collide(&mut f, self.coll);
+                for i in 0..Q {
+                    fout[i][x..x + LANES].copy_from_slice(&f[i].0);
+                }
+                x += LANES;
+            }
+            // Solid nodes keep their populations.
+            if any_solid {
+                for x in 0..len {
+                    if self.palette[self.index[row0 + x0 + x] as usize].solid {
+                        for i in 0..Q {
+                            fout[i][x] = self.a[i * n + row0 + x0 + x];
+                        }
+                    }
+                }
+            }
+            // Store to lattice B and, on the boundary layers, to the interface buffers.
+            for i in 0..Q {
+                // SAFETY: row (z, y) of lattice B is written by this task alone.
+                unsafe { std::ptr::copy_nonoverlapping(fout[i].as_ptr(), self.b.0.add(i * n + row0 + x0), len) }
+            }
+            if z + 1 == nz {
+                if let Some(out) = self.above_out {
+                    for (k, &i) in UP.iter().enumerate() {
+                        // SAFETY: slot k of buffer up[t%2]; this row's values are written by this task alone.
+                        unsafe { std::ptr::copy_nonoverlapping(fout[i].as_ptr(), out.0.add(k * plane + y * nx + x0), len) }
+                    }
+                }
+            }
+            if z == 0 {
+                if let Some(out) = self.below_out {
+                    for (k, &i) in DOWN.iter().enumerate() {
+                        // SAFETY: as above, buffer down[t%2].
+                        unsafe { std::ptr::copy_nonoverlapping(fout[i].as_ptr(), out.0.add(k * plane + y * nx + x0), len) }
+                    }
+                }
+            }
+            x0 += len;
+        }
+    }
+}
+
+impl<T: Real + Arith<Scalar = T>> ComputeModule for CpuModule<T> {
+    fn describe(&self) -> String {
+        format!("cpu {} ({} thread{})", T::NAME, self.threads, if self.threads == 1 { "" } else { "s" })
+    }
+
+    fn allocate_interface(&mut self, values_per_buffer: usize) -> Result<Arc<dyn InterfaceMemory>, ComputeError> {
+        Ok(Arc::new(HostInterface::new(4 * values_per_buffer * std::mem::size_of::<T>())?))
+    }
+
+    fn attach(
+        &mut self,
+        below: Option<Arc<dyn InterfaceMemory>>,
+        above: Option<Arc<dyn InterfaceMemory>>,
+    ) -> Result<(), ComputeError> {
+        let need = 4 * self.slab.interface_values() * std::mem::size_of::<T>();
+        for m in below.iter().chain(above.iter()) {
+            if m.bytes() < need {
+                return Err(ComputeError::Invalid(format!("interface of {} bytes, {need} needed", m.bytes())));
+            }
+        }
+        self.below = below;
+        self.above = above;
+        self.publish(1);
+        Ok(())
+    }
+
+    fn step(&mut self, t: u64) -> Result<(), ComputeError> {
+        match self.coll.kind {
+            Collision::Bgk => self.step_with::<Bgk>(t),
+            Collision::Mrt => self.step_with::<Mrt>(t),
+        }
+        Ok(())
+    }
+
+    fn synchronize(&mut self) -> Result<(), ComputeError> {
+        Ok(())
+    }
+
+    fn read_fields(&mut self) -> Result<Fields, ComputeError> {
+        let (nx, ny, nz) = (self.slab.nx(), self.slab.ny(), self.slab.nz());
+        let n = self.n();
+        let mut out = Fields::zeros([nx, ny, nz], self.slab.z.start);
+        for p in 0..n {
+            if self.palette[self.index[p] as usize].solid {
+                out.solid[p] = true;
+                continue;
+            }
+            let f: [T; Q] = std::array::from_fn(|i| self.a[i * n + p]);
+            let m = moments::<T>(&f);
+            out.rho[p] = m.rho.to_f64();
+            out.ux[p] = m.u[0].to_f64();
+            out.uy[p] = m.u[1].to_f64();
+            out.uz[p] = m.u[2].to_f64();
+        }
+        Ok(out)
+    }
+
+    fn health(&mut self) -> Result<Health, ComputeError> {
+        let (nx, ny) = (self.slab.nx(), self.slab.ny());
+        let n = self.n();
+        let mut h = Health { non_finite: None, rho_min: f64::INFINITY, rho_max: f64::NEG_INFINITY };
+        for p in 0..n {
+            if self.palette[self.index[p] as usize].solid {
+                continue;
+            }
+            let mut rho = 0.0;
+            let mut finite = true;
+            for i in 0..Q {
+                let v = self.a[i * n + p].to_f64();
+                finite &= v.is_finite();
+                rho += v;
+            }
+            if !finite && h.non_finite.is_none() {
+                h.non_finite = Some([p % nx, (p / nx) % ny, self.slab.z.start + p / (nx * ny)]);
+            }
+            if finite {
+                h.rho_min = h.rho_min.min(rho);
+                h.rho_max = h.rho_max.max(rho);
+            }
+        }
+        Ok(h)
+    }
+
+    fn read_populations(&mut self) -> Result<Vec<u8>, ComputeError> {
+        Ok(bytemuck::cast_slice(&self.a).to_vec())
+    }
+
+    fn write_populations(&mut self, bytes: &[u8], next_step: u64) -> Result<(), ComputeError> {
+        let want = self.a.len() * std::mem::size_of::<T>();
+        if bytes.len() != want {
+            return Err(ComputeError::Invalid(format!("populations of {} bytes, {want} expected", bytes.len())));
+        }
+        bytemuck::cast_slice_mut(&mut self.a).copy_from_slice(bytes);
+        self.publish(((next_step + 1) % 2) as usize);
+        Ok(())
+    }
+}
