@@ -52,19 +52,19 @@ struct RunArgs {
     #[arg(long, value_name = "N|NX,NY,NZ", value_parser = parse_size)]
     size: Option<[usize; 3]>,
     /// Reynolds number U·L/ν, L the edge along x in nodes. Default 1000.
-    #[arg(long, value_name = "RE")]
+    #[arg(long, value_name = "RE", allow_negative_numbers = true)]
     re: Option<f64>,
     /// Kinematic viscosity in lattice units; overrides --re (τ = 3ν + ½ must exceed ½).
-    #[arg(long, value_name = "NU")]
+    #[arg(long, value_name = "NU", allow_negative_numbers = true)]
     viscosity: Option<f64>,
     /// Lid speed in lattice units, in (0, 0.4). Default 0.1.
-    #[arg(long, value_name = "U")]
+    #[arg(long, value_name = "U", allow_negative_numbers = true)]
     lid_speed: Option<f64>,
     /// Run exactly this many steps instead of running to convergence.
     #[arg(long, value_name = "N")]
     steps: Option<u64>,
     /// Convergence threshold: relative L2 change of the velocity per 1,000 steps. Default 1e-4.
-    #[arg(long, value_name = "TOL")]
+    #[arg(long, value_name = "TOL", allow_negative_numbers = true)]
     tolerance: Option<f64>,
     /// Steps between progress lines and convergence checks. Default: about L/U.
     #[arg(long, value_name = "N")]

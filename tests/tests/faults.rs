@@ -1,0 +1,123 @@
+//! Fault injection: a worker that fails (with an error, or a panic) at a chosen step ends the run with
+//! that error, naming the device, within a bounded time, with every thread joined.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use thelma_compute::cpu::CpuFactory;
+use thelma_core::compute::{ComputeError, ComputeModule, Fields, Health, InterfaceMemory, ModuleFactory, Placement};
+use thelma_core::config::CaseConfig;
+use thelma_core::domain::SlabSpec;
+use thelma_core::runtime::{Runtime, RuntimeError};
+use thelma_tests::{domain, model};
+
+#[derive(Clone, Copy)]
+enum Fault {
+    Error,
+    Panic,
+}
+
+struct Faulty {
+    inner: CpuFactory,
+    device: usize,
+    at: u64,
+    fault: Fault,
+    alive: Arc<AtomicUsize>,
+}
+
+struct FaultyModule {
+    inner: Box<dyn ComputeModule>,
+    fail_at: Option<(u64, Fault)>,
+    alive: Arc<AtomicUsize>,
+}
+
+impl Drop for FaultyModule {
+    fn drop(&mut self) {
+        self.alive.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl ModuleFactory for Faulty {
+    fn backend(&self) -> &'static str {
+        "cpu"
+    }
+    fn placement(&self, device: usize, slab: &SlabSpec) -> Placement {
+        self.inner.placement(device, slab)
+    }
+    fn create(&self, device: usize, slab: &SlabSpec) -> Result<Box<dyn ComputeModule>, ComputeError> {
+        self.alive.fetch_add(1, Ordering::SeqCst);
+        Ok(Box::new(FaultyModule {
+            inner: self.inner.create(device, slab)?,
+            fail_at: (device == self.device).then_some((self.at, self.fault)),
+            alive: self.alive.clone(),
+        }))
+    }
+}
+
+impl ComputeModule for FaultyModule {
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+    fn allocate_interface(&mut self, v: usize) -> Result<Arc<dyn InterfaceMemory>, ComputeError> {
+        self.inner.allocate_interface(v)
+    }
+    fn attach(&mut self, b: Option<Arc<dyn InterfaceMemory>>, a: Option<Arc<dyn InterfaceMemory>>) -> Result<(), ComputeError> {
+        self.inner.attach(b, a)
+    }
+    fn step(&mut self, t: u64) -> Result<(), ComputeError> {
+        match self.fail_at {
+            Some((at, Fault::Error)) if t == at => Err(ComputeError::Device(format!("injected failure at step {t}"))),
+            Some((at, Fault::Panic)) if t == at => panic!("injected panic at step {t}"),
+            _ => self.inner.step(t),
+        }
+    }
+    fn synchronize(&mut self) -> Result<(), ComputeError> {
+        self.inner.synchronize()
+    }
+    fn read_fields(&mut self) -> Result<Fields, ComputeError> {
+        self.inner.read_fields()
+    }
+    fn health(&mut self) -> Result<Health, ComputeError> {
+        self.inner.health()
+    }
+    fn read_populations(&mut self) -> Result<Vec<u8>, ComputeError> {
+        self.inner.read_populations()
+    }
+    fn write_populations(&mut self, b: &[u8], t: u64) -> Result<(), ComputeError> {
+        self.inner.write_populations(b, t)
+    }
+}
+
+fn inject(fault: Fault, device: usize, at: u64) -> (RuntimeError, Duration, usize) {
+    let mut c = CaseConfig::default();
+    c.domain.size = [16, 16, 24];
+    let alive = Arc::new(AtomicUsize::new(0));
+    let factory = Arc::new(Faulty { inner: CpuFactory::new(model(&c), 4, 4), device, at, fault, alive: alive.clone() });
+    let mut rt = Runtime::start(factory, domain(&c), &[0, 1, 2, 3], Arc::new(AtomicBool::new(false))).unwrap();
+    let start = Instant::now();
+    let err = rt.run(1000).expect_err("the injected fault must end the run");
+    let took = start.elapsed();
+    // After a failure the runtime has joined every worker, so every module has been dropped.
+    let left = alive.load(Ordering::SeqCst);
+    assert!(matches!(rt.run(1), Err(RuntimeError::Closed)));
+    (err, took, left)
+}
+
+#[test]
+fn a_failing_worker_stops_every_worker_with_its_error() {
+    let (err, took, left) = inject(Fault::Error, 2, 37);
+    let msg = err.to_string();
+    assert!(msg.contains("device 2") && msg.contains("injected failure at step 37"), "{msg}");
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+    assert_eq!(left, 0, "modules still alive: threads not joined");
+}
+
+#[test]
+fn a_panicking_worker_stops_every_worker_with_its_message() {
+    let (err, took, left) = inject(Fault::Panic, 0, 5);
+    let msg = err.to_string();
+    assert!(msg.contains("device 0") && msg.contains("panicked") && msg.contains("injected panic at step 5"), "{msg}");
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+    assert_eq!(left, 0, "modules still alive: threads not joined");
+}
