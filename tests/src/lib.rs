@@ -30,7 +30,13 @@ pub fn domain(case: &CaseConfig) -> Domain {
 pub fn cpu_runtime(case: &CaseConfig, devices: usize) -> Runtime {
     let factory: Arc<dyn ModuleFactory> = Arc::new(CpuFactory::new(model(case), devices, devices));
     let ids: Vec<usize> = (0..devices).collect();
-    Runtime::start(factory, domain(case), &ids, Arc::new(AtomicBool::new(false))).expect("runtime starts")
+    Runtime::start(
+        factory,
+        domain(case),
+        &ids,
+        Arc::new(AtomicBool::new(false)),
+    )
+    .expect("runtime starts")
 }
 
 /// The populations of the whole domain, `[i][z][y][x]`, reassembled from slabs (bytes).
@@ -60,7 +66,10 @@ pub fn scatter_populations(rt: &Runtime, whole: &[f64], precision: Precision) ->
                 vals.extend_from_slice(&whole[i * n + s.z.start * plane..i * n + s.z.end * plane]);
             }
             match precision {
-                Precision::F32 => vals.iter().flat_map(|v| (*v as f32).to_ne_bytes()).collect(),
+                Precision::F32 => vals
+                    .iter()
+                    .flat_map(|v| (*v as f32).to_ne_bytes())
+                    .collect(),
                 Precision::F64 => vals.iter().flat_map(|v| v.to_ne_bytes()).collect(),
             }
         })
@@ -77,7 +86,11 @@ pub fn vortex_populations(domain: Domain, amplitude: f64) -> Vec<f64> {
     for z in 0..nz {
         for y in 0..ny {
             for x in 0..nx {
-                let (a, b, c) = (tau * x as f64 / nx as f64, tau * y as f64 / ny as f64, tau * z as f64 / nz as f64);
+                let (a, b, c) = (
+                    tau * x as f64 / nx as f64,
+                    tau * y as f64 / ny as f64,
+                    tau * z as f64 / nz as f64,
+                );
                 let u = [
                     amplitude * a.sin() * b.cos() * c.cos(),
                     -amplitude * a.cos() * b.sin() * c.cos() + 0.3 * amplitude * c.sin(),

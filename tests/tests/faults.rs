@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use thelma_compute::cpu::CpuFactory;
-use thelma_core::compute::{ComputeError, ComputeModule, Fields, Health, InterfaceMemory, ModuleFactory, Placement};
+use thelma_core::compute::{
+    ComputeError, ComputeModule, Fields, Health, InterfaceMemory, ModuleFactory, Placement,
+};
 use thelma_core::config::CaseConfig;
 use thelma_core::domain::SlabSpec;
 use thelma_core::runtime::{Runtime, RuntimeError};
@@ -45,7 +47,11 @@ impl ModuleFactory for Faulty {
     fn placement(&self, device: usize, slab: &SlabSpec) -> Placement {
         self.inner.placement(device, slab)
     }
-    fn create(&self, device: usize, slab: &SlabSpec) -> Result<Box<dyn ComputeModule>, ComputeError> {
+    fn create(
+        &self,
+        device: usize,
+        slab: &SlabSpec,
+    ) -> Result<Box<dyn ComputeModule>, ComputeError> {
         self.alive.fetch_add(1, Ordering::SeqCst);
         Ok(Box::new(FaultyModule {
             inner: self.inner.create(device, slab)?,
@@ -62,12 +68,18 @@ impl ComputeModule for FaultyModule {
     fn allocate_interface(&mut self, v: usize) -> Result<Arc<dyn InterfaceMemory>, ComputeError> {
         self.inner.allocate_interface(v)
     }
-    fn attach(&mut self, b: Option<Arc<dyn InterfaceMemory>>, a: Option<Arc<dyn InterfaceMemory>>) -> Result<(), ComputeError> {
+    fn attach(
+        &mut self,
+        b: Option<Arc<dyn InterfaceMemory>>,
+        a: Option<Arc<dyn InterfaceMemory>>,
+    ) -> Result<(), ComputeError> {
         self.inner.attach(b, a)
     }
     fn step(&mut self, t: u64) -> Result<(), ComputeError> {
         match self.fail_at {
-            Some((at, Fault::Error)) if t == at => Err(ComputeError::Device(format!("injected failure at step {t}"))),
+            Some((at, Fault::Error)) if t == at => Err(ComputeError::Device(format!(
+                "injected failure at step {t}"
+            ))),
             Some((at, Fault::Panic)) if t == at => panic!("injected panic at step {t}"),
             _ => self.inner.step(t),
         }
@@ -93,10 +105,24 @@ fn inject(fault: Fault, device: usize, at: u64) -> (RuntimeError, Duration, usiz
     let mut c = CaseConfig::default();
     c.domain.size = [16, 16, 24];
     let alive = Arc::new(AtomicUsize::new(0));
-    let factory = Arc::new(Faulty { inner: CpuFactory::new(model(&c), 4, 4), device, at, fault, alive: alive.clone() });
-    let mut rt = Runtime::start(factory, domain(&c), &[0, 1, 2, 3], Arc::new(AtomicBool::new(false))).unwrap();
+    let factory = Arc::new(Faulty {
+        inner: CpuFactory::new(model(&c), 4, 4),
+        device,
+        at,
+        fault,
+        alive: alive.clone(),
+    });
+    let mut rt = Runtime::start(
+        factory,
+        domain(&c),
+        &[0, 1, 2, 3],
+        Arc::new(AtomicBool::new(false)),
+    )
+    .unwrap();
     let start = Instant::now();
-    let err = rt.run(1000).expect_err("the injected fault must end the run");
+    let err = rt
+        .run(1000)
+        .expect_err("the injected fault must end the run");
     let took = start.elapsed();
     // After a failure the runtime has joined every worker, so every module has been dropped.
     let left = alive.load(Ordering::SeqCst);
@@ -108,7 +134,10 @@ fn inject(fault: Fault, device: usize, at: u64) -> (RuntimeError, Duration, usiz
 fn a_failing_worker_stops_every_worker_with_its_error() {
     let (err, took, left) = inject(Fault::Error, 2, 37);
     let msg = err.to_string();
-    assert!(msg.contains("device 2") && msg.contains("injected failure at step 37"), "{msg}");
+    assert!(
+        msg.contains("device 2") && msg.contains("injected failure at step 37"),
+        "{msg}"
+    );
     assert!(took < Duration::from_secs(10), "took {took:?}");
     assert_eq!(left, 0, "modules still alive: threads not joined");
 }
@@ -117,7 +146,12 @@ fn a_failing_worker_stops_every_worker_with_its_error() {
 fn a_panicking_worker_stops_every_worker_with_its_message() {
     let (err, took, left) = inject(Fault::Panic, 0, 5);
     let msg = err.to_string();
-    assert!(msg.contains("device 0") && msg.contains("panicked") && msg.contains("injected panic at step 5"), "{msg}");
+    assert!(
+        msg.contains("device 0")
+            && msg.contains("panicked")
+            && msg.contains("injected panic at step 5"),
+        "{msg}"
+    );
     assert!(took < Duration::from_secs(10), "took {took:?}");
     assert_eq!(left, 0, "modules still alive: threads not joined");
 }

@@ -3,7 +3,9 @@
 
 use thelma_core::collision::Collision;
 use thelma_core::config::{CaseConfig, CaseKind, Obstacle, Precision};
-use thelma_tests::{cpu_runtime, domain, gather_populations, scatter_populations, vortex_populations};
+use thelma_tests::{
+    cpu_runtime, domain, gather_populations, scatter_populations, vortex_populations,
+};
 
 fn case(periodic_z: bool, collision: Collision, precision: Precision) -> CaseConfig {
     let mut c = CaseConfig::default();
@@ -15,11 +17,17 @@ fn case(periodic_z: bool, collision: Collision, precision: Precision) -> CaseCon
     if periodic_z {
         c.domain.case = CaseKind::Box;
         c.domain.periodic = [true, false, true];
-        c.domain.obstacles = vec![Obstacle::Sphere { centre: [5.0, 4.0, 11.0], radius: 2.5 }];
+        c.domain.obstacles = vec![Obstacle::Sphere {
+            centre: [5.0, 4.0, 11.0],
+            radius: 2.5,
+        }];
         c.physics.lid_speed = 0.0;
         c.physics.viscosity = Some(0.02);
     } else {
-        c.domain.obstacles = vec![Obstacle::Box { min: [3, 3, 6], max: [6, 5, 9] }];
+        c.domain.obstacles = vec![Obstacle::Box {
+            min: [3, 3, 6],
+            max: [6, 5, 9],
+        }];
     }
     c
 }

@@ -30,7 +30,10 @@ pub struct UsageError {
 
 impl UsageError {
     pub fn new(flag: impl Into<String>, message: impl Into<String>) -> Self {
-        Self { flag: flag.into(), message: message.into() }
+        Self {
+            flag: flag.into(),
+            message: message.into(),
+        }
     }
 }
 
@@ -61,8 +64,18 @@ impl std::error::Error for Diverged {}
 
 /// What a run tells its observer as it goes.
 pub enum Event<'a> {
-    Started { lattice: &'a LatticeParams, note: &'a str, devices: &'a [DeviceInfo], nodes: usize },
-    Progress { step: u64, target: u64, mlups: f64, change: Option<f64> },
+    Started {
+        lattice: &'a LatticeParams,
+        note: &'a str,
+        devices: &'a [DeviceInfo],
+        nodes: usize,
+    },
+    Progress {
+        step: u64,
+        target: u64,
+        mlups: f64,
+        change: Option<f64>,
+    },
 }
 
 /// The outcome of a run: its summary and final fields.
@@ -84,15 +97,28 @@ pub fn matches_reference(case: &CaseConfig, lattice: &LatticeParams) -> bool {
 
 /// Runs `case`, reporting to `observer`; `stop` ends it early (after the current step) and still
 /// writes the outputs.
-pub fn run_case(case: &CaseConfig, stop: Arc<AtomicBool>, observer: &mut dyn FnMut(Event)) -> Result<Outcome> {
-    let lattice = case.validate().map_err(|e| UsageError::new(e.flag, e.message))?;
+pub fn run_case(
+    case: &CaseConfig,
+    stop: Arc<AtomicBool>,
+    observer: &mut dyn FnMut(Event),
+) -> Result<Outcome> {
+    let lattice = case
+        .validate()
+        .map_err(|e| UsageError::new(e.flag, e.message))?;
     prepare_output(&case.output.dir)?;
-    let geometry = Arc::new(Geometry::from_case(case).map_err(|e| UsageError::new("--config", e.to_string()))?);
+    let geometry = Arc::new(
+        Geometry::from_case(case).map_err(|e| UsageError::new("--config", e.to_string()))?,
+    );
     let params = ModelParams::new(case, &lattice, geometry);
     let sel = backend::select(case, params)?;
     let domain = Domain::new(case.domain.size, case.domain.periodic);
     let mut rt = Runtime::start(sel.factory, domain, &sel.devices, stop)?;
-    observer(Event::Started { lattice: &lattice, note: &sel.note, devices: rt.devices(), nodes: domain.nodes() });
+    observer(Event::Started {
+        lattice: &lattice,
+        note: &sel.note,
+        devices: rt.devices(),
+        nodes: domain.nodes(),
+    });
 
     let check = case.resolved_check_every();
     let target = case.run.steps.unwrap_or(case.run.max_steps);
@@ -112,7 +138,8 @@ pub fn run_case(case: &CaseConfig, stop: Arc<AtomicBool>, observer: &mut dyn FnM
             compute[k] += w.compute;
             wait[k] += w.wait;
         }
-        let mlups = domain.nodes() as f64 * rt.step() as f64 / stepping.as_secs_f64().max(1e-12) / 1e6;
+        let mlups =
+            domain.nodes() as f64 * rt.step() as f64 / stepping.as_secs_f64().max(1e-12) / 1e6;
         let mut change = None;
         if convergence {
             let now = rt.fields()?;
@@ -124,12 +151,21 @@ pub fn run_case(case: &CaseConfig, stop: Arc<AtomicBool>, observer: &mut dyn FnM
         } else {
             for h in rt.health()? {
                 if let Some(node) = h.non_finite {
-                    return Err(Diverged { step: rt.step(), node }.into());
+                    return Err(Diverged {
+                        step: rt.step(),
+                        node,
+                    }
+                    .into());
                 }
             }
         }
         last_change = change.or(last_change);
-        observer(Event::Progress { step: rt.step(), target, mlups, change });
+        observer(Event::Progress {
+            step: rt.step(),
+            target,
+            mlups,
+            change,
+        });
         if st.stopped {
             break;
         }
@@ -144,7 +180,8 @@ pub fn run_case(case: &CaseConfig, stop: Arc<AtomicBool>, observer: &mut dyn FnM
     let mass1 = fields.mass();
     let (profiles, validation) = if case.domain.case == CaseKind::Cavity {
         let p = cavity_centrelines(&fields, lattice.lid_speed);
-        write_csv(&case.output.dir.join("profiles.csv"), &p).context("cannot write profiles.csv")?;
+        write_csv(&case.output.dir.join("profiles.csv"), &p)
+            .context("cannot write profiles.csv")?;
         let v = matches_reference(case, &lattice).then(|| compare(&p, &Reference::cavity_re1000()));
         (Some(p), v)
     } else {
@@ -168,7 +205,8 @@ pub fn run_case(case: &CaseConfig, stop: Arc<AtomicBool>, observer: &mut dyn FnM
                 compute_s: c,
                 wait_s: wait[k].as_secs_f64(),
                 mlups: d.slab.nodes() as f64 * rt.step() as f64 / c.max(1e-12) / 1e6,
-                exchange_bytes_per_step: (usize::from(d.slab.has_below()) + usize::from(d.slab.has_above()))
+                exchange_bytes_per_step: (usize::from(d.slab.has_below())
+                    + usize::from(d.slab.has_above()))
                     * interface_bytes_per_step(&d.slab, case.numerics.precision),
             }
         })
@@ -184,33 +222,57 @@ pub fn run_case(case: &CaseConfig, stop: Arc<AtomicBool>, observer: &mut dyn FnM
         last_change,
         wall_s: stepping.as_secs_f64(),
         mlups: domain.nodes() as f64 * rt.step() as f64 / stepping.as_secs_f64().max(1e-12) / 1e6,
-        parallel_efficiency: if busy + idle > 0.0 { busy / (busy + idle) } else { 1.0 },
+        parallel_efficiency: if busy + idle > 0.0 {
+            busy / (busy + idle)
+        } else {
+            1.0
+        },
         devices,
         mass: [mass0, mass1],
         validation,
     };
     rt.shutdown();
     let json = serde_json::to_string_pretty(&summary)?;
-    std::fs::write(case.output.dir.join("summary.json"), json).context("cannot write summary.json")?;
-    Ok(Outcome { summary, fields, profiles })
+    thelma_results::output::write_bytes_atomic(
+        &case.output.dir.join("summary.json"),
+        json.as_bytes(),
+    )
+    .context("cannot write summary.json")?;
+    Ok(Outcome {
+        summary,
+        fields,
+        profiles,
+    })
 }
 
 fn watchdog(f: &Fields, step: u64) -> Result<(), Diverged> {
     let [nx, ny, _] = f.size;
     for p in 0..f.rho.len() {
-        if !f.solid[p] && !(f.rho[p].is_finite() && f.ux[p].is_finite() && f.uy[p].is_finite() && f.uz[p].is_finite()) {
-            return Err(Diverged { step, node: [p % nx, (p / nx) % ny, f.z0 + p / (nx * ny)] });
+        let finite = f.rho[p].is_finite()
+            && f.ux[p].is_finite()
+            && f.uy[p].is_finite()
+            && f.uz[p].is_finite();
+        if !f.solid[p] && !finite {
+            return Err(Diverged {
+                step,
+                node: [p % nx, (p / nx) % ny, f.z0 + p / (nx * ny)],
+            });
         }
     }
     Ok(())
 }
 
 fn prepare_output(dir: &Path) -> Result<()> {
-    std::fs::create_dir_all(dir)
-        .map_err(|e| UsageError::new("--output", format!("cannot create {}: {e}", dir.display())))?;
+    std::fs::create_dir_all(dir).map_err(|e| {
+        UsageError::new("--output", format!("cannot create {}: {e}", dir.display()))
+    })?;
     let probe = dir.join(".thelma-write-test");
-    std::fs::write(&probe, b"")
-        .map_err(|e| UsageError::new("--output", format!("{} is not writable: {e}", dir.display())))?;
+    std::fs::write(&probe, b"").map_err(|e| {
+        UsageError::new(
+            "--output",
+            format!("{} is not writable: {e}", dir.display()),
+        )
+    })?;
     let _ = std::fs::remove_file(probe);
     Ok(())
 }

@@ -21,7 +21,10 @@ pub struct Selection {
 pub fn select(case: &CaseConfig, params: ModelParams) -> Result<Selection> {
     let hw = &case.hardware;
     match hw.backend {
-        Backend::Cuda => bail!(UsageError::new("--backend", "cuda: the CUDA module is not part of this build yet")),
+        Backend::Cuda => bail!(UsageError::new(
+            "--backend",
+            "cuda: the CUDA module is not part of this build yet"
+        )),
         Backend::Auto | Backend::Cpu => {
             let note = if hw.backend == Backend::Auto {
                 "backend auto: no CUDA device found, using the CPU module".to_string()
@@ -30,7 +33,11 @@ pub fn select(case: &CaseConfig, params: ModelParams) -> Result<Selection> {
             };
             let devices = cpu_devices(case)?;
             let factory = Arc::new(CpuFactory::new(params, devices.len(), hw.threads));
-            Ok(Selection { factory, devices, note })
+            Ok(Selection {
+                factory,
+                devices,
+                note,
+            })
         }
     }
 }
@@ -47,7 +54,10 @@ fn cpu_devices(case: &CaseConfig) -> Result<Vec<usize>> {
     if ids.len() > planes {
         bail!(UsageError::new(
             "--devices",
-            format!("{} devices for {planes} z-planes: each device needs at least one plane", ids.len())
+            format!(
+                "{} devices for {planes} z-planes: each device needs at least one plane",
+                ids.len()
+            )
         ));
     }
     Ok(ids)

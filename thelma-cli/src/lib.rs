@@ -4,3 +4,4 @@
 
 pub mod app;
 pub mod backend;
+pub mod cli;

@@ -1,14 +1,12 @@
 //! The `thelma` command line: parses arguments into a case, runs it, prints what happened.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
 use thelma_cli::app::{run_case, Diverged, Event, UsageError};
-use thelma_core::collision::Collision;
-use thelma_core::config::{Backend, CaseConfig, DeviceSpec, Precision};
+use thelma_cli::cli::RunArgs;
 
 /// thelma: lattice Boltzmann (D3Q19) fluid simulation on one or many GPUs, or on the CPU.
 #[derive(Parser)]
@@ -22,174 +20,6 @@ struct Cli {
 enum Command {
     /// Run a case: by default the lid-driven cubic cavity at Re = 1000, 48³, to steady state.
     Run(RunArgs),
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-enum CollisionArg {
-    Bgk,
-    Mrt,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-enum PrecisionArg {
-    F32,
-    F64,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-enum BackendArg {
-    Auto,
-    Cpu,
-    Cuda,
-}
-
-#[derive(Args)]
-struct RunArgs {
-    /// Case file (TOML, or JSON by extension); the flags below override it.
-    #[arg(long, value_name = "FILE")]
-    config: Option<PathBuf>,
-    /// Lattice size: N for a cube, or NX,NY,NZ. Default 48.
-    #[arg(long, value_name = "N|NX,NY,NZ", value_parser = parse_size)]
-    size: Option<[usize; 3]>,
-    /// Reynolds number U·L/ν, L the edge along x in nodes. Default 1000.
-    #[arg(long, value_name = "RE", allow_negative_numbers = true)]
-    re: Option<f64>,
-    /// Kinematic viscosity in lattice units; overrides --re (τ = 3ν + ½ must exceed ½).
-    #[arg(long, value_name = "NU", allow_negative_numbers = true)]
-    viscosity: Option<f64>,
-    /// Lid speed in lattice units, in (0, 0.4). Default 0.1.
-    #[arg(long, value_name = "U", allow_negative_numbers = true)]
-    lid_speed: Option<f64>,
-    /// Run exactly this many steps instead of running to convergence.
-    #[arg(long, value_name = "N")]
-    steps: Option<u64>,
-    /// Convergence threshold: relative L2 change of the velocity per 1,000 steps. Default 1e-4.
-    #[arg(long, value_name = "TOL", allow_negative_numbers = true)]
-    tolerance: Option<f64>,
-    /// Steps between progress lines and convergence checks. Default: about L/U.
-    #[arg(long, value_name = "N")]
-    check_every: Option<u64>,
-    /// Most steps a convergence run may take. Default 1,000,000.
-    #[arg(long, value_name = "N")]
-    max_steps: Option<u64>,
-    /// Collision operator. Default mrt.
-    #[arg(long, value_enum)]
-    collision: Option<CollisionArg>,
-    /// Floating-point precision of the populations. Default f32.
-    #[arg(long, value_enum)]
-    precision: Option<PrecisionArg>,
-    /// Compute module: auto picks CUDA when a GPU is present, the CPU otherwise. Default auto.
-    #[arg(long, value_enum)]
-    backend: Option<BackendArg>,
-    /// Devices in slab order: `all`, a count N, or ids `2,0,1,3` (one id alone: `3,`). With
-    /// --backend cpu, N CPU devices share the cores.
-    #[arg(long, value_name = "SPEC", value_parser = DeviceSpec::parse)]
-    devices: Option<DeviceSpec>,
-    /// CPU backend: threads in all (0: one per core).
-    #[arg(long, value_name = "N")]
-    threads: Option<usize>,
-    /// Periodic axes, e.g. `x,y` (walls elsewhere; the cavity's z stays walled).
-    #[arg(long, value_name = "AXES", value_parser = parse_axes)]
-    periodic: Option<[bool; 3]>,
-    /// Output folder (created if missing). Default `out`.
-    #[arg(long, short, value_name = "DIR")]
-    output: Option<PathBuf>,
-    /// Print only the final summary.
-    #[arg(long, short)]
-    quiet: bool,
-}
-
-fn parse_size(s: &str) -> Result<[usize; 3], String> {
-    let parts: Vec<&str> = s.split(',').map(str::trim).collect();
-    let nums: Result<Vec<usize>, _> = parts.iter().map(|p| p.parse::<usize>()).collect();
-    match nums.map_err(|_| format!("`{s}` is not N or NX,NY,NZ (non-negative integers)"))?.as_slice() {
-        [n] => Ok([*n; 3]),
-        [x, y, z] => Ok([*x, *y, *z]),
-        _ => Err(format!("`{s}` is not N or NX,NY,NZ")),
-    }
-}
-
-fn parse_axes(s: &str) -> Result<[bool; 3], String> {
-    let mut p = [false; 3];
-    for a in s.split(',').map(str::trim).filter(|a| !a.is_empty()) {
-        match a {
-            "x" => p[0] = true,
-            "y" => p[1] = true,
-            "z" => p[2] = true,
-            "none" => {}
-            _ => return Err(format!("`{a}` is not an axis (x, y, z)")),
-        }
-    }
-    Ok(p)
-}
-
-impl RunArgs {
-    fn into_case(self) -> anyhow::Result<(CaseConfig, bool)> {
-        let mut c = match &self.config {
-            Some(path) => CaseConfig::from_file(path).map_err(|e| UsageError::new("--config", format!("{e:#}")))?,
-            None => CaseConfig::default(),
-        };
-        if let Some(s) = self.size {
-            c.domain.size = s;
-        }
-        if let Some(re) = self.re {
-            c.physics.reynolds = re;
-            c.physics.viscosity = None;
-        }
-        if self.viscosity.is_some() {
-            c.physics.viscosity = self.viscosity;
-        }
-        if let Some(u) = self.lid_speed {
-            c.physics.lid_speed = u;
-        }
-        if self.steps.is_some() {
-            c.run.steps = self.steps;
-        }
-        if let Some(t) = self.tolerance {
-            c.run.tolerance = t;
-        }
-        if let Some(k) = self.check_every {
-            c.run.check_every = k;
-        }
-        if let Some(m) = self.max_steps {
-            c.run.max_steps = m;
-        }
-        if let Some(k) = self.collision {
-            c.numerics.collision = match k {
-                CollisionArg::Bgk => Collision::Bgk,
-                CollisionArg::Mrt => Collision::Mrt,
-            };
-        }
-        if let Some(p) = self.precision {
-            c.numerics.precision = match p {
-                PrecisionArg::F32 => Precision::F32,
-                PrecisionArg::F64 => Precision::F64,
-            };
-        }
-        if let Some(b) = self.backend {
-            c.hardware.backend = match b {
-                BackendArg::Auto => Backend::Auto,
-                BackendArg::Cpu => Backend::Cpu,
-                BackendArg::Cuda => Backend::Cuda,
-            };
-        }
-        if let Some(d) = self.devices {
-            c.hardware.devices = d;
-        }
-        if let Some(t) = self.threads {
-            c.hardware.threads = t;
-        }
-        if let Some(p) = self.periodic {
-            if p[2] && c.domain.case == thelma_core::config::CaseKind::Cavity {
-                return Err(UsageError::new("--periodic", "the cavity's lid needs a walled z axis").into());
-            }
-            c.domain.periodic = p;
-        }
-        if let Some(o) = self.output {
-            c.output.dir = o;
-        }
-        Ok((c, self.quiet))
-    }
 }
 
 fn run(args: RunArgs) -> anyhow::Result<()> {
@@ -206,27 +36,57 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         });
     }
     let outcome = run_case(&case, stop, &mut |e| match e {
-        Event::Started { lattice, note, devices, nodes } => {
+        Event::Started {
+            lattice,
+            note,
+            devices,
+            nodes,
+        } => {
             if quiet {
                 return;
             }
             let [nx, ny, nz] = case.domain.size;
-            println!("thelma: {nx}x{ny}x{nz} = {nodes} nodes, {} {}, {}", case.numerics.collision.name(), case.numerics.precision.name(), note);
+            println!(
+                "thelma: {nx}x{ny}x{nz} = {nodes} nodes, {} {}, {}",
+                case.numerics.collision.name(),
+                case.numerics.precision.name(),
+                note
+            );
             println!("lattice: {lattice}");
             for d in devices {
                 let binding = match &d.binding {
                     Ok(b) => b.to_string(),
                     Err(e) => format!("unbound ({e})"),
                 };
-                println!("device {:>2}: slab {} z {}..{} ({} planes), {}, {}", d.device, d.slab.index, d.slab.z.start, d.slab.z.end, d.slab.nz(), d.describe, binding);
+                println!(
+                    "device {:>2}: slab {} z {}..{} ({} planes), {}, {}",
+                    d.device,
+                    d.slab.index,
+                    d.slab.z.start,
+                    d.slab.z.end,
+                    d.slab.nz(),
+                    d.describe,
+                    binding
+                );
             }
         }
-        Event::Progress { step, target, mlups, change } => {
+        Event::Progress {
+            step,
+            target,
+            mlups,
+            change,
+        } => {
             if quiet {
                 return;
             }
-            let change = change.map(|c| format!(", change/1000 steps {c:.3e}")).unwrap_or_default();
-            let of = if case.run.steps.is_some() { format!("/{target}") } else { String::new() };
+            let change = change
+                .map(|c| format!(", change/1000 steps {c:.3e}"))
+                .unwrap_or_default();
+            let of = if case.run.steps.is_some() {
+                format!("/{target}")
+            } else {
+                String::new()
+            };
             println!("step {step}{of}: {mlups:.1} MLUPS{change}");
         }
     })?;
@@ -240,7 +100,10 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => {
             use clap::error::ErrorKind::*;
-            if matches!(e.kind(), DisplayHelp | DisplayVersion | DisplayHelpOnMissingArgumentOrSubcommand) {
+            if matches!(
+                e.kind(),
+                DisplayHelp | DisplayVersion | DisplayHelpOnMissingArgumentOrSubcommand
+            ) {
                 let _ = e.print();
                 return ExitCode::SUCCESS;
             }

@@ -10,9 +10,12 @@ use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::sync::Arc;
 
 use rayon::prelude::*;
-use thelma_core::collision::{collide_bgk, collide_mrt, equilibrium, moments, Arith, Collision, CollisionParams};
+use thelma_core::collision::{
+    collide_bgk, collide_mrt, equilibrium, moments, Arith, Collision, CollisionParams,
+};
 use thelma_core::compute::{
-    interface_offset, ComputeError, ComputeModule, Fields, Health, InterfaceMemory, ModuleFactory, Placement,
+    interface_offset, ComputeError, ComputeModule, Fields, Health, InterfaceMemory, ModuleFactory,
+    Placement,
 };
 use thelma_core::domain::SlabSpec;
 use thelma_core::lattice::{C, DOWN, OPP, Q, UP};
@@ -74,8 +77,16 @@ pub struct CpuFactory {
 impl CpuFactory {
     /// `threads` in all (0: one per core), split over `devices` devices (at least one each).
     pub fn new(params: ModelParams, devices: usize, threads: usize) -> Self {
-        let total = if threads == 0 { thelma_core::affinity::core_count() } else { threads };
-        Self { params, devices, threads_per_device: (total / devices.max(1)).max(1) }
+        let total = if threads == 0 {
+            thelma_core::affinity::core_count()
+        } else {
+            threads
+        };
+        Self {
+            params,
+            devices,
+            threads_per_device: (total / devices.max(1)).max(1),
+        }
     }
 }
 
@@ -84,16 +95,27 @@ impl ModuleFactory for CpuFactory {
         "cpu"
     }
     fn placement(&self, device: usize, _slab: &SlabSpec) -> Placement {
-        Placement::Cores { share: device, of: self.devices }
+        Placement::Cores {
+            share: device,
+            of: self.devices,
+        }
     }
-    fn create(&self, _device: usize, slab: &SlabSpec) -> Result<Box<dyn ComputeModule>, ComputeError> {
+    fn create(
+        &self,
+        _device: usize,
+        slab: &SlabSpec,
+    ) -> Result<Box<dyn ComputeModule>, ComputeError> {
         Ok(match self.params.precision {
-            thelma_core::config::Precision::F32 => {
-                Box::new(CpuModule::<f32>::new(&self.params, slab.clone(), self.threads_per_device)?)
-            }
-            thelma_core::config::Precision::F64 => {
-                Box::new(CpuModule::<f64>::new(&self.params, slab.clone(), self.threads_per_device)?)
-            }
+            thelma_core::config::Precision::F32 => Box::new(CpuModule::<f32>::new(
+                &self.params,
+                slab.clone(),
+                self.threads_per_device,
+            )?),
+            thelma_core::config::Precision::F64 => Box::new(CpuModule::<f64>::new(
+                &self.params,
+                slab.clone(),
+                self.threads_per_device,
+            )?),
         })
     }
 }
@@ -113,11 +135,14 @@ unsafe impl Sync for HostInterface {}
 
 impl HostInterface {
     fn new(bytes: usize) -> Result<Self, ComputeError> {
-        let layout = Layout::from_size_align(bytes.max(1), 64).map_err(|e| ComputeError::Invalid(e.to_string()))?;
+        let layout = Layout::from_size_align(bytes.max(1), 64)
+            .map_err(|e| ComputeError::Invalid(e.to_string()))?;
         // SAFETY: the layout has a non-zero size.
         let ptr = unsafe { alloc_zeroed(layout) };
         if ptr.is_null() {
-            return Err(ComputeError::OutOfMemory(format!("interface buffer of {bytes} bytes")));
+            return Err(ComputeError::OutOfMemory(format!(
+                "interface buffer of {bytes} bytes"
+            )));
         }
         Ok(Self { ptr, layout })
     }
@@ -176,7 +201,10 @@ pub struct CpuModule<T: Real + Arith<Scalar = T>> {
 
 impl<T: Real + Arith<Scalar = T>> CpuModule<T> {
     pub fn new(params: &ModelParams, slab: SlabSpec, threads: usize) -> Result<Self, ComputeError> {
-        let flags = params.geometry.slab(slab.z.clone()).map_err(|e| ComputeError::Invalid(e.to_string()))?;
+        let flags = params
+            .geometry
+            .slab(slab.z.clone())
+            .map_err(|e| ComputeError::Invalid(e.to_string()))?;
         let palette = flags
             .palette
             .flags
@@ -187,11 +215,17 @@ impl<T: Real + Arith<Scalar = T>> CpuModule<T> {
                 for i in 0..Q {
                     t[i] = T::of(term[i]);
                 }
-                Entry { solid: f.is_solid(), bounce: f.bounce_mask(), term: t }
+                Entry {
+                    solid: f.is_solid(),
+                    bounce: f.bounce_mask(),
+                    term: t,
+                }
             })
             .collect();
         let n = slab.nodes();
-        let len = n.checked_mul(Q).ok_or_else(|| ComputeError::OutOfMemory("lattice size overflows".into()))?;
+        let len = n
+            .checked_mul(Q)
+            .ok_or_else(|| ComputeError::OutOfMemory("lattice size overflows".into()))?;
         let a = try_vec(len)?;
         let b = try_vec(len)?;
         let pool = rayon::ThreadPoolBuilder::new()
@@ -200,7 +234,18 @@ impl<T: Real + Arith<Scalar = T>> CpuModule<T> {
             .build()
             .map_err(|e| ComputeError::Device(format!("cannot start the CPU thread pool: {e}")))?;
         let coll = CollisionParams::new(params.collision, params.omega, &params.mrt_rates);
-        let mut m = Self { slab, index: flags.index, palette, coll, a, b, below: None, above: None, pool, threads };
+        let mut m = Self {
+            slab,
+            index: flags.index,
+            palette,
+            coll,
+            a,
+            b,
+            below: None,
+            above: None,
+            pool,
+            threads,
+        };
         m.fill_equilibrium(T::one(), [T::zero(); 3]);
         Ok(m)
     }
@@ -230,7 +275,9 @@ impl<T: Real + Arith<Scalar = T>> CpuModule<T> {
             for (k, &i) in UP.iter().enumerate() {
                 let src = &self.a[i * n + (nz - 1) * plane..i * n + nz * plane];
                 // SAFETY: the interface holds 4 buffers of `vals` values; `off + k·plane + plane ≤ 4·vals`.
-                unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), out.add(off + k * plane), plane) }
+                unsafe {
+                    std::ptr::copy_nonoverlapping(src.as_ptr(), out.add(off + k * plane), plane)
+                }
             }
         }
         if let Some(below) = &self.below {
@@ -239,7 +286,9 @@ impl<T: Real + Arith<Scalar = T>> CpuModule<T> {
             for (k, &i) in DOWN.iter().enumerate() {
                 let src = &self.a[i * n..i * n + plane];
                 // SAFETY: as above.
-                unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), out.add(off + k * plane), plane) }
+                unsafe {
+                    std::ptr::copy_nonoverlapping(src.as_ptr(), out.add(off + k * plane), plane)
+                }
             }
         }
     }
@@ -271,7 +320,10 @@ impl<T: Real + Arith<Scalar = T>> CpuModule<T> {
         };
         let rows = ctx.nz * ctx.ny;
         self.pool.install(|| {
-            (0..rows).into_par_iter().with_min_len(4).for_each(|r| ctx.row::<K>(r / ctx.ny, r % ctx.ny));
+            (0..rows)
+                .into_par_iter()
+                .with_min_len(4)
+                .for_each(|r| ctx.row::<K>(r / ctx.ny, r % ctx.ny));
         });
         std::mem::swap(&mut self.a, &mut self.b);
     }
@@ -284,7 +336,10 @@ fn slab_name(threads: usize) -> String {
 fn try_vec<T: Real>(len: usize) -> Result<Vec<T>, ComputeError> {
     let mut v = Vec::new();
     v.try_reserve_exact(len).map_err(|_| {
-        ComputeError::OutOfMemory(format!("cannot allocate a lattice of {} MiB", len * std::mem::size_of::<T>() >> 20))
+        ComputeError::OutOfMemory(format!(
+            "cannot allocate a lattice of {} MiB",
+            (len * std::mem::size_of::<T>()) >> 20
+        ))
     })?;
     v.resize(len, T::zero());
     Ok(v)
@@ -385,7 +440,9 @@ impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
                         let lo = x0 as isize - C[i][0] as isize;
                         if len == CHUNK && lo >= 0 && lo as usize + CHUNK <= nx {
                             // Fixed-size copy: inline vector moves rather than a memmove call.
-                            let row: &[T; CHUNK] = src[lo as usize..lo as usize + CHUNK].try_into().expect("chunk");
+                            let row: &[T; CHUNK] = src[lo as usize..lo as usize + CHUNK]
+                                .try_into()
+                                .expect("chunk");
                             fin[i] = *row;
                         } else if lo >= 0 && lo as usize + len <= nx {
                             dst.copy_from_slice(&src[lo as usize..lo as usize + len]);
@@ -444,13 +501,25 @@ impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
             // Store to lattice B and, on the boundary layers, to the interface buffers.
             for i in 0..Q {
                 // SAFETY: row (z, y) of lattice B is written by this task alone.
-                unsafe { std::ptr::copy_nonoverlapping(fout[i].as_ptr(), self.b.0.add(i * n + row0 + x0), len) }
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        fout[i].as_ptr(),
+                        self.b.0.add(i * n + row0 + x0),
+                        len,
+                    )
+                }
             }
             if z + 1 == nz {
                 if let Some(out) = self.above_out {
                     for (k, &i) in UP.iter().enumerate() {
                         // SAFETY: slot k of buffer up[t%2]; this row's values are written by this task alone.
-                        unsafe { std::ptr::copy_nonoverlapping(fout[i].as_ptr(), out.0.add(k * plane + y * nx + x0), len) }
+                        unsafe {
+                            std::ptr::copy_nonoverlapping(
+                                fout[i].as_ptr(),
+                                out.0.add(k * plane + y * nx + x0),
+                                len,
+                            )
+                        }
                     }
                 }
             }
@@ -458,7 +527,13 @@ impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
                 if let Some(out) = self.below_out {
                     for (k, &i) in DOWN.iter().enumerate() {
                         // SAFETY: as above, buffer down[t%2].
-                        unsafe { std::ptr::copy_nonoverlapping(fout[i].as_ptr(), out.0.add(k * plane + y * nx + x0), len) }
+                        unsafe {
+                            std::ptr::copy_nonoverlapping(
+                                fout[i].as_ptr(),
+                                out.0.add(k * plane + y * nx + x0),
+                                len,
+                            )
+                        }
                     }
                 }
             }
@@ -469,11 +544,21 @@ impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
 
 impl<T: Real + Arith<Scalar = T>> ComputeModule for CpuModule<T> {
     fn describe(&self) -> String {
-        format!("cpu {} ({} thread{})", T::NAME, self.threads, if self.threads == 1 { "" } else { "s" })
+        format!(
+            "cpu {} ({} thread{})",
+            T::NAME,
+            self.threads,
+            if self.threads == 1 { "" } else { "s" }
+        )
     }
 
-    fn allocate_interface(&mut self, values_per_buffer: usize) -> Result<Arc<dyn InterfaceMemory>, ComputeError> {
-        Ok(Arc::new(HostInterface::new(4 * values_per_buffer * std::mem::size_of::<T>())?))
+    fn allocate_interface(
+        &mut self,
+        values_per_buffer: usize,
+    ) -> Result<Arc<dyn InterfaceMemory>, ComputeError> {
+        Ok(Arc::new(HostInterface::new(
+            4 * values_per_buffer * std::mem::size_of::<T>(),
+        )?))
     }
 
     fn attach(
@@ -484,7 +569,10 @@ impl<T: Real + Arith<Scalar = T>> ComputeModule for CpuModule<T> {
         let need = 4 * self.slab.interface_values() * std::mem::size_of::<T>();
         for m in below.iter().chain(above.iter()) {
             if m.bytes() < need {
-                return Err(ComputeError::Invalid(format!("interface of {} bytes, {need} needed", m.bytes())));
+                return Err(ComputeError::Invalid(format!(
+                    "interface of {} bytes, {need} needed",
+                    m.bytes()
+                )));
             }
         }
         self.below = below;
@@ -527,7 +615,11 @@ impl<T: Real + Arith<Scalar = T>> ComputeModule for CpuModule<T> {
     fn health(&mut self) -> Result<Health, ComputeError> {
         let (nx, ny) = (self.slab.nx(), self.slab.ny());
         let n = self.n();
-        let mut h = Health { non_finite: None, rho_min: f64::INFINITY, rho_max: f64::NEG_INFINITY };
+        let mut h = Health {
+            non_finite: None,
+            rho_min: f64::INFINITY,
+            rho_max: f64::NEG_INFINITY,
+        };
         for p in 0..n {
             if self.palette[self.index[p] as usize].solid {
                 continue;
@@ -557,7 +649,10 @@ impl<T: Real + Arith<Scalar = T>> ComputeModule for CpuModule<T> {
     fn write_populations(&mut self, bytes: &[u8], next_step: u64) -> Result<(), ComputeError> {
         let want = self.a.len() * std::mem::size_of::<T>();
         if bytes.len() != want {
-            return Err(ComputeError::Invalid(format!("populations of {} bytes, {want} expected", bytes.len())));
+            return Err(ComputeError::Invalid(format!(
+                "populations of {} bytes, {want} expected",
+                bytes.len()
+            )));
         }
         bytemuck::cast_slice_mut(&mut self.a).copy_from_slice(bytes);
         self.publish(((next_step + 1) % 2) as usize);

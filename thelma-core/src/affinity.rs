@@ -40,7 +40,12 @@ impl std::fmt::Display for Binding {
 /// asks. Returns the binding, or why it could not be made.
 pub fn bind_current_thread(placement: &Placement) -> Result<Binding, String> {
     let (cpus, nodes, topology) = match placement {
-        Placement::Anywhere => return Ok(Binding { cpus: String::new(), numa: String::new() }),
+        Placement::Anywhere => {
+            return Ok(Binding {
+                cpus: String::new(),
+                numa: String::new(),
+            })
+        }
         Placement::Gpu { pci_bus_id } => {
             let topology = Topology::builder()
                 .with_io_type_filter(TypeFilter::KeepImportant)
@@ -52,17 +57,24 @@ pub fn bind_current_thread(placement: &Placement) -> Result<Binding, String> {
                     .pci_device_by_bus_id_string(pci_bus_id)
                     .map_err(|e| format!("hwloc: bad PCI bus id {pci_bus_id}: {e}"))?
                     .ok_or_else(|| format!("hwloc does not see PCI device {pci_bus_id}"))?;
-                let near = dev
-                    .first_non_io_ancestor()
-                    .ok_or_else(|| format!("hwloc: PCI device {pci_bus_id} has no CPU-side ancestor"))?;
-                let cpus: CpuSet = near.cpuset().map(|c| c.clone_target()).unwrap_or_else(|| topology.cpuset().clone_target());
-                let nodes: NodeSet = near.nodeset().map(|n| n.clone_target()).unwrap_or_else(|| topology.nodeset().clone_target());
+                let near = dev.first_non_io_ancestor().ok_or_else(|| {
+                    format!("hwloc: PCI device {pci_bus_id} has no CPU-side ancestor")
+                })?;
+                let cpus: CpuSet = near
+                    .cpuset()
+                    .map(|c| c.clone_target())
+                    .unwrap_or_else(|| topology.cpuset().clone_target());
+                let nodes: NodeSet = near
+                    .nodeset()
+                    .map(|n| n.clone_target())
+                    .unwrap_or_else(|| topology.nodeset().clone_target());
                 (cpus, nodes)
             };
             (cpus, nodes, topology)
         }
         Placement::Cores { share, of } => {
-            let topology = Topology::new().map_err(|e| format!("hwloc: cannot load the topology: {e}"))?;
+            let topology =
+                Topology::new().map_err(|e| format!("hwloc: cannot load the topology: {e}"))?;
             let (cpus, nodes) = core_share(&topology, *share, *of)?;
             (cpus, nodes, topology)
         }
@@ -71,11 +83,18 @@ pub fn bind_current_thread(placement: &Placement) -> Result<Binding, String> {
         .bind_cpu(&cpus, CpuBindingFlags::THREAD)
         .map_err(|e| format!("hwloc: cannot bind to cpus {cpus}: {e}"))?;
     // Memory binding is best effort: a single-node machine or a container may refuse it.
-    let numa = match topology.bind_memory(&nodes, MemoryBindingPolicy::Bind, MemoryBindingFlags::THREAD) {
+    let numa = match topology.bind_memory(
+        &nodes,
+        MemoryBindingPolicy::Bind,
+        MemoryBindingFlags::THREAD,
+    ) {
         Ok(()) => nodes.to_string(),
         Err(_) => String::new(),
     };
-    Ok(Binding { cpus: cpus.to_string(), numa })
+    Ok(Binding {
+        cpus: cpus.to_string(),
+        numa,
+    })
 }
 
 /// The cores of share `share` out of `of` equal contiguous shares (at least one core each; shares
@@ -123,7 +142,9 @@ mod tests {
 
     #[test]
     fn core_shares_cover_the_machine_without_overlap() {
-        let Ok(topology) = Topology::new() else { return };
+        let Ok(topology) = Topology::new() else {
+            return;
+        };
         let all = topology.objects_with_type(ObjectType::Core).count();
         if all == 0 {
             return;

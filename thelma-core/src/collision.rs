@@ -19,7 +19,12 @@ use crate::real::Real;
 /// (the CPU module's vectors of nodes along x). Only `+ − × ÷` and constants are needed, so one source
 /// of the collision maths serves the scalar reference, the vectorised CPU loop and the tests.
 pub trait Arith:
-    Copy + Add<Output = Self> + Sub<Output = Self> + Mul<Output = Self> + Div<Output = Self> + Neg<Output = Self>
+    Copy
+    + Add<Output = Self>
+    + Sub<Output = Self>
+    + Mul<Output = Self>
+    + Div<Output = Self>
+    + Neg<Output = Self>
 {
     /// The scalar type of each lane.
     type Scalar: Real;
@@ -86,7 +91,10 @@ pub fn density_momentum<V: Arith>(f: &[V; Q]) -> (V, [V; 3]) {
 pub fn moments<V: Arith>(f: &[V; Q]) -> Moments<V> {
     let (rho, j) = density_momentum(f);
     let inv = V::c(1.0) / rho;
-    Moments { rho, u: [j[0] * inv, j[1] * inv, j[2] * inv] }
+    Moments {
+        rho,
+        u: [j[0] * inv, j[1] * inv, j[2] * inv],
+    }
 }
 
 /// The second-order equilibrium `f_i = w_i ρ (1 + 3 c·u + 9/2 (c·u)² − 3/2 u²)`.
@@ -144,14 +152,26 @@ pub struct MrtRates {
 
 impl Default for MrtRates {
     fn default() -> Self {
-        Self { s_e: 1.19, s_epsilon: 1.4, s_q: 1.2, s_pi: 1.4, s_m: 1.98 }
+        Self {
+            s_e: 1.19,
+            s_epsilon: 1.4,
+            s_q: 1.2,
+            s_pi: 1.4,
+            s_m: 1.98,
+        }
     }
 }
 
 impl MrtRates {
     /// All rates equal to `omega`: the MRT operator then reduces to BGK.
     pub fn uniform(omega: f64) -> Self {
-        Self { s_e: omega, s_epsilon: omega, s_q: omega, s_pi: omega, s_m: omega }
+        Self {
+            s_e: omega,
+            s_epsilon: omega,
+            s_q: omega,
+            s_pi: omega,
+            s_m: omega,
+        }
     }
 
     /// The diagonal of the relaxation matrix `S` in moment order, with the shear rate `omega`.
@@ -247,7 +267,11 @@ impl<T: Real> CollisionParams<T> {
         for k in 0..NM {
             mrt_scaled[k] = T::of(s[k] / NORM2[k] as f64);
         }
-        Self { kind, omega: T::of(omega), mrt_scaled }
+        Self {
+            kind,
+            omega: T::of(omega),
+            mrt_scaled,
+        }
     }
 
     /// Relaxes `f` in place towards equilibrium.
@@ -313,7 +337,7 @@ const fn is_conserved(k: usize) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-        use proptest::prelude::*;
+    use proptest::prelude::*;
 
     fn random_populations(seed: &[f64; Q], rho: f64, u: [f64; 3]) -> [f64; Q] {
         // A perturbed equilibrium: positive, with non-equilibrium parts in every moment.
@@ -338,13 +362,22 @@ mod tests {
 
     #[test]
     fn equilibrium_moments_are_the_moments_of_the_equilibrium() {
-        for (rho, u) in [(1.0, [0.0, 0.0, 0.0]), (1.03, [0.05, -0.02, 0.08]), (0.97, [-0.1, 0.07, 0.01])] {
+        for (rho, u) in [
+            (1.0, [0.0, 0.0, 0.0]),
+            (1.03, [0.05, -0.02, 0.08]),
+            (0.97, [-0.1, 0.07, 0.01]),
+        ] {
             let f = equilibrium(rho, u);
             let j = [rho * u[0], rho * u[1], rho * u[2]];
             let meq = equilibrium_moments(rho, j);
             for k in 0..NM {
                 let mk: f64 = (0..Q).map(|i| M[k][i] as f64 * f[i]).sum();
-                assert!((mk - meq[k]).abs() < 1e-13, "moment {} : {mk} vs {}", MOMENT_NAMES_T[k], meq[k]);
+                assert!(
+                    (mk - meq[k]).abs() < 1e-13,
+                    "moment {} : {mk} vs {}",
+                    MOMENT_NAMES_T[k],
+                    meq[k]
+                );
             }
         }
     }
@@ -360,7 +393,10 @@ mod tests {
                 p32.collide(&mut f32s);
                 for i in 0..Q {
                     // f32 weights do not sum to exactly 1; a few ulps of the density stay.
-                    assert!((f32s[i] - before[i]).abs() <= 1e-6 * before[i], "{kind:?} f32 dir {i}");
+                    assert!(
+                        (f32s[i] - before[i]).abs() <= 1e-6 * before[i],
+                        "{kind:?} f32 dir {i}"
+                    );
                 }
                 let p64 = CollisionParams::<f64>::new(kind, omega, &MrtRates::default());
                 let mut f = equilibrium(1.0f64, [0.0; 3]);
@@ -435,10 +471,7 @@ mod tests {
     /// In direction 1 (c·u = 1/361): f_1' = (1/18)(361/360)(1 + 3/361 + 4.5/361² − 3/361²).
     #[test]
     fn one_node_collision_matches_hand_computation() {
-        let mut f = [0.0f64; Q];
-        for i in 0..Q {
-            f[i] = W[i];
-        }
+        let mut f = W;
         f[1] *= 1.1;
         f[7] *= 0.9;
         collide_bgk(&mut f, 1.0);
@@ -450,24 +483,33 @@ mod tests {
 
         // MRT on the same node: only the perturbed moments relax. Compute the expected post-collision
         // value of direction 2 (−x) independently through the dense matrix inverse.
-        let mut g = [0.0f64; Q];
-        for i in 0..Q {
-            g[i] = W[i];
-        }
+        let mut g = W;
         g[1] *= 1.1;
         g[7] *= 0.9;
         let rates = MrtRates::default();
         let omega = 1.25;
         let s = rates.diagonal(omega);
-        let m: Vec<f64> = (0..NM).map(|k| (0..Q).map(|i| M[k][i] as f64 * g[i]).sum()).collect();
+        let m: Vec<f64> = (0..NM)
+            .map(|k| (0..Q).map(|i| M[k][i] as f64 * g[i]).sum())
+            .collect();
         let meq = equilibrium_moments(m[0], [m[3], m[5], m[7]]);
         let mstar: Vec<f64> = (0..NM).map(|k| m[k] - s[k] * (m[k] - meq[k])).collect();
-        let expect: Vec<f64> =
-            (0..Q).map(|i| (0..NM).map(|k| M[k][i] as f64 * mstar[k] / NORM2[k] as f64).sum()).collect();
+        let expect: Vec<f64> = (0..Q)
+            .map(|i| {
+                (0..NM)
+                    .map(|k| M[k][i] as f64 * mstar[k] / NORM2[k] as f64)
+                    .sum()
+            })
+            .collect();
         let p = CollisionParams::<f64>::new(Collision::Mrt, omega, &rates);
         p.collide(&mut g);
         for i in 0..Q {
-            assert!((g[i] - expect[i]).abs() < 1e-15, "dir {i}: {} vs {}", g[i], expect[i]);
+            assert!(
+                (g[i] - expect[i]).abs() < 1e-15,
+                "dir {i}: {} vs {}",
+                g[i],
+                expect[i]
+            );
         }
     }
 }

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use crate::config::Precision;
 use crate::domain::SlabSpec;
+
 use crate::lattice::UP;
 
 /// The macroscopic fields of one slab (or of the whole domain once gathered), `[z][y][x]`, x fastest.
@@ -31,7 +32,15 @@ pub struct Fields {
 impl Fields {
     pub fn zeros(size: [usize; 3], z0: usize) -> Self {
         let n = size[0] * size[1] * size[2];
-        Self { size, z0, rho: vec![0.0; n], ux: vec![0.0; n], uy: vec![0.0; n], uz: vec![0.0; n], solid: vec![false; n] }
+        Self {
+            size,
+            z0,
+            rho: vec![0.0; n],
+            ux: vec![0.0; n],
+            uy: vec![0.0; n],
+            uz: vec![0.0; n],
+            solid: vec![false; n],
+        }
     }
     /// Index of local node (x, y, z).
     #[inline]
@@ -55,7 +64,12 @@ impl Fields {
     }
     /// Total mass over fluid nodes, summed in f64.
     pub fn mass(&self) -> f64 {
-        self.rho.iter().zip(&self.solid).filter(|(_, s)| !**s).map(|(r, _)| r).sum()
+        self.rho
+            .iter()
+            .zip(&self.solid)
+            .filter(|(_, s)| !**s)
+            .map(|(r, _)| r)
+            .sum()
     }
 }
 
@@ -117,7 +131,10 @@ pub trait ComputeModule {
     fn describe(&self) -> String;
 
     /// Allocates memory for the interface above this slab.
-    fn allocate_interface(&mut self, values_per_buffer: usize) -> Result<Arc<dyn InterfaceMemory>, ComputeError>;
+    fn allocate_interface(
+        &mut self,
+        values_per_buffer: usize,
+    ) -> Result<Arc<dyn InterfaceMemory>, ComputeError>;
 
     /// Connects the interfaces below and above (the same memory twice for a periodic single slab) and
     /// publishes this slab's boundary layers of the current state into the buffers of parity 1, which
@@ -156,7 +173,31 @@ pub trait ModuleFactory: Send + Sync {
     /// Where the worker thread of `device` should run: a GPU's PCI bus id, or a share of the cores.
     fn placement(&self, device: usize, slab: &SlabSpec) -> Placement;
     /// Creates the module for `slab` on `device`. Called on the worker thread after it is bound.
-    fn create(&self, device: usize, slab: &SlabSpec) -> Result<Box<dyn ComputeModule>, ComputeError>;
+    fn create(
+        &self,
+        device: usize,
+        slab: &SlabSpec,
+    ) -> Result<Box<dyn ComputeModule>, ComputeError>;
+    /// Free and total memory of `device` in bytes, where the backend can tell; checked against
+    /// [`slab_bytes`] before anything is allocated.
+    fn device_memory(&self, _device: usize) -> Option<MemoryInfo> {
+        None
+    }
+}
+
+/// Free and total memory of a device, in bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemoryInfo {
+    pub free: u64,
+    pub total: u64,
+}
+
+/// Bytes a slab needs on its device: two lattices of 19 populations, one flag byte per node, and the
+/// interface buffers it allocates (4 buffers of 5 planes above it).
+pub fn slab_bytes(slab: &SlabSpec, precision: Precision) -> u64 {
+    let nodes = slab.nodes() as u64;
+    let b = precision.bytes() as u64;
+    2 * crate::lattice::Q as u64 * nodes * b + nodes + 4 * slab.interface_values() as u64 * b
 }
 
 /// Where a worker thread should be bound.

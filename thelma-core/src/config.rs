@@ -76,7 +76,9 @@ impl DeviceSpec {
             return Ok(DeviceSpec::All);
         }
         if !s.contains(',') {
-            let n: usize = s.parse().map_err(|_| format!("expected `all`, a count or a list of ids like `2,0,1,3`, got `{s}`"))?;
+            let n: usize = s.parse().map_err(|_| {
+                format!("expected `all`, a count or a list of ids like `2,0,1,3`, got `{s}`")
+            })?;
             if n == 0 {
                 return Err("the device count must be at least 1".into());
             }
@@ -84,7 +86,9 @@ impl DeviceSpec {
         }
         let mut ids = Vec::new();
         for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let id: usize = part.parse().map_err(|_| format!("`{part}` is not a device id"))?;
+            let id: usize = part
+                .parse()
+                .map_err(|_| format!("`{part}` is not a device id"))?;
             if ids.contains(&id) {
                 return Err(format!("device {id} is listed twice"));
             }
@@ -106,7 +110,10 @@ impl DeviceSpec {
             DeviceSpec::Count(n) => Ok((0..*n).collect()),
             DeviceSpec::List(ids) => {
                 if let Some(bad) = ids.iter().find(|&&i| i >= available) {
-                    return Err(format!("device {bad} does not exist ({available} available: 0..{})", available.saturating_sub(1)));
+                    return Err(format!(
+                        "device {bad} does not exist ({available} available: 0..{})",
+                        available.saturating_sub(1)
+                    ));
                 }
                 Ok(ids.clone())
             }
@@ -193,7 +200,12 @@ pub struct DomainConfig {
 
 impl Default for DomainConfig {
     fn default() -> Self {
-        Self { size: [48, 48, 48], periodic: [false; 3], case: CaseKind::Cavity, obstacles: Vec::new() }
+        Self {
+            size: [48, 48, 48],
+            periodic: [false; 3],
+            case: CaseKind::Cavity,
+            obstacles: Vec::new(),
+        }
     }
 }
 
@@ -211,7 +223,11 @@ pub struct PhysicsConfig {
 
 impl Default for PhysicsConfig {
     fn default() -> Self {
-        Self { reynolds: 1000.0, viscosity: None, lid_speed: 0.1 }
+        Self {
+            reynolds: 1000.0,
+            viscosity: None,
+            lid_speed: 0.1,
+        }
     }
 }
 
@@ -241,7 +257,12 @@ pub struct RunConfig {
 
 impl Default for RunConfig {
     fn default() -> Self {
-        Self { steps: None, tolerance: 1e-4, check_every: 0, max_steps: 1_000_000 }
+        Self {
+            steps: None,
+            tolerance: 1e-4,
+            check_every: 0,
+            max_steps: 1_000_000,
+        }
     }
 }
 
@@ -264,7 +285,9 @@ pub struct OutputConfig {
 
 impl Default for OutputConfig {
     fn default() -> Self {
-        Self { dir: PathBuf::from("out") }
+        Self {
+            dir: PathBuf::from("out"),
+        }
     }
 }
 
@@ -292,7 +315,11 @@ pub struct ConfigError {
 }
 
 fn bad(key: &'static str, flag: &'static str, message: impl Into<String>) -> ConfigError {
-    ConfigError { key, flag, message: message.into() }
+    ConfigError {
+        key,
+        flag,
+        message: message.into(),
+    }
 }
 
 /// The smallest edge the lattice accepts: the pull stencil and the wall layers need two nodes.
@@ -334,19 +361,31 @@ impl CaseConfig {
                 return Err(bad(
                     "domain.size",
                     "--size",
-                    format!("{} = {n} nodes along {}; every edge needs at least {MIN_EDGE}", ["nx", "ny", "nz"][a], ["x", "y", "z"][a]),
+                    format!(
+                        "{} = {n} nodes along {}; every edge needs at least {MIN_EDGE}",
+                        ["nx", "ny", "nz"][a],
+                        ["x", "y", "z"][a]
+                    ),
                 ));
             }
         }
         let nodes = d.size.iter().try_fold(1usize, |acc, &n| acc.checked_mul(n));
         match nodes {
             Some(n) if n <= (1usize << 40) => {}
-            _ => return Err(bad("domain.size", "--size", format!("{:?} is more than 2^40 nodes", d.size))),
+            _ => {
+                return Err(bad(
+                    "domain.size",
+                    "--size",
+                    format!("{:?} is more than 2^40 nodes", d.size),
+                ))
+            }
         }
         for o in &d.obstacles {
             match o {
                 Obstacle::Sphere { radius, centre } => {
-                    if !(radius.is_finite() && *radius > 0.0) || centre.iter().any(|c| !c.is_finite()) {
+                    if !(radius.is_finite() && *radius > 0.0)
+                        || centre.iter().any(|c| !c.is_finite())
+                    {
                         return Err(bad("domain.obstacles", "--config", format!("sphere obstacle {centre:?} r = {radius} needs a finite centre and radius > 0")));
                     }
                 }
@@ -359,48 +398,96 @@ impl CaseConfig {
         }
         let p = &self.physics;
         if !p.lid_speed.is_finite() || p.lid_speed < 0.0 || p.lid_speed >= MAX_LID_SPEED {
-            return Err(bad("physics.lid_speed", "--lid-speed", format!("{} is outside [0, {MAX_LID_SPEED}) (lattice units; Mach = U√3)", p.lid_speed)));
+            return Err(bad(
+                "physics.lid_speed",
+                "--lid-speed",
+                format!(
+                    "{} is outside [0, {MAX_LID_SPEED}) (lattice units; Mach = U√3)",
+                    p.lid_speed
+                ),
+            ));
         }
         if d.case == CaseKind::Cavity && p.lid_speed == 0.0 {
-            return Err(bad("physics.lid_speed", "--lid-speed", "the cavity needs a lid speed > 0"));
+            return Err(bad(
+                "physics.lid_speed",
+                "--lid-speed",
+                "the cavity needs a lid speed > 0",
+            ));
         }
         let length = d.size[0] as f64;
         let viscosity = match p.viscosity {
             Some(nu) => {
                 let tau = 3.0 * nu + 0.5;
                 if !nu.is_finite() || tau <= 0.5 {
-                    return Err(bad("physics.viscosity", "--viscosity", format!("{nu} gives tau = {tau} <= 0.5; the viscosity must be > 0")));
+                    return Err(bad(
+                        "physics.viscosity",
+                        "--viscosity",
+                        format!("{nu} gives tau = {tau} <= 0.5; the viscosity must be > 0"),
+                    ));
                 }
                 nu
             }
             None => {
                 if !(p.reynolds.is_finite() && p.reynolds > 0.0) {
-                    return Err(bad("physics.reynolds", "--re", format!("{} must be a finite number > 0", p.reynolds)));
+                    return Err(bad(
+                        "physics.reynolds",
+                        "--re",
+                        format!("{} must be a finite number > 0", p.reynolds),
+                    ));
                 }
                 if p.lid_speed == 0.0 {
-                    return Err(bad("physics.viscosity", "--viscosity", "with no lid speed the viscosity must be given"));
+                    return Err(bad(
+                        "physics.viscosity",
+                        "--viscosity",
+                        "with no lid speed the viscosity must be given",
+                    ));
                 }
                 p.lid_speed * length / p.reynolds
             }
         };
         let tau = 3.0 * viscosity + 0.5;
         if tau <= 0.5 || !tau.is_finite() {
-            return Err(bad("physics.reynolds", "--re", format!("Re = {} gives tau = {tau}, not above 0.5: lower Re or refine the grid", p.reynolds)));
+            return Err(bad(
+                "physics.reynolds",
+                "--re",
+                format!(
+                    "Re = {} gives tau = {tau}, not above 0.5: lower Re or refine the grid",
+                    p.reynolds
+                ),
+            ));
         }
-        let reynolds = if p.lid_speed > 0.0 { p.lid_speed * length / viscosity } else { 0.0 };
-        self.numerics.mrt_rates.validate().map_err(|m| bad("numerics.mrt_rates", "--config", m))?;
+        let reynolds = if p.lid_speed > 0.0 {
+            p.lid_speed * length / viscosity
+        } else {
+            0.0
+        };
+        self.numerics
+            .mrt_rates
+            .validate()
+            .map_err(|m| bad("numerics.mrt_rates", "--config", m))?;
         let r = &self.run;
         if r.steps == Some(0) {
             return Err(bad("run.steps", "--steps", "must be at least 1"));
         }
         if !(r.tolerance.is_finite() && r.tolerance > 0.0) {
-            return Err(bad("run.tolerance", "--tolerance", format!("{} must be a finite number > 0", r.tolerance)));
+            return Err(bad(
+                "run.tolerance",
+                "--tolerance",
+                format!("{} must be a finite number > 0", r.tolerance),
+            ));
         }
         if r.max_steps == 0 {
             return Err(bad("run.max_steps", "--max-steps", "must be at least 1"));
         }
         if self.hardware.threads > 4096 {
-            return Err(bad("hardware.threads", "--threads", format!("{} threads is not a plausible core count", self.hardware.threads)));
+            return Err(bad(
+                "hardware.threads",
+                "--threads",
+                format!(
+                    "{} threads is not a plausible core count",
+                    self.hardware.threads
+                ),
+            ));
         }
         Ok(LatticeParams {
             length,
@@ -419,7 +506,11 @@ impl CaseConfig {
         if self.run.check_every > 0 {
             return self.run.check_every;
         }
-        let l_over_u = if self.physics.lid_speed > 0.0 { self.domain.size[0] as f64 / self.physics.lid_speed } else { 1000.0 };
+        let l_over_u = if self.physics.lid_speed > 0.0 {
+            self.domain.size[0] as f64 / self.physics.lid_speed
+        } else {
+            1000.0
+        };
         ((l_over_u / 100.0).round() as u64).max(1) * 100
     }
 
@@ -427,14 +518,17 @@ impl CaseConfig {
     pub fn from_file(path: &std::path::Path) -> anyhow::Result<Self> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| anyhow::anyhow!("cannot read case file {}: {e}", path.display()))?;
-        let is_json = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("json"));
+        let is_json = path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("json"));
         Self::parse(&text, is_json).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
     }
 
     /// Parses case text (TOML, or JSON when `json`). The message gives line and column.
     pub fn parse(text: &str, json: bool) -> Result<Self, String> {
         if json {
-            serde_json::from_str(text).map_err(|e| format!("line {}, column {}: {e}", e.line(), e.column()))
+            serde_json::from_str(text)
+                .map_err(|e| format!("line {}, column {}: {e}", e.line(), e.column()))
         } else {
             toml::from_str(text).map_err(|e| {
                 let at = e
@@ -468,13 +562,17 @@ mod tests {
 
     #[test]
     fn each_bad_value_names_its_flag() {
-        let cases: Vec<(Box<dyn Fn(&mut CaseConfig)>, &str)> = vec![
+        type Mutation = Box<dyn Fn(&mut CaseConfig)>;
+        let cases: Vec<(Mutation, &str)> = vec![
             (Box::new(|c| c.domain.size = [0, 8, 8]), "--size"),
             (Box::new(|c| c.domain.size = [8, 1, 8]), "--size"),
             (Box::new(|c| c.physics.reynolds = 0.0), "--re"),
             (Box::new(|c| c.physics.reynolds = -3.0), "--re"),
             (Box::new(|c| c.physics.reynolds = f64::NAN), "--re"),
-            (Box::new(|c| c.physics.viscosity = Some(-0.01)), "--viscosity"),
+            (
+                Box::new(|c| c.physics.viscosity = Some(-0.01)),
+                "--viscosity",
+            ),
             (Box::new(|c| c.physics.viscosity = Some(0.0)), "--viscosity"),
             (Box::new(|c| c.physics.lid_speed = 0.4), "--lid-speed"),
             (Box::new(|c| c.physics.lid_speed = 0.0), "--lid-speed"),
@@ -494,13 +592,19 @@ mod tests {
     fn device_specs_parse_counts_lists_and_reject_duplicates() {
         assert_eq!(DeviceSpec::parse("all").unwrap(), DeviceSpec::All);
         assert_eq!(DeviceSpec::parse("4").unwrap(), DeviceSpec::Count(4));
-        assert_eq!(DeviceSpec::parse("2,0,1,3").unwrap(), DeviceSpec::List(vec![2, 0, 1, 3]));
+        assert_eq!(
+            DeviceSpec::parse("2,0,1,3").unwrap(),
+            DeviceSpec::List(vec![2, 0, 1, 3])
+        );
         assert_eq!(DeviceSpec::parse("3,").unwrap(), DeviceSpec::List(vec![3]));
         assert!(DeviceSpec::parse("0").is_err());
         assert!(DeviceSpec::parse("1,1").unwrap_err().contains("twice"));
         assert!(DeviceSpec::parse("a,b").is_err());
         assert_eq!(DeviceSpec::List(vec![2, 0]).resolve(4).unwrap(), vec![2, 0]);
-        assert!(DeviceSpec::List(vec![5]).resolve(4).unwrap_err().contains("does not exist"));
+        assert!(DeviceSpec::List(vec![5])
+            .resolve(4)
+            .unwrap_err()
+            .contains("does not exist"));
         assert!(DeviceSpec::Count(5).resolve(4).is_err());
         for s in ["all", "3", "2,0,1,3", "3,"] {
             let d = DeviceSpec::parse(s).unwrap();

@@ -33,7 +33,9 @@ impl Domain {
 /// Why a domain cannot be split as asked.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PartitionError {
-    #[error("cannot split {planes} z-planes over {slabs} devices: each device needs at least one plane")]
+    #[error(
+        "cannot split {planes} z-planes over {slabs} devices: each device needs at least one plane"
+    )]
     TooManySlabs { planes: usize, slabs: usize },
     #[error("a partition needs at least one slab")]
     NoSlabs,
@@ -78,7 +80,12 @@ impl SlabSpec {
         Ok(partition(domain.size[2], count)?
             .into_iter()
             .enumerate()
-            .map(|(index, z)| SlabSpec { index, count, domain, z })
+            .map(|(index, z)| SlabSpec {
+                index,
+                count,
+                domain,
+                z,
+            })
             .collect())
     }
     pub fn nx(&self) -> usize {

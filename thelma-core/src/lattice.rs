@@ -58,7 +58,9 @@ pub const W: [f64; Q] = [
 ];
 
 /// `OPP[i]` is the index of `−c_i`.
-pub const OPP: [usize; Q] = [0, 2, 1, 4, 3, 6, 5, 8, 7, 10, 9, 12, 11, 14, 13, 16, 15, 18, 17];
+pub const OPP: [usize; Q] = [
+    0, 2, 1, 4, 3, 6, 5, 8, 7, 10, 9, 12, 11, 14, 13, 16, 15, 18, 17,
+];
 
 /// The five directions with `c_z = +1`: the populations that cross a slab's top face upwards.
 pub const UP: [usize; 5] = [5, 11, 14, 15, 18];
@@ -73,8 +75,8 @@ pub const NM: usize = Q;
 
 /// Names of the moments of d'Humières et al. (2002), in the row order of [`M`].
 pub const MOMENT_NAMES: [&str; NM] = [
-    "rho", "e", "epsilon", "jx", "qx", "jy", "qy", "jz", "qz", "3pxx", "3pixx", "pww", "piww", "pxy",
-    "pyz", "pxz", "mx", "my", "mz",
+    "rho", "e", "epsilon", "jx", "qx", "jy", "qy", "jz", "qz", "3pxx", "3pixx", "pww", "piww",
+    "pxy", "pyz", "pxz", "mx", "my", "mz",
 ];
 
 /// Value of row `k` of the d'Humières (2002) D3Q19 moment matrix at velocity `c`.
@@ -199,6 +201,9 @@ mod tests {
             }
         }
         // Row norms listed by d'Humières et al. (2002), Appendix A.
-        assert_eq!(NORM2, [19, 2394, 252, 10, 40, 10, 40, 10, 40, 36, 72, 12, 24, 4, 4, 4, 8, 8, 8]);
+        assert_eq!(
+            NORM2,
+            [19, 2394, 252, 10, 40, 10, 40, 10, 40, 36, 72, 12, 24, 4, 4, 4, 8, 8, 8]
+        );
     }
 }

@@ -43,7 +43,12 @@ impl StepBarrier {
     pub fn new(parties: usize) -> Self {
         Self {
             parties,
-            state: Mutex::new(BarrierState { arrived: 0, generation: 0, aborted: false, stop: false }),
+            state: Mutex::new(BarrierState {
+                arrived: 0,
+                generation: 0,
+                aborted: false,
+                stop: false,
+            }),
             cv: Condvar::new(),
         }
     }
@@ -93,30 +98,58 @@ pub enum RuntimeError {
     #[error(transparent)]
     Partition(#[from] PartitionError),
     #[error("device {device} ({backend}, slab {slab}): {source}")]
-    Device { device: usize, slab: usize, backend: &'static str, source: ComputeError },
+    Device {
+        device: usize,
+        slab: usize,
+        backend: &'static str,
+        source: ComputeError,
+    },
     #[error("device {device} ({backend}, slab {slab}): worker panicked: {message}")]
-    Panic { device: usize, slab: usize, backend: &'static str, message: String },
+    Panic {
+        device: usize,
+        slab: usize,
+        backend: &'static str,
+        message: String,
+    },
     #[error("device {device} ({backend}, slab {slab}): worker thread ended unexpectedly")]
-    Lost { device: usize, slab: usize, backend: &'static str },
+    Lost {
+        device: usize,
+        slab: usize,
+        backend: &'static str,
+    },
     #[error("the runtime has already failed and shut down")]
     Closed,
 }
 
 enum Command {
-    Attach { below: Option<Arc<dyn InterfaceMemory>>, above: Option<Arc<dyn InterfaceMemory>> },
-    Run { t0: u64, steps: u64, exchange: bool },
+    Attach {
+        below: Option<Arc<dyn InterfaceMemory>>,
+        above: Option<Arc<dyn InterfaceMemory>>,
+    },
+    Run {
+        t0: u64,
+        steps: u64,
+        exchange: bool,
+    },
     Fields,
     Health,
     ReadPopulations,
-    WritePopulations { bytes: Arc<Vec<u8>>, next_step: u64 },
+    WritePopulations {
+        bytes: Arc<Vec<u8>>,
+        next_step: u64,
+    },
     Shutdown,
 }
 
 enum Reply {
-    Created { describe: String, binding: Result<Binding, String>, above: Option<Arc<dyn InterfaceMemory>> },
+    Created {
+        describe: String,
+        binding: Result<Binding, String>,
+        above: Option<Arc<dyn InterfaceMemory>>,
+    },
     Attached,
     Ran(WorkerTimes),
-    Fields(Fields),
+    Fields(Box<Fields>),
     Health(Health),
     Populations(Vec<u8>),
     Written,
@@ -208,7 +241,11 @@ impl Runtime {
                 .name(format!("thelma-{backend}-{device}"))
                 .spawn(move || worker_main(s, device, slab, factory, rx, replies, barrier, stop))
                 .expect("cannot spawn a worker thread");
-            workers.push(Worker { device, commands: tx, handle: Some(handle) });
+            workers.push(Worker {
+                device,
+                commands: tx,
+                handle: Some(handle),
+            });
         }
         drop(reply_tx);
         let mut rt = Runtime {
@@ -225,18 +262,34 @@ impl Runtime {
 
         // Creation: each worker reports its module and the interface above it.
         let created = rt.collect(|_, r| match r {
-            Reply::Created { describe, binding, above } => Ok((describe, binding, above)),
+            Reply::Created {
+                describe,
+                binding,
+                above,
+            } => Ok((describe, binding, above)),
             other => Err(other),
         })?;
         let mut aboves = Vec::with_capacity(n);
         for (s, (describe, binding, above)) in created.into_iter().enumerate() {
-            rt.devices.push(DeviceInfo { device: devices[s], slab: slabs[s].clone(), describe, binding });
+            rt.devices.push(DeviceInfo {
+                device: devices[s],
+                slab: slabs[s].clone(),
+                describe,
+                binding,
+            });
             aboves.push(above);
         }
         // Connection: the interface below slab s is the one above slab s − 1 (ring when periodic).
         for (s, slab) in slabs.iter().enumerate() {
-            let below = if slab.has_below() { aboves[(s + n - 1) % n].clone() } else { None };
-            let cmd = Command::Attach { below, above: aboves[s].clone() };
+            let below = if slab.has_below() {
+                aboves[(s + n - 1) % n].clone()
+            } else {
+                None
+            };
+            let cmd = Command::Attach {
+                below,
+                above: aboves[s].clone(),
+            };
             rt.send(s, cmd)?;
         }
         drop(aboves);
@@ -275,7 +328,14 @@ impl Runtime {
         let t0 = self.step;
         let start = Instant::now();
         for s in 0..self.workers.len() {
-            self.send(s, Command::Run { t0, steps, exchange })?;
+            self.send(
+                s,
+                Command::Run {
+                    t0,
+                    steps,
+                    exchange,
+                },
+            )?;
         }
         let times = self.collect(|_, r| match r {
             Reply::Ran(t) => Ok(t),
@@ -283,16 +343,24 @@ impl Runtime {
         })?;
         let wall = start.elapsed();
         let done = times.iter().map(|t| t.steps).min().unwrap_or(0);
-        debug_assert!(times.iter().all(|t| t.steps == done), "workers disagree on the steps done");
+        debug_assert!(
+            times.iter().all(|t| t.steps == done),
+            "workers disagree on the steps done"
+        );
         self.step += done;
-        Ok(RunStats { steps: done, wall, stopped: times.iter().any(|t| t.stopped), workers: times })
+        Ok(RunStats {
+            steps: done,
+            wall,
+            stopped: times.iter().any(|t| t.stopped),
+            workers: times,
+        })
     }
 
     /// The fields of the whole domain, gathered from every slab.
     pub fn fields(&mut self) -> Result<Fields, RuntimeError> {
         self.broadcast(|| Command::Fields)?;
         let parts = self.collect(|_, r| match r {
-            Reply::Fields(f) => Ok(f),
+            Reply::Fields(f) => Ok(*f),
             other => Err(other),
         })?;
         Ok(Fields::concat(parts))
@@ -317,9 +385,19 @@ impl Runtime {
     }
 
     /// Loads populations (one buffer per slab, in slab order) saved at step `step`.
-    pub fn write_populations(&mut self, slabs: Vec<Vec<u8>>, step: u64) -> Result<(), RuntimeError> {
+    pub fn write_populations(
+        &mut self,
+        slabs: Vec<Vec<u8>>,
+        step: u64,
+    ) -> Result<(), RuntimeError> {
         for (s, bytes) in slabs.into_iter().enumerate() {
-            self.send(s, Command::WritePopulations { bytes: Arc::new(bytes), next_step: step })?;
+            self.send(
+                s,
+                Command::WritePopulations {
+                    bytes: Arc::new(bytes),
+                    next_step: step,
+                },
+            )?;
         }
         self.collect(|_, r| match r {
             Reply::Written => Ok(()),
@@ -349,12 +427,19 @@ impl Runtime {
     }
 
     fn lost(&self, s: usize) -> RuntimeError {
-        RuntimeError::Lost { device: self.workers[s].device, slab: s, backend: self.backend }
+        RuntimeError::Lost {
+            device: self.workers[s].device,
+            slab: s,
+            backend: self.backend,
+        }
     }
 
     /// Collects one reply per worker. On any failure, aborts the barrier, waits for the other replies
     /// (which then come quickly), shuts every worker down and returns the first real error.
-    fn collect<T>(&mut self, mut accept: impl FnMut(usize, Reply) -> Result<T, Reply>) -> Result<Vec<T>, RuntimeError> {
+    fn collect<T>(
+        &mut self,
+        mut accept: impl FnMut(usize, Reply) -> Result<T, Reply>,
+    ) -> Result<Vec<T>, RuntimeError> {
         let n = self.workers.len();
         let mut out: Vec<Option<T>> = (0..n).map(|_| None).collect();
         let mut answered = vec![false; n];
@@ -365,7 +450,13 @@ impl Runtime {
                 Ok(r) => r,
                 Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
                     // A worker whose thread is gone will never answer.
-                    let gone = (0..n).find(|&s| !answered[s] && self.workers[s].handle.as_ref().is_some_and(|h| h.is_finished()));
+                    let gone = (0..n).find(|&s| {
+                        !answered[s]
+                            && self.workers[s]
+                                .handle
+                                .as_ref()
+                                .is_some_and(|h| h.is_finished())
+                    });
                     if let Some(s) = gone {
                         self.barrier.abort();
                         first_error.get_or_insert_with(|| self.lost(s));
@@ -389,11 +480,21 @@ impl Runtime {
                 Ok(v) => out[s] = Some(v),
                 Err(Reply::Failed(source)) => {
                     self.barrier.abort();
-                    first_error.get_or_insert(RuntimeError::Device { device, slab, backend, source });
+                    first_error.get_or_insert(RuntimeError::Device {
+                        device,
+                        slab,
+                        backend,
+                        source,
+                    });
                 }
                 Err(Reply::Panicked(message)) => {
                     self.barrier.abort();
-                    first_error.get_or_insert(RuntimeError::Panic { device, slab, backend, message });
+                    first_error.get_or_insert(RuntimeError::Panic {
+                        device,
+                        slab,
+                        backend,
+                        message,
+                    });
                 }
                 Err(Reply::Aborted) => {}
                 Err(_) => {
@@ -412,7 +513,10 @@ impl Runtime {
             return Err(e);
         }
         self.barrier.reset();
-        Ok(out.into_iter().map(|v| v.expect("every worker answered")).collect())
+        Ok(out
+            .into_iter()
+            .map(|v| v.expect("every worker answered"))
+            .collect())
     }
 
     /// Shuts every worker down and joins it.
@@ -473,12 +577,20 @@ fn worker_main(
     let binding = bind_current_thread(&factory.placement(device, &slab));
     let created = catch_unwind(AssertUnwindSafe(|| -> Result<_, ComputeError> {
         let mut module = factory.create(device, &slab)?;
-        let above = if slab.has_above() { Some(module.allocate_interface(slab.interface_values())?) } else { None };
+        let above = if slab.has_above() {
+            Some(module.allocate_interface(slab.interface_values())?)
+        } else {
+            None
+        };
         Ok((module, above))
     }));
     let mut module: Box<dyn ComputeModule> = match created {
         Ok(Ok((module, above))) => {
-            reply(Reply::Created { describe: module.describe(), binding, above });
+            reply(Reply::Created {
+                describe: module.describe(),
+                binding,
+                above,
+            });
             module
         }
         Ok(Err(e)) => return reply(Reply::Failed(e)),
@@ -488,7 +600,9 @@ fn worker_main(
         if matches!(cmd, Command::Shutdown) {
             break;
         }
-        let outcome = catch_unwind(AssertUnwindSafe(|| serve(module.as_mut(), cmd, &barrier, &stop)));
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
+            serve(module.as_mut(), cmd, &barrier, &stop)
+        }));
         match outcome {
             Ok(r) => {
                 let failed = matches!(r, Reply::Failed(_));
@@ -507,14 +621,25 @@ fn worker_main(
     }
 }
 
-fn serve(module: &mut dyn ComputeModule, cmd: Command, barrier: &StepBarrier, stop: &AtomicBool) -> Reply {
+fn serve(
+    module: &mut dyn ComputeModule,
+    cmd: Command,
+    barrier: &StepBarrier,
+    stop: &AtomicBool,
+) -> Reply {
     let r = match cmd {
         Command::Attach { below, above } => module.attach(below, above).map(|_| Reply::Attached),
-        Command::Run { t0, steps, exchange } => return run_steps(module, t0, steps, exchange, barrier, stop),
-        Command::Fields => module.read_fields().map(Reply::Fields),
+        Command::Run {
+            t0,
+            steps,
+            exchange,
+        } => return run_steps(module, t0, steps, exchange, barrier, stop),
+        Command::Fields => module.read_fields().map(|f| Reply::Fields(Box::new(f))),
         Command::Health => module.health().map(Reply::Health),
         Command::ReadPopulations => module.read_populations().map(Reply::Populations),
-        Command::WritePopulations { bytes, next_step } => module.write_populations(&bytes, next_step).map(|_| Reply::Written),
+        Command::WritePopulations { bytes, next_step } => module
+            .write_populations(&bytes, next_step)
+            .map(|_| Reply::Written),
         Command::Shutdown => unreachable!("handled by the worker loop"),
     };
     r.unwrap_or_else(Reply::Failed)

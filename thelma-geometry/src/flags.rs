@@ -64,7 +64,12 @@ impl NodeFlags {
     }
     pub fn with_moving(self, i: usize, slot: usize) -> Self {
         debug_assert!(i > 0 && i < Q && slot < 1 << Self::SLOT_BITS);
-        NodeFlags(self.0 | 1 << i | 1 << (Self::MOVING_SHIFT + i as u32) | (slot as u64) << Self::SLOT_SHIFT)
+        NodeFlags(
+            self.0
+                | 1 << i
+                | 1 << (Self::MOVING_SHIFT + i as u32)
+                | (slot as u64) << Self::SLOT_SHIFT,
+        )
     }
 }
 

@@ -46,14 +46,24 @@ pub struct Geometry {
 impl Geometry {
     /// A box of resting walls on every non-periodic axis, no obstacles.
     pub fn closed_box(domain: Domain) -> Self {
-        Self { domain, wall_velocities: Vec::new(), lid: false, obstacles: Vec::new() }
+        Self {
+            domain,
+            wall_velocities: Vec::new(),
+            lid: false,
+            obstacles: Vec::new(),
+        }
     }
 
     /// The lid-driven cavity: walls on every non-periodic axis, the top wall (z = max) moving in +x
     /// with `lid_speed`.
     pub fn cavity(domain: Domain, lid_speed: f64) -> Self {
         assert!(!domain.periodic[2], "the lid needs a walled z axis");
-        Self { domain, wall_velocities: vec![[lid_speed, 0.0, 0.0]], lid: true, obstacles: Vec::new() }
+        Self {
+            domain,
+            wall_velocities: vec![[lid_speed, 0.0, 0.0]],
+            lid: true,
+            obstacles: Vec::new(),
+        }
     }
 
     /// Adds a solid obstacle.
@@ -82,10 +92,12 @@ impl Geometry {
     fn obstacle_touches_domain(&self, k: usize) -> bool {
         let [nx, ny, nz] = self.domain.size;
         match &self.obstacles[k] {
-            Obstacle::Box { min, max } => (0..3).all(|a| max[a] > 0 && min[a] < [nx, ny, nz][a] as i64),
-            Obstacle::Sphere { centre, radius } => {
-                (0..3).all(|a| centre[a] + radius >= 0.0 && centre[a] - radius <= ([nx, ny, nz][a] - 1) as f64)
+            Obstacle::Box { min, max } => {
+                (0..3).all(|a| max[a] > 0 && min[a] < [nx, ny, nz][a] as i64)
             }
+            Obstacle::Sphere { centre, radius } => (0..3).all(|a| {
+                centre[a] + radius >= 0.0 && centre[a] - radius <= ([nx, ny, nz][a] - 1) as f64
+            }),
         }
     }
 
@@ -109,7 +121,11 @@ impl Geometry {
         let mut outside = false;
         for a in 0..3 {
             let n = size[a] as i64;
-            let v = if self.domain.periodic[a] { p[a].rem_euclid(n) } else { p[a] };
+            let v = if self.domain.periodic[a] {
+                p[a].rem_euclid(n)
+            } else {
+                p[a]
+            };
             if v < 0 || v >= n {
                 outside = true;
                 if a == 2 && v >= n {
@@ -120,7 +136,11 @@ impl Geometry {
             }
         }
         if outside {
-            return Some(if self.lid && outside_z_top { Wall::Moving(0) } else { Wall::Resting });
+            return Some(if self.lid && outside_z_top {
+                Wall::Moving(0)
+            } else {
+                Wall::Resting
+            });
         }
         self.in_obstacle(q[0], q[1], q[2]).then_some(Wall::Resting)
     }
@@ -133,7 +153,11 @@ impl Geometry {
         let mut f = NodeFlags::FLUID;
         let mut slot = None;
         for (i, c) in C.iter().enumerate().take(Q).skip(1) {
-            let src = [x as i64 - c[0] as i64, y as i64 - c[1] as i64, z as i64 - c[2] as i64];
+            let src = [
+                x as i64 - c[0] as i64,
+                y as i64 - c[1] as i64,
+                z as i64 - c[2] as i64,
+            ];
             match self.wall_at(src) {
                 None => {}
                 Some(Wall::Resting) => f = f.with_bounce(i),
@@ -176,8 +200,15 @@ impl Geometry {
                 }
             }
         }
-        let moving_term = flags.iter().map(|&f| moving_term(f, &self.wall_velocities)).collect();
-        Ok(SlabFlags { size: [nx, ny, z.len()], index, palette: FlagPalette { flags, moving_term } })
+        let moving_term = flags
+            .iter()
+            .map(|&f| moving_term(f, &self.wall_velocities))
+            .collect();
+        Ok(SlabFlags {
+            size: [nx, ny, z.len()],
+            index,
+            palette: FlagPalette { flags, moving_term },
+        })
     }
 }
 
@@ -244,8 +275,14 @@ mod tests {
     #[test]
     fn obstacles_are_solid_and_their_neighbours_bounce() {
         let g = Geometry::closed_box(Domain::new([10, 10, 10], [true, true, true]))
-            .with_obstacle(Obstacle::Sphere { centre: [5.0, 5.0, 5.0], radius: 2.0 })
-            .with_obstacle(Obstacle::Box { min: [0, 0, 0], max: [2, 2, 2] });
+            .with_obstacle(Obstacle::Sphere {
+                centre: [5.0, 5.0, 5.0],
+                radius: 2.0,
+            })
+            .with_obstacle(Obstacle::Box {
+                min: [0, 0, 0],
+                max: [2, 2, 2],
+            });
         let s = g.slab(0..10).unwrap();
         assert!(s.get(5, 5, 5).is_solid());
         assert!(s.get(0, 1, 1).is_solid());
@@ -263,8 +300,16 @@ mod tests {
                         continue;
                     }
                     for i in 1..Q {
-                        let src = [(x as i64 - C[i][0] as i64).rem_euclid(10), (y as i64 - C[i][1] as i64).rem_euclid(10), (z as i64 - C[i][2] as i64).rem_euclid(10)];
-                        assert_eq!(f.bounces(i), s.get(src[0] as usize, src[1] as usize, src[2] as usize).is_solid());
+                        let src = [
+                            (x as i64 - C[i][0] as i64).rem_euclid(10),
+                            (y as i64 - C[i][1] as i64).rem_euclid(10),
+                            (z as i64 - C[i][2] as i64).rem_euclid(10),
+                        ];
+                        assert_eq!(
+                            f.bounces(i),
+                            s.get(src[0] as usize, src[1] as usize, src[2] as usize)
+                                .is_solid()
+                        );
                     }
                 }
             }

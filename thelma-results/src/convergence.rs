@@ -11,7 +11,11 @@ pub fn relative_change(prev: &Fields, now: &Fields) -> f64 {
         if now.solid[p] {
             continue;
         }
-        let d = [now.ux[p] - prev.ux[p], now.uy[p] - prev.uy[p], now.uz[p] - prev.uz[p]];
+        let d = [
+            now.ux[p] - prev.ux[p],
+            now.uy[p] - prev.uy[p],
+            now.uz[p] - prev.uz[p],
+        ];
         diff += d[0] * d[0] + d[1] * d[1] + d[2] * d[2];
         norm += now.ux[p] * now.ux[p] + now.uy[p] * now.uy[p] + now.uz[p] * now.uz[p];
     }

@@ -4,6 +4,7 @@
 //! Results see macroscopic fields ([`thelma_core::compute::Fields`]), never populations or devices.
 
 pub mod convergence;
+pub mod output;
 pub mod profiles;
 pub mod reference;
 pub mod report;

@@ -48,7 +48,9 @@ impl Profile {
             let d = (x0 - x1) * (x0 - x2) * (x1 - x2);
             let a = (x2 * (y1 - y0) + x1 * (y0 - y2) + x0 * (y2 - y1)) / d;
             let b = (x2 * x2 * (y0 - y1) + x1 * x1 * (y2 - y0) + x0 * x0 * (y1 - y2)) / d;
-            let c = (x1 * x2 * (x1 - x2) * y0 + x2 * x0 * (x2 - x0) * y1 + x0 * x1 * (x0 - x1) * y2) / d;
+            let c =
+                (x1 * x2 * (x1 - x2) * y0 + x2 * x0 * (x2 - x0) * y1 + x0 * x1 * (x0 - x1) * y2)
+                    / d;
             if a == 0.0 {
                 return p[k];
             }
@@ -58,8 +60,12 @@ impl Profile {
             }
             (xv, c - b * b / (4.0 * a))
         };
-        let kmin = (0..self.points.len()).min_by(|&a, &b| self.points[a].1.total_cmp(&self.points[b].1)).unwrap_or(0);
-        let kmax = (0..self.points.len()).max_by(|&a, &b| self.points[a].1.total_cmp(&self.points[b].1)).unwrap_or(0);
+        let kmin = (0..self.points.len())
+            .min_by(|&a, &b| self.points[a].1.total_cmp(&self.points[b].1))
+            .unwrap_or(0);
+        let kmax = (0..self.points.len())
+            .max_by(|&a, &b| self.points[a].1.total_cmp(&self.points[b].1))
+            .unwrap_or(0);
         (refine(kmin), refine(kmax))
     }
 }
@@ -74,7 +80,8 @@ fn bilinear(f: &Fields, comp: &[f64], x: f64, y: f64, z: usize) -> f64 {
     let sx = (x - x0 as f64).clamp(0.0, 1.0);
     let sy = (y - y0 as f64).clamp(0.0, 1.0);
     let v = |xx, yy| comp[f.idx(xx, yy, z)];
-    (1.0 - sy) * ((1.0 - sx) * v(x0, y0) + sx * v(x1, y0)) + sy * ((1.0 - sx) * v(x0, y1) + sx * v(x1, y1))
+    (1.0 - sy) * ((1.0 - sx) * v(x0, y0) + sx * v(x1, y0))
+        + sy * ((1.0 - sx) * v(x0, y1) + sx * v(x1, y1))
 }
 
 /// The two centreline profiles of the cavity: u/U along z at x = y = ½, and w/U along x at y = z = ½.
@@ -97,23 +104,38 @@ pub fn cavity_centrelines(f: &Fields, lid_speed: f64) -> [Profile; 2] {
     for x in 0..nx {
         let a = bilinear(f, &f.uz, x as f64, mid(ny), z0);
         let b = bilinear(f, &f.uz, x as f64, mid(ny), z1);
-        w.push(((x as f64 + 0.5) / nx as f64, ((1.0 - sz) * a + sz * b) / lid_speed));
+        w.push((
+            (x as f64 + 0.5) / nx as f64,
+            ((1.0 - sz) * a + sz * b) / lid_speed,
+        ));
     }
     w.push((1.0, 0.0));
-    [Profile { name: "u_vs_z".into(), points: u }, Profile { name: "w_vs_x".into(), points: w }]
+    [
+        Profile {
+            name: "u_vs_z".into(),
+            points: u,
+        },
+        Profile {
+            name: "w_vs_x".into(),
+            points: w,
+        },
+    ]
 }
 
 /// Writes profiles as CSV (`profile,coordinate,value`), the reference file's own format.
 pub fn write_csv(path: &Path, profiles: &[Profile]) -> std::io::Result<()> {
     let mut out = Vec::new();
-    writeln!(out, "# Centreline profiles, unit cube, velocities normalised by the lid speed")?;
+    writeln!(
+        out,
+        "# Centreline profiles, unit cube, velocities normalised by the lid speed"
+    )?;
     writeln!(out, "profile,coordinate,value")?;
     for p in profiles {
         for (c, v) in &p.points {
             writeln!(out, "{},{c:.6},{v:.8}", p.name)?;
         }
     }
-    std::fs::write(path, out)
+    crate::output::write_bytes_atomic(path, &out)
 }
 
 #[cfg(test)]
@@ -146,11 +168,16 @@ mod tests {
 
     #[test]
     fn extrema_find_the_vertex_of_a_parabola() {
-        let pts: Vec<(f64, f64)> = (0..11).map(|k| {
-            let x = k as f64 / 10.0;
-            (x, (x - 0.33) * (x - 0.33) - 0.2)
-        }).collect();
-        let p = Profile { name: "t".into(), points: pts };
+        let pts: Vec<(f64, f64)> = (0..11)
+            .map(|k| {
+                let x = k as f64 / 10.0;
+                (x, (x - 0.33) * (x - 0.33) - 0.2)
+            })
+            .collect();
+        let p = Profile {
+            name: "t".into(),
+            points: pts,
+        };
         let ((xmin, vmin), _) = p.extrema();
         assert!((xmin - 0.33).abs() < 1e-12);
         assert!((vmin + 0.2).abs() < 1e-12);

@@ -6,12 +6,16 @@ use crate::profiles::Profile;
 
 /// Centreline velocities of the steady cubic cavity at Re = 1000, Albensoeder & Kuhlmann (2005);
 /// provenance and frame are in the file's header.
-pub const CAVITY_RE1000_CSV: &str = include_str!("../data/cavity3d_re1000_albensoeder_kuhlmann2005.csv");
+pub const CAVITY_RE1000_CSV: &str =
+    include_str!("../data/cavity3d_re1000_albensoeder_kuhlmann2005.csv");
 
 /// Published extrema of the same flow (Albensoeder & Kuhlmann 2005, as quoted by Ben Beya & Lili 2008):
 /// (name, coordinate, value).
-pub const CAVITY_RE1000_EXTREMA: [(&str, f64, f64); 3] =
-    [("u_min", 0.12419, -0.2803833), ("w_min", 0.90957, -0.4350186), ("w_max", 0.10913, 0.2466511)];
+pub const CAVITY_RE1000_EXTREMA: [(&str, f64, f64); 3] = [
+    ("u_min", 0.12419, -0.2803833),
+    ("w_min", 0.90957, -0.4350186),
+    ("w_max", 0.10913, 0.2466511),
+];
 
 /// A reference data set: named profiles of (coordinate, value).
 #[derive(Clone, Debug, PartialEq)]
@@ -22,18 +26,31 @@ pub struct Reference {
 impl Reference {
     /// Parses the `profile,coordinate,value` format, with `#` comment lines.
     pub fn parse(text: &str) -> Result<Self, String> {
-        let mut rdr = csv::ReaderBuilder::new().comment(Some(b'#')).trim(csv::Trim::All).from_reader(text.as_bytes());
+        let mut rdr = csv::ReaderBuilder::new()
+            .comment(Some(b'#'))
+            .trim(csv::Trim::All)
+            .from_reader(text.as_bytes());
         let mut profiles: Vec<Profile> = Vec::new();
         for (k, rec) in rdr.records().enumerate() {
             let rec = rec.map_err(|e| format!("reference data, record {}: {e}", k + 1))?;
             if rec.len() != 3 {
-                return Err(format!("reference data, record {}: expected 3 fields", k + 1));
+                return Err(format!(
+                    "reference data, record {}: expected 3 fields",
+                    k + 1
+                ));
             }
-            let c: f64 = rec[1].parse().map_err(|_| format!("reference data: bad coordinate `{}`", &rec[1]))?;
-            let v: f64 = rec[2].parse().map_err(|_| format!("reference data: bad value `{}`", &rec[2]))?;
+            let c: f64 = rec[1]
+                .parse()
+                .map_err(|_| format!("reference data: bad coordinate `{}`", &rec[1]))?;
+            let v: f64 = rec[2]
+                .parse()
+                .map_err(|_| format!("reference data: bad value `{}`", &rec[2]))?;
             match profiles.iter_mut().find(|p| p.name == rec[0]) {
                 Some(p) => p.points.push((c, v)),
-                None => profiles.push(Profile { name: rec[0].to_string(), points: vec![(c, v)] }),
+                None => profiles.push(Profile {
+                    name: rec[0].to_string(),
+                    points: vec![(c, v)],
+                }),
             }
         }
         for p in &mut profiles {
@@ -89,12 +106,23 @@ impl Comparison {
 pub fn compare(sim: &[Profile], reference: &Reference) -> Comparison {
     let mut profiles = Vec::new();
     for r in &reference.profiles {
-        let Some(s) = sim.iter().find(|s| s.name == r.name) else { continue };
-        let inner: Vec<_> = r.points.iter().filter(|(c, _)| *c > 0.0 && *c < 1.0).collect();
+        let Some(s) = sim.iter().find(|s| s.name == r.name) else {
+            continue;
+        };
+        let inner: Vec<_> = r
+            .points
+            .iter()
+            .filter(|(c, _)| *c > 0.0 && *c < 1.0)
+            .collect();
         let errs: Vec<f64> = inner.iter().map(|(c, v)| s.at(*c) - v).collect();
         let l2 = (errs.iter().map(|e| e * e).sum::<f64>() / errs.len().max(1) as f64).sqrt();
         let max = errs.iter().fold(0.0f64, |m, e| m.max(e.abs()));
-        profiles.push(ProfileError { profile: r.name.clone(), points: errs.len(), l2, max });
+        profiles.push(ProfileError {
+            profile: r.name.clone(),
+            points: errs.len(),
+            l2,
+            max,
+        });
     }
     let mut extrema = Vec::new();
     let find = |n: &str| sim.iter().find(|s| s.name == n);
@@ -137,7 +165,10 @@ mod tests {
         let shifted: Vec<Profile> = r
             .profiles
             .iter()
-            .map(|p| Profile { name: p.name.clone(), points: p.points.iter().map(|(c, v)| (*c, v + 0.01)).collect() })
+            .map(|p| Profile {
+                name: p.name.clone(),
+                points: p.points.iter().map(|(c, v)| (*c, v + 0.01)).collect(),
+            })
             .collect();
         let c = compare(&shifted, &r);
         for p in &c.profiles {

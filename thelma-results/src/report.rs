@@ -66,10 +66,18 @@ impl RunSummary {
                 d.device, d.z[0], d.z[1], d.mlups, d.compute_s, d.wait_s, d.exchange_bytes_per_step, d.binding, d.describe
             );
         }
-        s += &format!("mass {:.9e} -> {:.9e} (relative drift {:.2e})\n", self.mass[0], self.mass[1], (self.mass[1] - self.mass[0]) / self.mass[0]);
+        s += &format!(
+            "mass {:.9e} -> {:.9e} (relative drift {:.2e})\n",
+            self.mass[0],
+            self.mass[1],
+            (self.mass[1] - self.mass[0]) / self.mass[0]
+        );
         if let Some(v) = &self.validation {
             for p in &v.profiles {
-                s += &format!("  {}: L2 error {:.4}, max error {:.4} over {} reference points\n", p.profile, p.l2, p.max, p.points);
+                s += &format!(
+                    "  {}: L2 error {:.4}, max error {:.4} over {} reference points\n",
+                    p.profile, p.l2, p.max, p.points
+                );
             }
             for e in &v.extrema {
                 s += &format!(

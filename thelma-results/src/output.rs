@@ -1,0 +1,56 @@
+//! Atomic output files: every file thelma writes goes through [`write_atomic`], so a crash or an
+//! interruption never leaves a half-written file under its final name (the previous one stays intact).
+
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+/// Writes `path` atomically: the content goes to a temporary file in the same folder, is flushed to
+/// disk, and is then renamed over `path`.
+pub fn write_atomic(
+    path: &Path,
+    fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let tmp = tempfile::Builder::new()
+        .prefix(".thelma-")
+        .suffix(".tmp")
+        .tempfile_in(dir)?;
+    {
+        let mut w = BufWriter::new(tmp.as_file());
+        fill(&mut w)?;
+        w.flush()?;
+    }
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// [`write_atomic`] of a byte string.
+pub fn write_bytes_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_atomic(path, |w| w.write_all(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_interrupted_write_leaves_the_previous_file_intact() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("report.json");
+        write_bytes_atomic(&p, b"first").unwrap();
+        let err = write_atomic(&p, |w| {
+            w.write_all(b"half of the seco")?;
+            Err(std::io::Error::other("interrupted midway"))
+        });
+        assert!(err.is_err());
+        assert_eq!(std::fs::read(&p).unwrap(), b"first");
+        // No temporary file is left behind either.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+        write_bytes_atomic(&p, b"second").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"second");
+    }
+}
