@@ -5,6 +5,7 @@
 
 pub mod convergence;
 pub mod output;
+pub mod plot;
 pub mod profiles;
 pub mod reference;
 pub mod report;

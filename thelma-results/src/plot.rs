@@ -1,0 +1,162 @@
+//! PNG line plots (validation profiles, benchmark scaling) drawn with plotters, with an embedded
+//! DejaVu Sans font so that plots render identically on machines without fonts installed.
+
+use std::path::Path;
+use std::sync::Once;
+
+use plotters::prelude::*;
+
+static FONT: &[u8] = include_bytes!("../fonts/DejaVuSans.ttf");
+
+fn register_font() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // The embedded font is a valid TrueType file; registration cannot fail for it.
+        let _ = plotters::style::register_font("sans-serif", FontStyle::Normal, FONT);
+    });
+}
+
+/// How a series is drawn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mark {
+    /// A line through the points.
+    Line,
+    /// A marker at each point (reference data).
+    Points,
+}
+
+/// One named series of (x, y) points.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Series {
+    pub label: String,
+    pub points: Vec<(f64, f64)>,
+    pub mark: Mark,
+}
+
+/// Range of `v` with a 5 % margin (a unit range around a constant).
+fn padded(v: impl Iterator<Item = f64>) -> (f64, f64) {
+    let (lo, hi) = v.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| {
+        (a.min(x), b.max(x))
+    });
+    if !lo.is_finite() || !hi.is_finite() {
+        return (0.0, 1.0);
+    }
+    let pad = if hi > lo { 0.05 * (hi - lo) } else { 0.5 };
+    (lo - pad, hi + pad)
+}
+
+/// Draws `series` into a PNG of `size` pixels at `path` (written atomically).
+pub fn line_plot(
+    path: &Path,
+    size: (u32, u32),
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[Series],
+) -> anyhow::Result<()> {
+    register_font();
+    let (xr, yr) = (
+        padded(series.iter().flat_map(|s| s.points.iter().map(|p| p.0))),
+        padded(series.iter().flat_map(|s| s.points.iter().map(|p| p.1))),
+    );
+    let mut pixels = vec![0u8; size.0 as usize * size.1 as usize * 3];
+    {
+        let root = BitMapBackend::with_buffer(&mut pixels, size).into_drawing_area();
+        root.fill(&WHITE)
+            .map_err(|e| anyhow::anyhow!("plot: {e}"))?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 22))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d(xr.0..xr.1, yr.0..yr.1)
+            .map_err(|e| anyhow::anyhow!("plot: {e}"))?;
+        chart
+            .configure_mesh()
+            .x_desc(x_label)
+            .y_desc(y_label)
+            .label_style(("sans-serif", 14))
+            .draw()
+            .map_err(|e| anyhow::anyhow!("plot: {e}"))?;
+        for (k, s) in series.iter().enumerate() {
+            let colour = Palette99::pick(k).to_rgba();
+            match s.mark {
+                Mark::Line => chart
+                    .draw_series(LineSeries::new(
+                        s.points.iter().copied(),
+                        colour.stroke_width(2),
+                    ))
+                    .map_err(|e| anyhow::anyhow!("plot: {e}"))?
+                    .label(s.label.clone())
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2))
+                    }),
+                Mark::Points => chart
+                    .draw_series(s.points.iter().map(|&p| Circle::new(p, 4, colour.filled())))
+                    .map_err(|e| anyhow::anyhow!("plot: {e}"))?
+                    .label(s.label.clone())
+                    .legend(move |(x, y)| Circle::new((x + 10, y), 4, colour.filled())),
+            };
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .label_font(("sans-serif", 14))
+            .draw()
+            .map_err(|e| anyhow::anyhow!("plot: {e}"))?;
+        root.present().map_err(|e| anyhow::anyhow!("plot: {e}"))?;
+    }
+    write_png_rgb(path, size, &pixels)
+}
+
+/// Writes 8-bit RGB pixels as a PNG, atomically.
+pub fn write_png_rgb(path: &Path, size: (u32, u32), rgb: &[u8]) -> anyhow::Result<()> {
+    let mut bytes = Vec::new();
+    {
+        let mut enc = png::Encoder::new(&mut bytes, size.0, size.1);
+        enc.set_color(png::ColorType::Rgb);
+        enc.set_depth(png::BitDepth::Eight);
+        let mut w = enc.write_header()?;
+        w.write_image_data(rgb)?;
+    }
+    crate::output::write_bytes_atomic(path, &bytes)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plot_is_a_png_with_the_requested_size_and_drawn_content() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("plot.png");
+        let s = vec![
+            Series {
+                label: "sim".into(),
+                points: (0..50)
+                    .map(|k| (k as f64 / 49.0, (k as f64 / 8.0).sin()))
+                    .collect(),
+                mark: Mark::Line,
+            },
+            Series {
+                label: "ref".into(),
+                points: vec![(0.2, 0.5), (0.6, -0.4)],
+                mark: Mark::Points,
+            },
+        ];
+        line_plot(&p, (400, 300), "test", "x", "y", &s).unwrap();
+        let decoder = png::Decoder::new(std::fs::File::open(&p).unwrap());
+        let mut reader = decoder.read_info().unwrap();
+        let mut buf = vec![0; reader.output_buffer_size()];
+        let info = reader.next_frame(&mut buf).unwrap();
+        assert_eq!((info.width, info.height), (400, 300));
+        // Not blank: some pixels are neither white nor grey (the coloured series).
+        let coloured = buf
+            .chunks(3)
+            .filter(|p| !(p[0] == p[1] && p[1] == p[2]))
+            .count();
+        assert!(coloured > 100, "only {coloured} coloured pixels");
+    }
+}
