@@ -88,13 +88,21 @@ pub fn bind_current_thread(placement: &Placement) -> Result<Binding, String> {
         MemoryBindingPolicy::Bind,
         MemoryBindingFlags::THREAD,
     ) {
-        Ok(()) => nodes.to_string(),
+        Ok(()) => list_of(&nodes.to_string()),
         Err(_) => String::new(),
     };
     Ok(Binding {
-        cpus: cpus.to_string(),
+        cpus: list_of(&cpus.to_string()),
         numa,
     })
+}
+
+/// hwlocality displays sets as `CpuSet(0-3,8)`; keep the list inside.
+fn list_of(display: &str) -> String {
+    match (display.find('('), display.rfind(')')) {
+        (Some(a), Some(b)) if a < b => display[a + 1..b].to_string(),
+        _ => display.to_string(),
+    }
 }
 
 /// The cores of share `share` out of `of` equal contiguous shares (at least one core each; shares
@@ -156,6 +164,12 @@ mod tests {
         if of == 2 {
             assert!(!a.intersects(&b), "{a} and {b} overlap");
         }
+    }
+
+    #[test]
+    fn set_lists_lose_their_type_wrapper() {
+        assert_eq!(list_of("CpuSet(0-3,8)"), "0-3,8");
+        assert_eq!(list_of("0-1"), "0-1");
     }
 
     #[test]
