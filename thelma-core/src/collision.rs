@@ -60,30 +60,27 @@ pub struct Moments<T> {
     pub u: [T; 3],
 }
 
-/// `acc ± x` when `c` is ±1, `acc` when 0, `acc + c·x` otherwise. With `c` a constant (the loops
-/// below are unrolled by `seq!`), the choice is made at compile time.
-#[inline(always)]
-fn mac<V: Arith>(acc: V, c: i32, x: V) -> V {
-    match c {
-        0 => acc,
-        1 => acc + x,
-        -1 => acc - x,
-        _ => acc + V::c(c as f64) * x,
-    }
-}
-
 /// ρ and the momentum j = Σ c_i f_i.
 #[inline(always)]
 pub fn density_momentum<V: Arith>(f: &[V; Q]) -> (V, [V; 3]) {
     let mut rho = f[0];
-    let mut j = [V::c(0.0); 3];
-    seq!(I in 1..19 {
-        rho = rho + f[I];
-        j[0] = mac(j[0], C[I][0], f[I]);
-        j[1] = mac(j[1], C[I][1], f[I]);
-        j[2] = mac(j[2], C[I][2], f[I]);
+    let mut j = [None, None, None];
+    seq!(P in 0..9 {
+        rho = rho + (f[2 * P + 1] + f[2 * P + 2]);
+        let d = f[2 * P + 1] - f[2 * P + 2];
+        j[0] = term(j[0], C[2 * P + 1][0], d);
+        j[1] = term(j[1], C[2 * P + 1][1], d);
+        j[2] = term(j[2], C[2 * P + 1][2], d);
     });
-    (rho, j)
+    let zero = V::c(0.0);
+    (
+        rho,
+        [
+            j[0].unwrap_or(zero),
+            j[1].unwrap_or(zero),
+            j[2].unwrap_or(zero),
+        ],
+    )
 }
 
 /// ρ and u = j/ρ of a set of populations.
@@ -97,15 +94,22 @@ pub fn moments<V: Arith>(f: &[V; Q]) -> Moments<V> {
     }
 }
 
-/// The second-order equilibrium `f_i = w_i ρ (1 + 3 c·u + 9/2 (c·u)² − 3/2 u²)`.
+/// The second-order equilibrium `f_i = w_i ρ (1 + 3 c·u + 9/2 (c·u)² − 3/2 u²)`, computed per opposite
+/// pair: the even part `w ρ (1 + 9/2 (c·u)² − 3/2 u²)` is shared, the odd part `3 w ρ c·u` flips sign.
 #[inline(always)]
 pub fn equilibrium<V: Arith>(rho: V, u: [V; 3]) -> [V; Q] {
     let u2 = u[0] * u[0] + u[1] * u[1] + u[2] * u[2];
     let base = V::c(1.0) - V::c(1.5) * u2;
-    let mut f = [V::c(0.0); Q];
-    seq!(I in 0..19 {
-        let cu = mac(mac(mac(V::c(0.0), C[I][0], u[0]), C[I][1], u[1]), C[I][2], u[2]);
-        f[I] = V::c(W[I]) * rho * (base + cu * (V::c(3.0) + V::c(4.5) * cu));
+    let mut f = [rho; Q];
+    f[0] = V::c(W[0]) * rho * base;
+    seq!(P in 0..9 {
+        let cu = term(term(term(None, C[2 * P + 1][0], u[0]), C[2 * P + 1][1], u[1]), C[2 * P + 1][2], u[2])
+            .unwrap_or(V::c(0.0));
+        let wr = V::c(W[2 * P + 1]) * rho;
+        let even = wr * (base + V::c(4.5) * cu * cu);
+        let odd = wr * (V::c(3.0) * cu);
+        f[2 * P + 1] = even + odd;
+        f[2 * P + 2] = even - odd;
     });
     f
 }
@@ -298,33 +302,99 @@ pub fn collide_bgk<V: Arith>(f: &mut [V; Q], omega: V::Scalar) {
     });
 }
 
+/// `acc + c·x` where `acc` may still be empty (so no `0 + x` is ever computed), for a constant `c`.
+#[inline(always)]
+fn term<V: Arith>(acc: Option<V>, c: i32, x: V) -> Option<V> {
+    match (acc, c) {
+        (a, 0) => a,
+        (None, 1) => Some(x),
+        (None, -1) => Some(-x),
+        (None, c) => Some(V::c(c as f64) * x),
+        (Some(a), 1) => Some(a + x),
+        (Some(a), -1) => Some(a - x),
+        (Some(a), c) => Some(a + V::c(c as f64) * x),
+    }
+}
+
+const fn build_even() -> [bool; NM] {
+    let mut e = [true; NM];
+    let mut k = 0;
+    while k < NM {
+        let mut p = 0;
+        while p < 9 {
+            let (a, b) = (M[k][2 * p + 1], M[k][2 * p + 2]);
+            if a == b {
+                // even on this pair
+            } else if a == -b {
+                e[k] = false;
+            } else {
+                panic!("moment row is neither even nor odd");
+            }
+            p += 1;
+        }
+        k += 1;
+    }
+    e
+}
+
+/// Whether row `k` of `M` is even (`M[k][ī] = M[k][i]`) or odd (`M[k][ī] = −M[k][i]`) under
+/// velocity reversal. Checked at compile time: every row is one or the other.
+const EVEN: [bool; NM] = build_even();
+
 /// MRT: `f ← f − M⁻¹ S (M f − m_eq)`, with `M⁻¹ = Mᵀ diag(1/‖M_k‖²)` and `scaled[k] = s_k/‖M_k‖²`.
 ///
-/// The matrix is applied with its integer entries, unrolled, so zeros and ±1 cost nothing; the
-/// conserved moments (ρ, j) have `scaled = 0` and drop out of the back-transform.
+/// Works on the sums and differences of opposite pairs (`i`, `i + 1`): even moments depend on the
+/// sums only, odd moments on the differences only, which halves both transforms. The matrix is
+/// applied with its integer entries, unrolled, so zeros and ±1 cost nothing; the conserved moments
+/// (ρ, j) drop out of the back-transform.
 #[inline(always)]
 pub fn collide_mrt<V: Arith>(f: &mut [V; Q], scaled: &[V::Scalar; NM]) {
-    let mut m = [V::c(0.0); NM];
+    let mut sum = [f[0]; 9];
+    let mut dif = [f[0]; 9];
+    seq!(P in 0..9 {
+        sum[P] = f[2 * P + 1] + f[2 * P + 2];
+        dif[P] = f[2 * P + 1] - f[2 * P + 2];
+    });
+    let mut m = [f[0]; NM];
     seq!(K in 0..19 {
-        let mut acc = f[0] * V::c(M[K][0] as f64);
-        seq!(I in 1..19 {
-            acc = mac(acc, M[K][I], f[I]);
+        let mut acc = term(None, M[K][0], f[0]);
+        seq!(P in 0..9 {
+            acc = term(acc, M[K][2 * P + 1], if EVEN[K] { sum[P] } else { dif[P] });
         });
-        m[K] = acc;
+        m[K] = acc.unwrap_or(V::c(0.0));
     });
     let meq = equilibrium_moments(m[0], [m[3], m[5], m[7]]);
-    let mut d = [V::c(0.0); NM];
+    let mut dev = [f[0]; NM];
     seq!(K in 0..19 {
-        d[K] = (m[K] - meq[K]) * V::splat(scaled[K]);
+        if !is_conserved(K) {
+            dev[K] = (m[K] - meq[K]) * V::splat(scaled[K]);
+        }
     });
-    seq!(I in 0..19 {
-        let mut acc = V::c(0.0);
+    let mut rest = None;
+    seq!(K in 0..19 {
+        if !is_conserved(K) {
+            rest = term(rest, M[K][0], dev[K]);
+        }
+    });
+    if let Some(r) = rest {
+        f[0] = f[0] - r;
+    }
+    seq!(P in 0..9 {
+        let mut even = None;
+        let mut odd = None;
         seq!(K in 0..19 {
             if !is_conserved(K) {
-                acc = mac(acc, M[K][I], d[K]);
+                if EVEN[K] {
+                    even = term(even, M[K][2 * P + 1], dev[K]);
+                } else {
+                    odd = term(odd, M[K][2 * P + 1], dev[K]);
+                }
             }
         });
-        f[I] = f[I] - acc;
+        let e = even.unwrap_or(V::c(0.0));
+        let o = odd.unwrap_or(V::c(0.0));
+        f[2 * P + 1] = f[2 * P + 1] - (e + o);
+        f[2 * P + 2] = f[2 * P + 2] - (e - o);
     });
 }
 
