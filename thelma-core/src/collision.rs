@@ -61,6 +61,8 @@ pub struct Moments<T> {
 }
 
 /// ρ and the momentum j = Σ c_i f_i.
+// `seq!` unrolls `2 * P + 1` into literal index arithmetic such as `2 * 0 + 1`.
+#[allow(clippy::identity_op, clippy::erasing_op)]
 #[inline(always)]
 pub fn density_momentum<V: Arith>(f: &[V; Q]) -> (V, [V; 3]) {
     let mut rho = f[0];
@@ -96,6 +98,8 @@ pub fn moments<V: Arith>(f: &[V; Q]) -> Moments<V> {
 
 /// The second-order equilibrium `f_i = w_i ρ (1 + 3 c·u + 9/2 (c·u)² − 3/2 u²)`, computed per opposite
 /// pair: the even part `w ρ (1 + 9/2 (c·u)² − 3/2 u²)` is shared, the odd part `3 w ρ c·u` flips sign.
+// `seq!` unrolls `2 * P + 1` into literal index arithmetic such as `2 * 0 + 1`.
+#[allow(clippy::identity_op, clippy::erasing_op)]
 #[inline(always)]
 pub fn equilibrium<V: Arith>(rho: V, u: [V; 3]) -> [V; Q] {
     let u2 = u[0] * u[0] + u[1] * u[1] + u[2] * u[2];
@@ -347,6 +351,8 @@ const EVEN: [bool; NM] = build_even();
 /// sums only, odd moments on the differences only, which halves both transforms. The matrix is
 /// applied with its integer entries, unrolled, so zeros and ±1 cost nothing; the conserved moments
 /// (ρ, j) drop out of the back-transform.
+// `seq!` unrolls `2 * P + 1` into literal index arithmetic such as `2 * 0 + 1`.
+#[allow(clippy::identity_op, clippy::erasing_op)]
 #[inline(always)]
 pub fn collide_mrt<V: Arith>(f: &mut [V; Q], scaled: &[V::Scalar; NM]) {
     let mut sum = [f[0]; 9];
