@@ -139,3 +139,45 @@ fn a_three_device_cpu_run_prints_bindings_and_per_device_statistics() {
     assert_eq!(summary["devices"].as_array().unwrap().len(), 3);
     let _ = std::fs::remove_dir_all(tmp);
 }
+
+#[test]
+fn ctrl_c_stops_after_the_current_step_and_still_writes_the_outputs() {
+    let tmp = std::env::temp_dir().join(format!("thelma-cli-int-{}", std::process::id()));
+    let child = Command::new(env!("CARGO_BIN_EXE_thelma"))
+        .args([
+            "run",
+            "--size",
+            "24",
+            "--steps",
+            "100000000",
+            "--check-every",
+            "50",
+            "--backend",
+            "cpu",
+            "-o",
+        ])
+        .arg(&tmp)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("thelma starts");
+    // Let it step for a while, then interrupt it as Ctrl-C would.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success());
+    let out = child.wait_with_output().expect("thelma ends");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    let summary: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(tmp.join("summary.json")).expect("summary written"),
+    )
+    .unwrap();
+    let steps = summary["steps"].as_u64().unwrap();
+    assert!(steps > 0 && steps < 100_000_000, "steps {steps}");
+    assert!(tmp.join("profiles.csv").exists());
+    let _ = std::fs::remove_dir_all(tmp);
+}
