@@ -8,7 +8,7 @@ use plotters::prelude::*;
 
 static FONT: &[u8] = include_bytes!("../fonts/DejaVuSans.ttf");
 
-fn register_font() {
+pub(crate) fn register_font() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         // The embedded font is a valid TrueType file; registration cannot fail for it.
@@ -108,6 +108,48 @@ pub fn line_plot(
         root.present().map_err(|e| anyhow::anyhow!("plot: {e}"))?;
     }
     write_png_rgb(path, size, &pixels)
+}
+
+/// The cavity's centreline profiles (u/U along z, w/U along x) as lines, with the reference data as
+/// points when there is one: the validation plot.
+pub fn profile_plot(
+    path: &Path,
+    title: &str,
+    simulated: &[crate::profiles::Profile],
+    reference: Option<(&str, &crate::reference::Reference)>,
+) -> anyhow::Result<()> {
+    fn describe(name: &str) -> &str {
+        match name {
+            "u_vs_z" => "u/U along z (x = y = 1/2)",
+            "w_vs_x" => "w/U along x (y = z = 1/2)",
+            other => other,
+        }
+    }
+    let mut series = Vec::new();
+    for p in simulated {
+        series.push(Series {
+            label: format!("{}, simulated", describe(&p.name)),
+            points: p.points.clone(),
+            mark: Mark::Line,
+        });
+        if let Some((source, r)) = reference {
+            if let Some(rp) = r.profiles.iter().find(|q| q.name == p.name) {
+                series.push(Series {
+                    label: format!("{}, {source}", describe(&p.name)),
+                    points: rp.points.clone(),
+                    mark: Mark::Points,
+                });
+            }
+        }
+    }
+    line_plot(
+        path,
+        (760, 560),
+        title,
+        "coordinate / L",
+        "velocity / U",
+        &series,
+    )
 }
 
 /// Writes 8-bit RGB pixels as a PNG, atomically.
