@@ -90,7 +90,7 @@ pub struct RunArgs {
 #[derive(Args, Debug, Default)]
 pub struct OutputArgs {
     /// Steps between field outputs (VTK, slice images); 0: only at the end. Default 0.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub output_every: Option<u64>,
     /// Write one .vti piece per slab and a .pvti index instead of gathering the whole domain.
     #[arg(long)]
@@ -105,13 +105,13 @@ pub struct OutputArgs {
     #[arg(long, value_name = "AXIS[=INDEX]", value_parser = SlicePlane::parse)]
     pub slice: Option<SlicePlane>,
     /// Physical edge of the domain along x, m (with --phys-velocity and --phys-viscosity: Re = U L/ν).
-    #[arg(long, value_name = "M", allow_negative_numbers = true)]
+    #[arg(long, value_name = "M", allow_hyphen_values = true)]
     pub phys_length: Option<f64>,
     /// Physical lid velocity, m/s.
-    #[arg(long, value_name = "M/S", allow_negative_numbers = true)]
+    #[arg(long, value_name = "M/S", allow_hyphen_values = true)]
     pub phys_velocity: Option<f64>,
     /// Physical kinematic viscosity, m²/s.
-    #[arg(long, value_name = "M2/S", allow_negative_numbers = true)]
+    #[arg(long, value_name = "M2/S", allow_hyphen_values = true)]
     pub phys_viscosity: Option<f64>,
 }
 

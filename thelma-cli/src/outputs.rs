@@ -13,6 +13,7 @@ use thelma_results::image::{write_slice_png, Slice, SliceStyle};
 use thelma_results::plot::profile_plot;
 use thelma_results::profiles::{cavity_centrelines, write_csv, Profile};
 use thelma_results::reference::{compare, Comparison, Reference};
+use thelma_results::report::seconds;
 use thelma_results::vtk::{self, Piece, Scalar, Scales};
 
 /// The outputs of one run and what they have written so far.
@@ -153,7 +154,7 @@ impl Outputs {
         if self.cfg.images {
             let slice = Slice::cut(slabs, self.cfg.slice);
             let when = match self.dt {
-                Some(dt) => format!("step {step}, t = {:.4e} s", step as f64 * dt),
+                Some(dt) => format!("step {step}, t = {}", seconds(step as f64 * dt)),
                 None => format!("step {step}"),
             };
             let physical = self.dt.is_some();
@@ -196,7 +197,7 @@ impl Outputs {
         if self.cfg.images {
             let [nx, ny, nz] = case.domain.size;
             let title = format!(
-                "Cavity centrelines, Re = {:.0}, {nx}x{ny}x{nz}",
+                "Centreline profiles, Re = {:.0}, {nx}x{ny}x{nz}",
                 lattice.reynolds
             );
             let r = reference.then_some(("Albensoeder & Kuhlmann 2005", &data));

@@ -132,7 +132,7 @@ pub fn write_slice_png(path: &Path, slice: &Slice, style: &SliceStyle) -> anyhow
     let cell = (560 / w.max(h)).max(1) as u32;
     let (map_w, map_h) = (cell * w as u32, cell * h as u32);
     // Margins around the map for the caption, tick labels and axis titles; the colour bar on the right.
-    let (left, right, top, bottom, bar) = (70u32, 20u32, 50u32, 55u32, 130u32);
+    let (left, right, top, bottom, bar) = (85u32, 20u32, 50u32, 55u32, 130u32);
     let size = (left + map_w + right + bar, (top + map_h + bottom).max(260));
     let vmax = slice.max() * style.velocity;
     let scale = if vmax > 0.0 { 1.0 / vmax } else { 0.0 };
@@ -218,12 +218,26 @@ pub fn write_slice_png(path: &Path, slice: &Slice, style: &SliceStyle) -> anyhow
         cb.configure_secondary_axes()
             .label_style(("sans-serif", 13))
             .y_labels(6)
-            .y_label_formatter(&|v| format!("{v:.3e}"))
+            .y_label_formatter(&|v| tick(*v, top_v))
             .draw()
             .map_err(|e| err(&e))?;
         root.present().map_err(|e| err(&e))?;
     }
     write_png_rgb(path, size, &pixels)
+}
+
+/// A colour-bar tick: plain decimals with two significant digits of the bar's top in the usual
+/// range, scientific notation outside it.
+fn tick(v: f64, top: f64) -> String {
+    if v == 0.0 {
+        return "0".into();
+    }
+    if (1e-3..1e4).contains(&top) {
+        let decimals = (1 - top.log10().floor() as i32).max(0) as usize;
+        format!("{v:.decimals$}")
+    } else {
+        format!("{v:.2e}")
+    }
 }
 
 #[cfg(test)]
@@ -270,6 +284,15 @@ mod tests {
         }
         let mid = Slice::cut(&slabs, SlicePlane::default());
         assert_eq!((mid.normal, mid.index, mid.width, mid.height), (1, 1, 4, 5));
+    }
+
+    #[test]
+    fn ticks_are_plain_in_the_usual_range() {
+        assert_eq!(tick(0.0, 0.07), "0");
+        assert_eq!(tick(0.06, 0.07), "0.060");
+        assert_eq!(tick(1.5, 2.0), "1.5");
+        assert_eq!(tick(150.0, 200.0), "150");
+        assert_eq!(tick(2e-5, 3e-5), "2.00e-5");
     }
 
     fn decode(path: &Path) -> (u32, u32, Vec<u8>) {

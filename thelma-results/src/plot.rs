@@ -54,6 +54,26 @@ pub fn line_plot(
     y_label: &str,
     series: &[Series],
 ) -> anyhow::Result<()> {
+    let layout = Layout {
+        colour: &|k| Palette99::pick(k).to_rgba(),
+        legend: SeriesLabelPosition::UpperRight,
+    };
+    draw_lines(path, size, [title, x_label, y_label], series, &layout)
+}
+
+/// The choices [`line_plot`] makes for its callers: each series' colour and the legend's place.
+struct Layout<'a> {
+    colour: &'a dyn Fn(usize) -> RGBAColor,
+    legend: SeriesLabelPosition,
+}
+
+fn draw_lines(
+    path: &Path,
+    size: (u32, u32),
+    [title, x_label, y_label]: [&str; 3],
+    series: &[Series],
+    layout: &Layout,
+) -> anyhow::Result<()> {
     register_font();
     let (xr, yr) = (
         padded(series.iter().flat_map(|s| s.points.iter().map(|p| p.0))),
@@ -79,7 +99,7 @@ pub fn line_plot(
             .draw()
             .map_err(|e| anyhow::anyhow!("plot: {e}"))?;
         for (k, s) in series.iter().enumerate() {
-            let colour = Palette99::pick(k).to_rgba();
+            let colour = (layout.colour)(k);
             match s.mark {
                 Mark::Line => chart
                     .draw_series(LineSeries::new(
@@ -100,6 +120,7 @@ pub fn line_plot(
         }
         chart
             .configure_series_labels()
+            .position(layout.legend.clone())
             .background_style(WHITE.mix(0.8))
             .border_style(BLACK)
             .label_font(("sans-serif", 14))
@@ -125,13 +146,19 @@ pub fn profile_plot(
             other => other,
         }
     }
+    // A profile and its reference share a colour (blue, orange: distinguishable by colour-blind
+    // readers); the legend sits top centre, where the cavity's profiles leave the plot empty.
+    const COLOURS: [RGBColor; 2] = [RGBColor(31, 119, 180), RGBColor(230, 110, 0)];
     let mut series = Vec::new();
-    for p in simulated {
+    let mut colour_of = Vec::new();
+    for (k, p) in simulated.iter().enumerate() {
+        let colour = COLOURS[k % 2].to_rgba();
         series.push(Series {
             label: format!("{}, simulated", describe(&p.name)),
             points: p.points.clone(),
             mark: Mark::Line,
         });
+        colour_of.push(colour);
         if let Some((source, r)) = reference {
             if let Some(rp) = r.profiles.iter().find(|q| q.name == p.name) {
                 series.push(Series {
@@ -139,16 +166,20 @@ pub fn profile_plot(
                     points: rp.points.clone(),
                     mark: Mark::Points,
                 });
+                colour_of.push(colour);
             }
         }
     }
-    line_plot(
+    let layout = Layout {
+        colour: &|k| colour_of[k],
+        legend: SeriesLabelPosition::UpperMiddle,
+    };
+    draw_lines(
         path,
         (760, 560),
-        title,
-        "coordinate / L",
-        "velocity / U",
+        [title, "coordinate / L", "velocity / U"],
         &series,
+        &layout,
     )
 }
 

@@ -116,8 +116,12 @@ impl RunSummary {
         );
         if let Some(u) = &self.units {
             s += &format!(
-                "simulated {:.6e} s of physical time in {:.2} s: {:.3e} x real time (dt = {:.3e} s, dx = {:.3e} m)\n",
-                u.physical_time_s, self.timings.stepping_s, u.realtime_ratio, u.scales.dt, u.scales.dx
+                "simulated {} of physical time in {}: {:.3} x real time (dt = {}, dx = {:.3e} m)\n",
+                seconds(u.physical_time_s),
+                seconds(self.timings.stepping_s),
+                u.realtime_ratio,
+                seconds(u.scales.dt),
+                u.scales.dx
             );
         }
         s += &format!(
@@ -170,6 +174,19 @@ pub fn clock(seconds: f64) -> String {
     }
 }
 
+/// A duration in seconds with three significant digits: `12.0 s`, `0.500 s`, `1.25e-5 s`.
+pub fn seconds(t: f64) -> String {
+    if t == 0.0 || !t.is_finite() {
+        return format!("{t} s");
+    }
+    if (1e-2..1e5).contains(&t.abs()) {
+        let decimals = (2 - t.abs().log10().floor() as i32).max(0) as usize;
+        format!("{t:.decimals$} s")
+    } else {
+        format!("{t:.2e} s")
+    }
+}
+
 /// One progress report of a run: the plain line printed when the output is not a terminal, and
 /// the shorter message shown beside the progress bar when it is.
 #[derive(Clone, Debug, PartialEq)]
@@ -204,7 +221,7 @@ impl ProgressLine {
             s += &format!(", change/1000 steps {c:.3e}");
         }
         if let Some(dt) = self.dt {
-            s += &format!(", t = {:.4e} s", self.step as f64 * dt);
+            s += &format!(", t = {}", seconds(self.step as f64 * dt));
         }
         s
     }
@@ -233,6 +250,9 @@ mod tests {
         assert_eq!(clock(65.0), "1:05");
         assert_eq!(clock(3723.0), "1:02:03");
         assert_eq!(clock(f64::NAN), "--:--");
+        assert_eq!(seconds(12.0), "12.0 s");
+        assert_eq!(seconds(160.0), "160 s");
+        assert_eq!(seconds(1.25e-5), "1.25e-5 s");
     }
 
     #[test]
@@ -261,7 +281,7 @@ mod tests {
         assert_eq!(c.eta_s(), None);
         assert_eq!(
             c.line(),
-            "step 250: 10.0 MLUPS, change/1000 steps 3.250e-3, t = 5.0000e-1 s, elapsed 0:25"
+            "step 250: 10.0 MLUPS, change/1000 steps 3.250e-3, t = 0.500 s, elapsed 0:25"
         );
         let stalled = ProgressLine { mlups: 0.0, ..p };
         assert_eq!(stalled.eta_s(), None);
