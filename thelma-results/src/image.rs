@@ -345,7 +345,7 @@ mod tests {
         };
         let mean = |v: &[u32]| v.iter().map(|&x| x as f64).sum::<f64>() / v.len().max(1) as f64;
         // The map ends where the colour bar's area begins.
-        let map_right = (w - 130) as u32;
+        let map_right = w - 130;
         let dark: Vec<u32> = at(viridis(0.0))
             .into_iter()
             .filter(|&x| x < map_right)
