@@ -133,7 +133,16 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     let outcome = outcome?;
     print!("{}", outcome.summary.text());
-    println!("outputs in {}", case.output.dir.display());
+    println!(
+        "outputs in {} ({} files{})",
+        case.output.dir.display(),
+        outcome.summary.outputs.len(),
+        if case.output.vtk {
+            "; open fields.pvd in ParaView"
+        } else {
+            ""
+        }
+    );
     Ok(())
 }
 

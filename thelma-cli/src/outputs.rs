@@ -107,7 +107,7 @@ impl Outputs {
         let time = self.dt.map_or(step as f64, |dt| step as f64 * dt);
         if self.cfg.vtk {
             let stem = format!("fields_{step:08}");
-            let file = if slabs.len() == 1 && slabs[0].size == self.whole {
+            let file = if !self.cfg.vtk_pieces && slabs.len() == 1 {
                 let name = format!("{stem}.vti");
                 vtk::write_vti(
                     &dir.join(&name),

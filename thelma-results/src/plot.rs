@@ -190,6 +190,10 @@ pub fn write_png_rgb(path: &Path, size: (u32, u32), rgb: &[u8]) -> anyhow::Resul
         let mut enc = png::Encoder::new(&mut bytes, size.0, size.1);
         enc.set_color(png::ColorType::Rgb);
         enc.set_depth(png::BitDepth::Eight);
+        // Plots are mostly flat colour: the strongest compression with per-row filters makes them
+        // several times smaller for a few milliseconds more.
+        enc.set_compression(png::Compression::Best);
+        enc.set_adaptive_filter(png::AdaptiveFilterType::Adaptive);
         let mut w = enc.write_header()?;
         w.write_image_data(rgb)?;
     }
