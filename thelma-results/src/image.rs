@@ -132,8 +132,11 @@ pub fn write_slice_png(path: &Path, slice: &Slice, style: &SliceStyle) -> anyhow
     let cell = (560 / w.max(h)).max(1) as u32;
     let (map_w, map_h) = (cell * w as u32, cell * h as u32);
     // Margins around the map for the caption, tick labels and axis titles; the colour bar on the right.
-    let (left, right, top, bottom, bar) = (85u32, 20u32, 50u32, 55u32, 130u32);
-    let size = (left + map_w + right + bar, (top + map_h + bottom).max(260));
+    let (left, right, top, bottom, bar) = (75u32, 20u32, 50u32, 55u32, 130u32);
+    let size = (
+        10 + left + map_w + right + bar,
+        (top + map_h + bottom).max(260),
+    );
     let vmax = slice.max() * style.velocity;
     let scale = if vmax > 0.0 { 1.0 / vmax } else { 0.0 };
     let err = |e: &dyn std::fmt::Display| anyhow::anyhow!("slice image: {e}");
@@ -141,11 +144,12 @@ pub fn write_slice_png(path: &Path, slice: &Slice, style: &SliceStyle) -> anyhow
     {
         let root = BitMapBackend::with_buffer(&mut pixels, size).into_drawing_area();
         root.fill(&WHITE).map_err(|e| err(&e))?;
-        let (map_area, bar_area) = root.split_horizontally(left + map_w + right);
+        let (map_area, bar_area) = root.split_horizontally(10 + left + map_w + right);
         let (lx, ly) = (w as f64 * style.spacing, h as f64 * style.spacing);
         let mut chart = ChartBuilder::on(&map_area)
             .caption(&style.title, ("sans-serif", 18))
             .margin_right(right)
+            .margin_left(10)
             .margin_top(8)
             .x_label_area_size(bottom - 8)
             .y_label_area_size(left)
