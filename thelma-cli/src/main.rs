@@ -10,7 +10,7 @@ use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use thelma_cli::app::{run_case, Diverged, Event, UsageError};
 use thelma_cli::cli::RunArgs;
-use thelma_results::report::ProgressLine;
+use thelma_results::report::{clock as clock_text, Convergence, ProgressLine};
 
 /// thelma: lattice Boltzmann (D3Q19) fluid simulation on one or many GPUs, or on the CPU.
 #[derive(Parser)]
@@ -42,6 +42,8 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
     // A bar on a terminal; plain lines when the output goes to a file or a pipe.
     let mut bar: Option<ProgressBar> = None;
     let mut clock = Instant::now();
+    // The previous check's (step, change), for the ETA of a run to convergence.
+    let mut previous: Option<(u64, f64)> = None;
     let total_nodes: usize = case.domain.size.iter().product();
     let outcome = run_case(&case, stop, &mut |e| match e {
         Event::Started {
@@ -98,7 +100,11 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
                 };
                 let style = ProgressStyle::with_template(template)
                     .unwrap_or_else(|_| ProgressStyle::default_bar());
-                bar = Some(ProgressBar::new(len).with_style(style));
+                let b = ProgressBar::new(len).with_style(style);
+                if case.run.steps.is_none() {
+                    b.enable_steady_tick(std::time::Duration::from_millis(250));
+                }
+                bar = Some(b);
             }
         }
         Event::Progress {
@@ -117,12 +123,24 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
                 mlups,
                 elapsed_s: clock.elapsed().as_secs_f64(),
                 change,
+                convergence: previous.zip(change).map(|((s, c), _)| Convergence {
+                    tolerance: case.run.tolerance,
+                    previous: c,
+                    interval: step - s,
+                }),
                 dt: case.unit_scales().map(|u| u.dt),
             };
+            if let Some(c) = change {
+                previous = Some((step, c));
+            }
             match &bar {
                 Some(b) => {
                     b.set_position(step);
-                    b.set_message(line.message());
+                    let eta = match (line.target, line.eta_s()) {
+                        (None, Some(eta)) => format!(", ETA ~{}", clock_text(eta)),
+                        _ => String::new(),
+                    };
+                    b.set_message(format!("{}{eta}", line.message()));
                 }
                 None => println!("{}", line.line()),
             }

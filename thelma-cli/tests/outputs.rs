@@ -286,3 +286,59 @@ fn output_and_unit_options_are_documented_and_checked() {
     }
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// The `count` little-endian f32 values of array `name` in a `.vti` file written by a run.
+fn vti_f32(bytes: &[u8], name: &str, count: usize) -> Vec<f32> {
+    let text = String::from_utf8_lossy(bytes);
+    let at = text.find(&format!(r#"Name="{name}""#)).unwrap();
+    let offset: usize = text[at..].split('"').nth(7).unwrap().parse().unwrap();
+    let data = text.find(r#"<AppendedData encoding="raw">"#).unwrap();
+    let start = data + text[data..].find('_').unwrap() + 1 + offset;
+    let len = u64::from_le_bytes(bytes[start..start + 8].try_into().unwrap()) as usize;
+    assert_eq!(len, 4 * count, "{name}");
+    bytes[start + 8..start + 8 + len]
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+#[test]
+fn the_written_fields_are_the_fields_the_run_gathered_from_every_device() {
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+    use thelma_core::config::{Backend, CaseConfig, DeviceSpec};
+
+    let dir = scratch("gathered");
+    let mut case = CaseConfig::default();
+    case.domain.size = [10, 8, 9];
+    case.physics.reynolds = 100.0;
+    case.run.steps = Some(30);
+    case.hardware.backend = Backend::Cpu;
+    case.hardware.devices = DeviceSpec::Count(3);
+    case.output.dir = dir.clone();
+    case.output.images = false;
+    let outcome =
+        thelma_cli::app::run_case(&case, Arc::new(AtomicBool::new(false)), &mut |_| {}).unwrap();
+    let f = &outcome.fields;
+    let n = f.rho.len();
+    let bytes = std::fs::read(dir.join("fields_00000030.vti")).unwrap();
+    let rho = vti_f32(&bytes, "density", n);
+    let u = vti_f32(&bytes, "velocity", 3 * n);
+    for p in 0..n {
+        assert_eq!(rho[p], f.rho[p] as f32, "density at {p}");
+        let want = [f.ux[p] as f32, f.uy[p] as f32, f.uz[p] as f32];
+        assert_eq!(u[3 * p..3 * p + 3], want, "velocity at {p}");
+    }
+    // The lid drives the flow: the written velocity is not trivially zero.
+    assert!(u.iter().any(|&v| v.abs() > 1e-3));
+    assert_eq!(
+        outcome.summary.outputs,
+        [
+            "fields_00000030.vti",
+            "fields.pvd",
+            "profiles.csv",
+            "summary.json"
+        ]
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}

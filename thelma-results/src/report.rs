@@ -202,16 +202,41 @@ pub struct ProgressLine {
     pub elapsed_s: f64,
     /// Relative change of the velocity per 1,000 steps (convergence runs).
     pub change: Option<f64>,
+    /// A run to convergence: the tolerance, and the previous change with the steps since it, from
+    /// which the ETA extrapolates the change's (roughly exponential) decay.
+    pub convergence: Option<Convergence>,
     /// Physical time per step, s, when the case has physical units.
     pub dt: Option<f64>,
 }
 
+/// What the ETA of a run to convergence is estimated from.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Convergence {
+    pub tolerance: f64,
+    /// The change at the previous check.
+    pub previous: f64,
+    /// Steps from the previous check to this one.
+    pub interval: u64,
+}
+
 impl ProgressLine {
-    /// Seconds left at the current rate, for a fixed-length run.
+    /// Seconds left at the current rate: for a fixed-length run, the remaining steps; for a run to
+    /// convergence, the steps until the change, decaying as it did over the last interval, falls
+    /// below the tolerance (none while it does not decay).
     pub fn eta_s(&self) -> Option<f64> {
-        let target = self.target?;
         let steps_per_s = self.mlups * 1e6 / self.nodes.max(1) as f64;
-        (steps_per_s > 0.0).then(|| target.saturating_sub(self.step) as f64 / steps_per_s)
+        if steps_per_s <= 0.0 || !steps_per_s.is_finite() {
+            return None;
+        }
+        if let Some(target) = self.target {
+            return Some(target.saturating_sub(self.step) as f64 / steps_per_s);
+        }
+        let (c, conv) = (self.change?, self.convergence?);
+        if c <= conv.tolerance {
+            return Some(0.0);
+        }
+        let rate = (conv.previous / c).ln() / conv.interval.max(1) as f64;
+        (rate > 0.0 && rate.is_finite()).then(|| (c / conv.tolerance).ln() / rate / steps_per_s)
     }
 
     /// The message beside the bar: rate, convergence and simulated time.
@@ -233,8 +258,10 @@ impl ProgressLine {
             s += &format!("/{t} ({:.0}%)", 100.0 * self.step as f64 / t.max(1) as f64);
         }
         s += &format!(": {}, elapsed {}", self.message(), clock(self.elapsed_s));
-        if let Some(eta) = self.eta_s() {
-            s += &format!(", ETA {}", clock(eta));
+        match (self.eta_s(), self.target) {
+            (Some(eta), Some(_)) => s += &format!(", ETA {}", clock(eta)),
+            (Some(eta), None) => s += &format!(", ETA ~{} (convergence)", clock(eta)),
+            (None, _) => {}
         }
         s
     }
@@ -265,6 +292,7 @@ mod tests {
             mlups: 10.0,
             elapsed_s: 25.0,
             change: None,
+            convergence: None,
             dt: None,
         };
         assert_eq!(p.eta_s(), Some(75.0));
@@ -285,6 +313,36 @@ mod tests {
         );
         let stalled = ProgressLine { mlups: 0.0, ..p };
         assert_eq!(stalled.eta_s(), None);
+    }
+
+    #[test]
+    fn a_convergence_eta_extrapolates_the_decay_of_the_change() {
+        // The change halved over the last 100 steps; from 8e-4 to 1e-4 it needs 3 more halvings,
+        // 300 steps, 30 s at 10 steps/s.
+        let mut p = ProgressLine {
+            step: 1000,
+            target: None,
+            nodes: 1_000_000,
+            mlups: 10.0,
+            elapsed_s: 100.0,
+            change: Some(8e-4),
+            convergence: Some(Convergence {
+                tolerance: 1e-4,
+                previous: 1.6e-3,
+                interval: 100,
+            }),
+            dt: None,
+        };
+        assert!((p.eta_s().unwrap() - 30.0).abs() < 1e-9, "{:?}", p.eta_s());
+        assert!(
+            p.line().ends_with(", ETA ~0:30 (convergence)"),
+            "{}",
+            p.line()
+        );
+        // A change that grows gives no estimate.
+        p.convergence.as_mut().unwrap().previous = 4e-4;
+        assert_eq!(p.eta_s(), None);
+        assert!(!p.line().contains("ETA"));
     }
 
     #[test]
