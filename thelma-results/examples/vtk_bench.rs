@@ -4,7 +4,6 @@
 //!
 //! `cargo run --release -p thelma-results --example vtk_bench -- [N] [REPEATS]` (default 128, 3).
 
-use std::io::Write;
 use std::time::Instant;
 
 use base64::Engine;
