@@ -214,6 +214,7 @@ pub fn run_case(
     let busy: f64 = compute.iter().map(|d| d.as_secs_f64()).sum();
     let idle: f64 = wait.iter().map(|d| d.as_secs_f64()).sum();
     let summary = RunSummary {
+        version: env!("CARGO_PKG_VERSION").to_string(),
         case: case.clone(),
         lattice,
         backend: rt.backend().to_string(),

@@ -31,6 +31,8 @@ pub struct DeviceSummary {
 /// Everything a run reports.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct RunSummary {
+    /// The program's version, for reproducing the run.
+    pub version: String,
     pub case: CaseConfig,
     pub lattice: LatticeParams,
     pub backend: String,
@@ -358,6 +360,7 @@ mod tests {
         let lattice = case.validate().unwrap();
         let scales = case.unit_scales().unwrap();
         let summary = RunSummary {
+            version: "0.1.0".into(),
             case: case.clone(),
             lattice,
             backend: "cpu".into(),
@@ -396,6 +399,7 @@ mod tests {
             serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         assert_eq!(v["case"]["domain"]["size"], serde_json::json!([48, 48, 48]));
         assert_eq!(v["devices"][0]["binding"], "cores 0-1");
+        assert_eq!(v["version"], "0.1.0");
         assert_eq!(v["timings"]["output_s"], 0.25);
         assert_eq!(v["outputs"][0], "fields_00001000.vti");
         // 1000 steps of dt = 0.1 (0.1/48) / 0.01 s in 4 s of stepping.
