@@ -5,9 +5,9 @@ use std::fmt;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use thelma_compute::ModelParams;
 use thelma_core::compute::{interface_bytes_per_step, Fields};
 use thelma_core::config::{CaseConfig, CaseKind, LatticeParams};
@@ -15,11 +15,11 @@ use thelma_core::domain::Domain;
 use thelma_core::runtime::{DeviceInfo, Runtime};
 use thelma_geometry::Geometry;
 use thelma_results::convergence::relative_change;
-use thelma_results::profiles::{cavity_centrelines, write_csv, Profile};
-use thelma_results::reference::{compare, Reference};
-use thelma_results::report::{DeviceSummary, RunSummary};
+use thelma_results::profiles::Profile;
+use thelma_results::report::{DeviceSummary, RunSummary, Timings, UnitsReport};
 
 use crate::backend;
+use crate::outputs::Outputs;
 
 /// A bad input: the program exits with status 2 and this one line.
 #[derive(Debug)]
@@ -102,6 +102,7 @@ pub fn run_case(
     stop: Arc<AtomicBool>,
     observer: &mut dyn FnMut(Event),
 ) -> Result<Outcome> {
+    let started = Instant::now();
     let lattice = case
         .validate()
         .map_err(|e| UsageError::new(e.flag, e.message))?;
@@ -130,8 +131,10 @@ pub fn run_case(
     let mut wait = vec![Duration::ZERO; rt.devices().len()];
     let mut converged = false;
     let mut last_change = None;
+    let mut outputs = Outputs::new(case);
+    let setup = started.elapsed();
     while rt.step() < target {
-        let chunk = check.min(target - rt.step());
+        let chunk = outputs.clamp_chunk(rt.step(), check.min(target - rt.step()));
         let st = rt.run(chunk)?;
         stepping += st.wall;
         for (k, w) in st.workers.iter().enumerate() {
@@ -160,6 +163,9 @@ pub fn run_case(
             }
         }
         last_change = change.or(last_change);
+        if outputs.due(rt.step()) {
+            outputs.write(&mut rt)?;
+        }
         observer(Event::Progress {
             step: rt.step(),
             target,
@@ -178,15 +184,9 @@ pub fn run_case(
     let fields = if convergence { prev } else { rt.fields()? };
     watchdog(&fields, rt.step())?;
     let mass1 = fields.mass();
-    let (profiles, validation) = if case.domain.case == CaseKind::Cavity {
-        let p = cavity_centrelines(&fields, lattice.lid_speed);
-        write_csv(&case.output.dir.join("profiles.csv"), &p)
-            .context("cannot write profiles.csv")?;
-        let v = matches_reference(case, &lattice).then(|| compare(&p, &Reference::cavity_re1000()));
-        (Some(p), v)
-    } else {
-        (None, None)
-    };
+    outputs.finish(&mut rt, &fields)?;
+    let (profiles, validation) =
+        outputs.profiles(case, &lattice, &fields, matches_reference(case, &lattice))?;
     let devices: Vec<DeviceSummary> = rt
         .devices()
         .iter()
@@ -214,6 +214,7 @@ pub fn run_case(
     let busy: f64 = compute.iter().map(|d| d.as_secs_f64()).sum();
     let idle: f64 = wait.iter().map(|d| d.as_secs_f64()).sum();
     let summary = RunSummary {
+        version: env!("CARGO_PKG_VERSION").to_string(),
         case: case.clone(),
         lattice,
         backend: rt.backend().to_string(),
@@ -230,14 +231,26 @@ pub fn run_case(
         devices,
         mass: [mass0, mass1],
         validation,
+        units: case
+            .unit_scales()
+            .map(|u| UnitsReport::new(u, rt.step(), stepping.as_secs_f64())),
+        timings: Timings {
+            setup_s: setup.as_secs_f64(),
+            stepping_s: stepping.as_secs_f64(),
+            output_s: outputs.time.as_secs_f64(),
+            total_s: started.elapsed().as_secs_f64(),
+        },
+        outputs: outputs
+            .written
+            .iter()
+            .cloned()
+            .chain(["summary.json".to_string()])
+            .collect(),
     };
     rt.shutdown();
-    let json = serde_json::to_string_pretty(&summary)?;
-    thelma_results::output::write_bytes_atomic(
-        &case.output.dir.join("summary.json"),
-        json.as_bytes(),
-    )
-    .context("cannot write summary.json")?;
+    summary
+        .write_json(&case.output.dir.join("summary.json"))
+        .map_err(|e| anyhow::anyhow!("cannot write summary.json: {e}"))?;
     Ok(Outcome {
         summary,
         fields,

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 use thelma_core::collision::Collision;
-use thelma_core::config::{Backend, CaseConfig, DeviceSpec, Precision};
+use thelma_core::config::{Backend, CaseConfig, DeviceSpec, PhysicalUnits, Precision, SlicePlane};
 
 use crate::app::UsageError;
 
@@ -82,6 +82,89 @@ pub struct RunArgs {
     /// Print only the final summary.
     #[arg(long, short)]
     pub quiet: bool,
+    #[command(flatten)]
+    pub outputs: OutputArgs,
+}
+
+/// Output and physical-unit options of `thelma run`.
+#[derive(Args, Debug, Default)]
+pub struct OutputArgs {
+    /// Steps between field outputs (VTK, slice images); 0: only at the end. Default 0.
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub output_every: Option<u64>,
+    /// Write one .vti piece per slab and a .pvti index instead of gathering the whole domain.
+    #[arg(long)]
+    pub vtk_pieces: bool,
+    /// Write no VTK files.
+    #[arg(long)]
+    pub no_vtk: bool,
+    /// Write no images (slices, profile plot).
+    #[arg(long)]
+    pub no_images: bool,
+    /// Plane of the slice images: AXIS or AXIS=INDEX (default y, the mid-plane).
+    #[arg(long, value_name = "AXIS[=INDEX]", value_parser = SlicePlane::parse)]
+    pub slice: Option<SlicePlane>,
+    /// Physical edge of the domain along x, m (with --phys-velocity and --phys-viscosity: Re = U L/ν).
+    #[arg(long, value_name = "M", allow_hyphen_values = true)]
+    pub phys_length: Option<f64>,
+    /// Physical lid velocity, m/s.
+    #[arg(long, value_name = "M/S", allow_hyphen_values = true)]
+    pub phys_velocity: Option<f64>,
+    /// Physical kinematic viscosity, m²/s.
+    #[arg(long, value_name = "M2/S", allow_hyphen_values = true)]
+    pub phys_viscosity: Option<f64>,
+}
+
+impl OutputArgs {
+    /// Applies these options over the case file's.
+    fn apply(self, c: &mut CaseConfig, re_given: bool) -> Result<(), UsageError> {
+        if let Some(n) = self.output_every {
+            c.output.every = n;
+        }
+        c.output.vtk_pieces |= self.vtk_pieces;
+        if self.no_vtk {
+            c.output.vtk = false;
+        }
+        if self.no_images {
+            c.output.images = false;
+        }
+        if let Some(s) = self.slice {
+            c.output.slice = s;
+        }
+        let given = [self.phys_length, self.phys_velocity, self.phys_viscosity];
+        if given.iter().any(Option::is_some) {
+            let base = c.units.unwrap_or(PhysicalUnits {
+                length: f64::NAN,
+                velocity: f64::NAN,
+                viscosity: f64::NAN,
+            });
+            let u = PhysicalUnits {
+                length: self.phys_length.unwrap_or(base.length),
+                velocity: self.phys_velocity.unwrap_or(base.velocity),
+                viscosity: self.phys_viscosity.unwrap_or(base.viscosity),
+            };
+            for (v, flag) in [
+                (u.length, "--phys-length"),
+                (u.velocity, "--phys-velocity"),
+                (u.viscosity, "--phys-viscosity"),
+            ] {
+                if v.is_nan() {
+                    return Err(UsageError::new(
+                        flag,
+                        "missing: physical units need --phys-length, --phys-velocity and --phys-viscosity (or a [units] table in the case file)",
+                    ));
+                }
+            }
+            c.units = Some(u);
+        }
+        if re_given && c.units.is_some() {
+            return Err(UsageError::new(
+                "--re",
+                "the Reynolds number follows from the physical units (U L / ν); drop --re or the units",
+            ));
+        }
+        Ok(())
+    }
 }
 
 pub fn parse_size(s: &str) -> Result<[usize; 3], String> {
@@ -114,7 +197,7 @@ pub fn parse_axes(s: &str) -> Result<[bool; 3], String> {
 impl RunArgs {
     /// The case these arguments describe (the case file, if any, overridden by the flags), and whether
     /// output is quiet. Errors are [`UsageError`]s naming the option.
-    pub fn into_case(self) -> anyhow::Result<(CaseConfig, bool)> {
+    pub fn into_case(mut self) -> anyhow::Result<(CaseConfig, bool)> {
         let mut c = match &self.config {
             Some(path) => CaseConfig::from_file(path)
                 .map_err(|e| UsageError::new("--config", format!("{e:#}")))?,
@@ -183,6 +266,7 @@ impl RunArgs {
         if let Some(o) = self.output {
             c.output.dir = o;
         }
+        std::mem::take(&mut self.outputs).apply(&mut c, self.re.is_some())?;
         Ok((c, self.quiet))
     }
 }

@@ -1,12 +1,16 @@
 //! The `thelma` command line: parses arguments into a case, runs it, prints what happened.
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 use clap::{Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
 use thelma_cli::app::{run_case, Diverged, Event, UsageError};
 use thelma_cli::cli::RunArgs;
+use thelma_results::report::{clock as clock_text, Convergence, ProgressLine};
 
 /// thelma: lattice Boltzmann (D3Q19) fluid simulation on one or many GPUs, or on the CPU.
 #[derive(Parser)]
@@ -35,6 +39,12 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
             eprintln!("interrupted: stopping after the current step and writing the outputs (Ctrl-C again to abort)");
         });
     }
+    // A bar on a terminal; plain lines when the output goes to a file or a pipe.
+    let mut bar: Option<ProgressBar> = None;
+    let mut clock = Instant::now();
+    // The previous check's (step, change), for the ETA of a run to convergence.
+    let mut previous: Option<(u64, f64)> = None;
+    let total_nodes: usize = case.domain.size.iter().product();
     let outcome = run_case(&case, stop, &mut |e| match e {
         Event::Started {
             lattice,
@@ -53,6 +63,12 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
                 note
             );
             println!("lattice: {lattice}");
+            if let Some(u) = case.unit_scales() {
+                println!(
+                    "units: dx = {:.4e} m, dt = {:.4e} s per step, velocity unit dx/dt = {:.4e} m/s, viscosity unit dx²/dt = {:.4e} m²/s",
+                    u.dx, u.dt, u.velocity, u.viscosity
+                );
+            }
             for d in devices {
                 let binding = match &d.binding {
                     Ok(b) => b.to_string(),
@@ -69,6 +85,27 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
                     binding
                 );
             }
+            clock = Instant::now();
+            if std::io::stderr().is_terminal() {
+                // A run to convergence has no known end: a spinner with the step count instead.
+                let (len, template) = match case.run.steps {
+                    Some(n) => (
+                        n,
+                        "{bar:30.cyan/blue} {pos}/{len} steps [{elapsed_precise}, ETA {eta}] {msg}",
+                    ),
+                    None => (
+                        case.run.max_steps,
+                        "{spinner} step {pos} [{elapsed_precise}] {msg}",
+                    ),
+                };
+                let style = ProgressStyle::with_template(template)
+                    .unwrap_or_else(|_| ProgressStyle::default_bar());
+                let b = ProgressBar::new(len).with_style(style);
+                if case.run.steps.is_none() {
+                    b.enable_steady_tick(std::time::Duration::from_millis(250));
+                }
+                bar = Some(b);
+            }
         }
         Event::Progress {
             step,
@@ -79,19 +116,51 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
             if quiet {
                 return;
             }
-            let change = change
-                .map(|c| format!(", change/1000 steps {c:.3e}"))
-                .unwrap_or_default();
-            let of = if case.run.steps.is_some() {
-                format!("/{target}")
-            } else {
-                String::new()
+            let line = ProgressLine {
+                step,
+                target: case.run.steps.map(|_| target),
+                nodes: total_nodes,
+                mlups,
+                elapsed_s: clock.elapsed().as_secs_f64(),
+                change,
+                convergence: previous.zip(change).map(|((s, c), _)| Convergence {
+                    tolerance: case.run.tolerance,
+                    previous: c,
+                    interval: step - s,
+                }),
+                dt: case.unit_scales().map(|u| u.dt),
             };
-            println!("step {step}{of}: {mlups:.1} MLUPS{change}");
+            if let Some(c) = change {
+                previous = Some((step, c));
+            }
+            match &bar {
+                Some(b) => {
+                    b.set_position(step);
+                    let eta = match (line.target, line.eta_s()) {
+                        (None, Some(eta)) => format!(", ETA ~{}", clock_text(eta)),
+                        _ => String::new(),
+                    };
+                    b.set_message(format!("{}{eta}", line.message()));
+                }
+                None => println!("{}", line.line()),
+            }
         }
-    })?;
+    });
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let outcome = outcome?;
     print!("{}", outcome.summary.text());
-    println!("outputs in {}", case.output.dir.display());
+    println!(
+        "outputs in {} ({} files{})",
+        case.output.dir.display(),
+        outcome.summary.outputs.len(),
+        if case.output.vtk {
+            "; open fields.pvd in ParaView"
+        } else {
+            ""
+        }
+    );
     Ok(())
 }
 

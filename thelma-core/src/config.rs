@@ -276,19 +276,114 @@ pub struct HardwareConfig {
     pub threads: usize,
 }
 
+/// A plane through the domain, normal to one axis: what the slice images show.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlicePlane {
+    /// Normal axis: 0 = x, 1 = y, 2 = z.
+    pub axis: usize,
+    /// Node index along the normal axis; `None` is the middle plane (n / 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<usize>,
+}
+
+impl Default for SlicePlane {
+    /// The mid-plane y = ny/2: it holds the lid direction x and the height z.
+    fn default() -> Self {
+        Self {
+            axis: 1,
+            index: None,
+        }
+    }
+}
+
+impl SlicePlane {
+    /// Parses `y`, `y=24` (axis, optionally `=index`).
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let (a, i) = match s.split_once('=') {
+            Some((a, i)) => (a.trim(), Some(i.trim())),
+            None => (s.trim(), None),
+        };
+        let axis = match a {
+            "x" => 0,
+            "y" => 1,
+            "z" => 2,
+            _ => return Err(format!("`{s}` is not AXIS or AXIS=INDEX (axis x, y or z)")),
+        };
+        let index = i
+            .map(|i| i.parse::<usize>())
+            .transpose()
+            .map_err(|_| format!("`{s}`: the index must be a non-negative integer"))?;
+        Ok(Self { axis, index })
+    }
+
+    /// The plane's node index along its axis in a domain of `size` nodes.
+    pub fn resolved_index(&self, size: [usize; 3]) -> usize {
+        self.index.unwrap_or(size[self.axis.min(2)] / 2)
+    }
+}
+
 /// Outputs.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct OutputConfig {
     pub dir: PathBuf,
+    /// Steps between field outputs (VTK, slice images); 0 writes them only at the end.
+    pub every: u64,
+    /// VTK XML image data (`.vti`) of density, velocity, speed and the solid mask.
+    pub vtk: bool,
+    /// One `.vti` piece per slab and a `.pvti` index instead of one gathered file.
+    pub vtk_pieces: bool,
+    /// PNG images of the speed on `slice`, and the profile plot of cavity runs.
+    pub images: bool,
+    pub slice: SlicePlane,
 }
 
 impl Default for OutputConfig {
     fn default() -> Self {
         Self {
             dir: PathBuf::from("out"),
+            every: 0,
+            vtk: true,
+            vtk_pieces: false,
+            images: true,
+            slice: SlicePlane::default(),
         }
     }
+}
+
+/// Optional physical scales of a case, in SI units. With them the Reynolds number is `U L / ν`, and
+/// lattice and physical units convert through [`UnitScales`].
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PhysicalUnits {
+    /// Edge of the domain along x, m (the characteristic length L).
+    pub length: f64,
+    /// Characteristic (lid) velocity U, m/s.
+    pub velocity: f64,
+    /// Kinematic viscosity ν, m²/s.
+    pub viscosity: f64,
+}
+
+impl PhysicalUnits {
+    /// The Reynolds number `U L / ν`.
+    pub fn reynolds(&self) -> f64 {
+        self.velocity * self.length / self.viscosity
+    }
+}
+
+/// Conversion between lattice and physical units: `dx = L / nx`, `dt = U_lb dx / U`, so that the
+/// lattice lid speed maps onto the physical velocity and `ν_lb = ν dt / dx²`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct UnitScales {
+    /// Node spacing, m.
+    pub dx: f64,
+    /// Physical time of one step, s.
+    pub dt: f64,
+    /// One lattice velocity unit, m/s (`dx / dt`).
+    pub velocity: f64,
+    /// One lattice viscosity unit, m²/s (`dx² / dt`).
+    pub viscosity: f64,
 }
 
 /// A whole case.
@@ -301,6 +396,9 @@ pub struct CaseConfig {
     pub run: RunConfig,
     pub hardware: HardwareConfig,
     pub output: OutputConfig,
+    /// Physical scales (optional); when given they fix the Reynolds number.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub units: Option<PhysicalUnits>,
 }
 
 /// A configuration value that cannot be used, with the key and the command-line flag that set it.
@@ -415,6 +513,13 @@ impl CaseConfig {
             ));
         }
         let length = d.size[0] as f64;
+        let reynolds_in = match &self.units {
+            Some(u) => {
+                self.validate_units(u)?;
+                u.reynolds()
+            }
+            None => p.reynolds,
+        };
         let viscosity = match p.viscosity {
             Some(nu) => {
                 let tau = 3.0 * nu + 0.5;
@@ -428,7 +533,7 @@ impl CaseConfig {
                 nu
             }
             None => {
-                if !(p.reynolds.is_finite() && p.reynolds > 0.0) {
+                if !(reynolds_in.is_finite() && reynolds_in > 0.0) {
                     return Err(bad(
                         "physics.reynolds",
                         "--re",
@@ -442,7 +547,7 @@ impl CaseConfig {
                         "with no lid speed the viscosity must be given",
                     ));
                 }
-                p.lid_speed * length / p.reynolds
+                p.lid_speed * length / reynolds_in
             }
         };
         let tau = 3.0 * viscosity + 0.5;
@@ -451,8 +556,7 @@ impl CaseConfig {
                 "physics.reynolds",
                 "--re",
                 format!(
-                    "Re = {} gives tau = {tau}, not above 0.5: lower Re or refine the grid",
-                    p.reynolds
+                    "Re = {reynolds_in} gives tau = {tau}, not above 0.5: lower Re or refine the grid"
                 ),
             ));
         }
@@ -479,6 +583,25 @@ impl CaseConfig {
         if r.max_steps == 0 {
             return Err(bad("run.max_steps", "--max-steps", "must be at least 1"));
         }
+        if self.output.slice.axis > 2 {
+            return Err(bad(
+                "output.slice",
+                "--slice",
+                format!("axis {} is not 0, 1 or 2 (x, y, z)", self.output.slice.axis),
+            ));
+        }
+        let [ax, n] = [self.output.slice.axis, d.size[self.output.slice.axis]];
+        if self.output.slice.resolved_index(d.size) >= n {
+            return Err(bad(
+                "output.slice",
+                "--slice",
+                format!(
+                    "index {} is outside the {n} nodes along {}",
+                    self.output.slice.resolved_index(d.size),
+                    ["x", "y", "z"][ax]
+                ),
+            ));
+        }
         if self.hardware.threads > 4096 {
             return Err(bad(
                 "hardware.threads",
@@ -497,6 +620,51 @@ impl CaseConfig {
             tau,
             omega: 1.0 / tau,
             mach: p.lid_speed * 3f64.sqrt(),
+        })
+    }
+
+    fn validate_units(&self, u: &PhysicalUnits) -> Result<(), ConfigError> {
+        let checks = [
+            (u.length, "units.length", "--phys-length", "m"),
+            (u.velocity, "units.velocity", "--phys-velocity", "m/s"),
+            (u.viscosity, "units.viscosity", "--phys-viscosity", "m²/s"),
+        ];
+        for (v, key, flag, unit) in checks {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(bad(
+                    key,
+                    flag,
+                    format!("{v} {unit} must be a finite number > 0"),
+                ));
+            }
+        }
+        if self.physics.viscosity.is_some() {
+            return Err(bad(
+                "physics.viscosity",
+                "--viscosity",
+                "a lattice viscosity conflicts with physical units (which fix Re = U L / ν); give one or the other",
+            ));
+        }
+        if self.physics.lid_speed == 0.0 {
+            return Err(bad(
+                "physics.lid_speed",
+                "--lid-speed",
+                "physical units need a lattice lid speed > 0 to fix the time step",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The conversion factors when the case has physical units (call after [`Self::validate`]).
+    pub fn unit_scales(&self) -> Option<UnitScales> {
+        let u = self.units.as_ref()?;
+        let dx = u.length / self.domain.size[0] as f64;
+        let dt = self.physics.lid_speed * dx / u.velocity;
+        Some(UnitScales {
+            dx,
+            dt,
+            velocity: dx / dt,
+            viscosity: dx * dx / dt,
         })
     }
 
@@ -610,6 +778,53 @@ mod tests {
             let d = DeviceSpec::parse(s).unwrap();
             assert_eq!(DeviceSpec::parse(&d.to_string()).unwrap(), d);
         }
+    }
+
+    #[test]
+    fn physical_units_fix_the_reynolds_number_and_the_scales() {
+        // A 0.1 m water cavity (ν = 1e-6 m²/s) with a 0.01 m/s lid: Re = 1000.
+        let mut c = CaseConfig::default();
+        c.physics.reynolds = 5.0; // ignored once units are given
+        c.units = Some(PhysicalUnits {
+            length: 0.1,
+            velocity: 0.01,
+            viscosity: 1e-6,
+        });
+        let p = c.validate().unwrap();
+        assert!((p.reynolds - 1000.0).abs() < 1e-9, "{}", p.reynolds);
+        let s = c.unit_scales().unwrap();
+        assert!((s.dx - 0.1 / 48.0).abs() < 1e-15);
+        // dt = U_lb dx / U, and the lattice viscosity converts back to the physical one.
+        assert!((s.dt - 0.1 * s.dx / 0.01).abs() < 1e-15);
+        assert!((p.viscosity * s.viscosity - 1e-6).abs() < 1e-15);
+        assert!((p.lid_speed * s.velocity - 0.01).abs() < 1e-15);
+
+        c.units.as_mut().unwrap().viscosity = 0.0;
+        assert_eq!(c.validate().unwrap_err().flag, "--phys-viscosity");
+        c.units.as_mut().unwrap().viscosity = 1e-6;
+        c.physics.viscosity = Some(0.01);
+        assert_eq!(c.validate().unwrap_err().flag, "--viscosity");
+        assert_eq!(CaseConfig::default().unit_scales(), None);
+    }
+
+    #[test]
+    fn slice_planes_parse_and_are_checked_against_the_domain() {
+        assert_eq!(SlicePlane::parse("y").unwrap(), SlicePlane::default());
+        assert_eq!(
+            SlicePlane::parse("z=3").unwrap(),
+            SlicePlane {
+                axis: 2,
+                index: Some(3)
+            }
+        );
+        assert!(SlicePlane::parse("w").is_err());
+        assert!(SlicePlane::parse("x=-1").is_err());
+        assert_eq!(SlicePlane::default().resolved_index([8, 10, 12]), 5);
+        let mut c = CaseConfig::default();
+        c.output.slice = SlicePlane::parse("x=48").unwrap();
+        assert_eq!(c.validate().unwrap_err().flag, "--slice");
+        c.output.slice = SlicePlane::parse("x=47").unwrap();
+        assert!(c.validate().is_ok());
     }
 
     #[test]

@@ -358,12 +358,16 @@ impl Runtime {
 
     /// The fields of the whole domain, gathered from every slab.
     pub fn fields(&mut self) -> Result<Fields, RuntimeError> {
+        Ok(Fields::concat(self.slab_fields()?))
+    }
+
+    /// The fields of every slab, in slab order, not concatenated (for outputs written per slab).
+    pub fn slab_fields(&mut self) -> Result<Vec<Fields>, RuntimeError> {
         self.broadcast(|| Command::Fields)?;
-        let parts = self.collect(|_, r| match r {
+        self.collect(|_, r| match r {
             Reply::Fields(f) => Ok(*f),
             other => Err(other),
-        })?;
-        Ok(Fields::concat(parts))
+        })
     }
 
     /// The watchdog's view of every slab, in slab order.

@@ -8,7 +8,7 @@ use plotters::prelude::*;
 
 static FONT: &[u8] = include_bytes!("../fonts/DejaVuSans.ttf");
 
-fn register_font() {
+pub(crate) fn register_font() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         // The embedded font is a valid TrueType file; registration cannot fail for it.
@@ -54,6 +54,26 @@ pub fn line_plot(
     y_label: &str,
     series: &[Series],
 ) -> anyhow::Result<()> {
+    let layout = Layout {
+        colour: &|k| Palette99::pick(k).to_rgba(),
+        legend: SeriesLabelPosition::UpperRight,
+    };
+    draw_lines(path, size, [title, x_label, y_label], series, &layout)
+}
+
+/// The choices [`line_plot`] makes for its callers: each series' colour and the legend's place.
+struct Layout<'a> {
+    colour: &'a dyn Fn(usize) -> RGBAColor,
+    legend: SeriesLabelPosition,
+}
+
+fn draw_lines(
+    path: &Path,
+    size: (u32, u32),
+    [title, x_label, y_label]: [&str; 3],
+    series: &[Series],
+    layout: &Layout,
+) -> anyhow::Result<()> {
     register_font();
     let (xr, yr) = (
         padded(series.iter().flat_map(|s| s.points.iter().map(|p| p.0))),
@@ -79,7 +99,7 @@ pub fn line_plot(
             .draw()
             .map_err(|e| anyhow::anyhow!("plot: {e}"))?;
         for (k, s) in series.iter().enumerate() {
-            let colour = Palette99::pick(k).to_rgba();
+            let colour = (layout.colour)(k);
             match s.mark {
                 Mark::Line => chart
                     .draw_series(LineSeries::new(
@@ -100,6 +120,7 @@ pub fn line_plot(
         }
         chart
             .configure_series_labels()
+            .position(layout.legend.clone())
             .background_style(WHITE.mix(0.8))
             .border_style(BLACK)
             .label_font(("sans-serif", 14))
@@ -110,6 +131,58 @@ pub fn line_plot(
     write_png_rgb(path, size, &pixels)
 }
 
+/// The cavity's centreline profiles (u/U along z, w/U along x) as lines, with the reference data as
+/// points when there is one: the validation plot.
+pub fn profile_plot(
+    path: &Path,
+    title: &str,
+    simulated: &[crate::profiles::Profile],
+    reference: Option<(&str, &crate::reference::Reference)>,
+) -> anyhow::Result<()> {
+    fn describe(name: &str) -> &str {
+        match name {
+            "u_vs_z" => "u/U along z (x = y = 1/2)",
+            "w_vs_x" => "w/U along x (y = z = 1/2)",
+            other => other,
+        }
+    }
+    // A profile and its reference share a colour (blue, orange: distinguishable by colour-blind
+    // readers); the legend sits top centre, where the cavity's profiles leave the plot empty.
+    const COLOURS: [RGBColor; 2] = [RGBColor(31, 119, 180), RGBColor(230, 110, 0)];
+    let mut series = Vec::new();
+    let mut colour_of = Vec::new();
+    for (k, p) in simulated.iter().enumerate() {
+        let colour = COLOURS[k % 2].to_rgba();
+        series.push(Series {
+            label: format!("{}, simulated", describe(&p.name)),
+            points: p.points.clone(),
+            mark: Mark::Line,
+        });
+        colour_of.push(colour);
+        if let Some((source, r)) = reference {
+            if let Some(rp) = r.profiles.iter().find(|q| q.name == p.name) {
+                series.push(Series {
+                    label: format!("{}, {source}", describe(&p.name)),
+                    points: rp.points.clone(),
+                    mark: Mark::Points,
+                });
+                colour_of.push(colour);
+            }
+        }
+    }
+    let layout = Layout {
+        colour: &|k| colour_of[k],
+        legend: SeriesLabelPosition::UpperMiddle,
+    };
+    draw_lines(
+        path,
+        (760, 560),
+        [title, "coordinate / L", "velocity / U"],
+        &series,
+        &layout,
+    )
+}
+
 /// Writes 8-bit RGB pixels as a PNG, atomically.
 pub fn write_png_rgb(path: &Path, size: (u32, u32), rgb: &[u8]) -> anyhow::Result<()> {
     let mut bytes = Vec::new();
@@ -117,6 +190,10 @@ pub fn write_png_rgb(path: &Path, size: (u32, u32), rgb: &[u8]) -> anyhow::Resul
         let mut enc = png::Encoder::new(&mut bytes, size.0, size.1);
         enc.set_color(png::ColorType::Rgb);
         enc.set_depth(png::BitDepth::Eight);
+        // Plots are mostly flat colour: the strongest compression with per-row filters makes them
+        // several times smaller for a few milliseconds more.
+        enc.set_compression(png::Compression::Best);
+        enc.set_adaptive_filter(png::AdaptiveFilterType::Adaptive);
         let mut w = enc.write_header()?;
         w.write_image_data(rgb)?;
     }

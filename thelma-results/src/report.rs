@@ -1,8 +1,11 @@
-//! The run summary: what ran, how fast, and how it compares, as text and JSON.
+//! The run summary (what ran, how fast, how it compares) as text and JSON, and the progress line a
+//! run prints as it goes.
+
+use std::path::Path;
 
 use serde::Serialize;
 
-use thelma_core::config::{CaseConfig, LatticeParams};
+use thelma_core::config::{CaseConfig, LatticeParams, UnitScales};
 
 use crate::reference::Comparison;
 
@@ -28,6 +31,8 @@ pub struct DeviceSummary {
 /// Everything a run reports.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct RunSummary {
+    /// The program's version, for reproducing the run.
+    pub version: String,
     pub case: CaseConfig,
     pub lattice: LatticeParams,
     pub backend: String,
@@ -44,6 +49,45 @@ pub struct RunSummary {
     /// Total fluid mass at the start and at the end.
     pub mass: [f64; 2],
     pub validation: Option<Comparison>,
+    /// Physical scales and the real-time figure of merit, when the case gives physical units.
+    pub units: Option<UnitsReport>,
+    pub timings: Timings,
+    /// Files written, relative to the output folder, in the order written.
+    pub outputs: Vec<String>,
+}
+
+/// Where the wall-clock time of a run went, s.
+#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq)]
+pub struct Timings {
+    /// Validation, geometry, device start-up and the first gather.
+    pub setup_s: f64,
+    /// Stepping (the MLUPS figure's denominator).
+    pub stepping_s: f64,
+    /// Gathering fields for checks and outputs, and writing the outputs.
+    pub output_s: f64,
+    /// Everything, start to summary.
+    pub total_s: f64,
+}
+
+/// Lattice-to-physical conversion of a run and the real-time ratio.
+#[derive(Clone, Copy, Debug, Serialize, PartialEq)]
+pub struct UnitsReport {
+    pub scales: UnitScales,
+    /// Simulated physical time, s (`steps × dt`).
+    pub physical_time_s: f64,
+    /// Simulated physical time per second of stepping wall time (> 1: faster than real time).
+    pub realtime_ratio: f64,
+}
+
+impl UnitsReport {
+    pub fn new(scales: UnitScales, steps: u64, stepping_s: f64) -> Self {
+        let physical_time_s = steps as f64 * scales.dt;
+        Self {
+            scales,
+            physical_time_s,
+            realtime_ratio: physical_time_s / stepping_s.max(1e-12),
+        }
+    }
 }
 
 impl RunSummary {
@@ -72,6 +116,23 @@ impl RunSummary {
             self.mass[1],
             (self.mass[1] - self.mass[0]) / self.mass[0]
         );
+        if let Some(u) = &self.units {
+            s += &format!(
+                "simulated {} of physical time in {}: {:.3} x real time (dt = {}, dx = {:.3e} m)\n",
+                seconds(u.physical_time_s),
+                seconds(self.timings.stepping_s),
+                u.realtime_ratio,
+                seconds(u.scales.dt),
+                u.scales.dx
+            );
+        }
+        s += &format!(
+            "time: setup {:.2} s, stepping {:.2} s, outputs {:.2} s, total {:.2} s\n",
+            self.timings.setup_s,
+            self.timings.stepping_s,
+            self.timings.output_s,
+            self.timings.total_s
+        );
         if let Some(v) = &self.validation {
             for p in &v.profiles {
                 s += &format!(
@@ -87,5 +148,267 @@ impl RunSummary {
             }
         }
         s
+    }
+
+    /// The summary as pretty-printed JSON.
+    pub fn to_json(&self) -> String {
+        // Serialising plain structs of numbers and strings cannot fail; non-finite numbers become null.
+        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+    }
+
+    /// Writes [`Self::to_json`] to `path`, atomically.
+    pub fn write_json(&self, path: &Path) -> std::io::Result<()> {
+        crate::output::write_bytes_atomic(path, self.to_json().as_bytes())
+    }
+}
+
+/// `h:mm:ss` (or `m:ss` under an hour) of a duration in seconds; `--:--` when unknown.
+pub fn clock(seconds: f64) -> String {
+    if !seconds.is_finite() || seconds < 0.0 {
+        return "--:--".into();
+    }
+    let t = seconds.round() as u64;
+    let (h, m, s) = (t / 3600, (t / 60) % 60, t % 60);
+    if h > 0 {
+        format!("{h}:{m:02}:{s:02}")
+    } else {
+        format!("{m}:{s:02}")
+    }
+}
+
+/// A duration in seconds with three significant digits: `12.0 s`, `0.500 s`, `1.25e-5 s`.
+pub fn seconds(t: f64) -> String {
+    if t == 0.0 || !t.is_finite() {
+        return format!("{t} s");
+    }
+    if (1e-2..1e5).contains(&t.abs()) {
+        let decimals = (2 - t.abs().log10().floor() as i32).max(0) as usize;
+        format!("{t:.decimals$} s")
+    } else {
+        format!("{t:.2e} s")
+    }
+}
+
+/// One progress report of a run: the plain line printed when the output is not a terminal, and
+/// the shorter message shown beside the progress bar when it is.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProgressLine {
+    pub step: u64,
+    /// The last step of a fixed-length run; `None` for a run to convergence.
+    pub target: Option<u64>,
+    /// Nodes of the domain (to turn MLUPS into steps per second).
+    pub nodes: usize,
+    /// Aggregate MLUPS so far.
+    pub mlups: f64,
+    /// Wall time since the stepping began, s.
+    pub elapsed_s: f64,
+    /// Relative change of the velocity per 1,000 steps (convergence runs).
+    pub change: Option<f64>,
+    /// A run to convergence: the tolerance, and the previous change with the steps since it, from
+    /// which the ETA extrapolates the change's (roughly exponential) decay.
+    pub convergence: Option<Convergence>,
+    /// Physical time per step, s, when the case has physical units.
+    pub dt: Option<f64>,
+}
+
+/// What the ETA of a run to convergence is estimated from.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Convergence {
+    pub tolerance: f64,
+    /// The change at the previous check.
+    pub previous: f64,
+    /// Steps from the previous check to this one.
+    pub interval: u64,
+}
+
+impl ProgressLine {
+    /// Seconds left at the current rate: for a fixed-length run, the remaining steps; for a run to
+    /// convergence, the steps until the change, decaying as it did over the last interval, falls
+    /// below the tolerance (none while it does not decay).
+    pub fn eta_s(&self) -> Option<f64> {
+        let steps_per_s = self.mlups * 1e6 / self.nodes.max(1) as f64;
+        if steps_per_s <= 0.0 || !steps_per_s.is_finite() {
+            return None;
+        }
+        if let Some(target) = self.target {
+            return Some(target.saturating_sub(self.step) as f64 / steps_per_s);
+        }
+        let (c, conv) = (self.change?, self.convergence?);
+        if c <= conv.tolerance {
+            return Some(0.0);
+        }
+        let rate = (conv.previous / c).ln() / conv.interval.max(1) as f64;
+        (rate > 0.0 && rate.is_finite()).then(|| (c / conv.tolerance).ln() / rate / steps_per_s)
+    }
+
+    /// The message beside the bar: rate, convergence and simulated time.
+    pub fn message(&self) -> String {
+        let mut s = format!("{:.1} MLUPS", self.mlups);
+        if let Some(c) = self.change {
+            s += &format!(", change/1000 steps {c:.3e}");
+        }
+        if let Some(dt) = self.dt {
+            s += &format!(", t = {}", seconds(self.step as f64 * dt));
+        }
+        s
+    }
+
+    /// The whole line: step (of target, with the share done), rate, elapsed time, ETA, change.
+    pub fn line(&self) -> String {
+        let mut s = format!("step {}", self.step);
+        if let Some(t) = self.target {
+            s += &format!("/{t} ({:.0}%)", 100.0 * self.step as f64 / t.max(1) as f64);
+        }
+        s += &format!(": {}, elapsed {}", self.message(), clock(self.elapsed_s));
+        match (self.eta_s(), self.target) {
+            (Some(eta), Some(_)) => s += &format!(", ETA {}", clock(eta)),
+            (Some(eta), None) => s += &format!(", ETA ~{} (convergence)", clock(eta)),
+            (None, _) => {}
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clocks_read_as_minutes_or_hours() {
+        assert_eq!(clock(0.4), "0:00");
+        assert_eq!(clock(65.0), "1:05");
+        assert_eq!(clock(3723.0), "1:02:03");
+        assert_eq!(clock(f64::NAN), "--:--");
+        assert_eq!(seconds(12.0), "12.0 s");
+        assert_eq!(seconds(160.0), "160 s");
+        assert_eq!(seconds(1.25e-5), "1.25e-5 s");
+    }
+
+    #[test]
+    fn progress_lines_give_share_rate_elapsed_and_eta() {
+        // 1e6 nodes at 10 MLUPS: 10 steps/s, so 750 steps left take 75 s.
+        let p = ProgressLine {
+            step: 250,
+            target: Some(1000),
+            nodes: 1_000_000,
+            mlups: 10.0,
+            elapsed_s: 25.0,
+            change: None,
+            convergence: None,
+            dt: None,
+        };
+        assert_eq!(p.eta_s(), Some(75.0));
+        assert_eq!(
+            p.line(),
+            "step 250/1000 (25%): 10.0 MLUPS, elapsed 0:25, ETA 1:15"
+        );
+        let c = ProgressLine {
+            target: None,
+            change: Some(3.25e-3),
+            dt: Some(2e-3),
+            ..p
+        };
+        assert_eq!(c.eta_s(), None);
+        assert_eq!(
+            c.line(),
+            "step 250: 10.0 MLUPS, change/1000 steps 3.250e-3, t = 0.500 s, elapsed 0:25"
+        );
+        let stalled = ProgressLine { mlups: 0.0, ..p };
+        assert_eq!(stalled.eta_s(), None);
+    }
+
+    #[test]
+    fn a_convergence_eta_extrapolates_the_decay_of_the_change() {
+        // The change halved over the last 100 steps; from 8e-4 to 1e-4 it needs 3 more halvings,
+        // 300 steps, 30 s at 10 steps/s.
+        let mut p = ProgressLine {
+            step: 1000,
+            target: None,
+            nodes: 1_000_000,
+            mlups: 10.0,
+            elapsed_s: 100.0,
+            change: Some(8e-4),
+            convergence: Some(Convergence {
+                tolerance: 1e-4,
+                previous: 1.6e-3,
+                interval: 100,
+            }),
+            dt: None,
+        };
+        assert!((p.eta_s().unwrap() - 30.0).abs() < 1e-9, "{:?}", p.eta_s());
+        assert!(
+            p.line().ends_with(", ETA ~0:30 (convergence)"),
+            "{}",
+            p.line()
+        );
+        // A change that grows gives no estimate.
+        p.convergence.as_mut().unwrap().previous = 4e-4;
+        assert_eq!(p.eta_s(), None);
+        assert!(!p.line().contains("ETA"));
+    }
+
+    #[test]
+    fn the_json_report_holds_configuration_devices_timings_and_units() {
+        let case = CaseConfig {
+            units: Some(thelma_core::config::PhysicalUnits {
+                length: 0.1,
+                velocity: 0.01,
+                viscosity: 1e-6,
+            }),
+            ..CaseConfig::default()
+        };
+        let lattice = case.validate().unwrap();
+        let scales = case.unit_scales().unwrap();
+        let summary = RunSummary {
+            version: "0.1.0".into(),
+            case: case.clone(),
+            lattice,
+            backend: "cpu".into(),
+            steps: 1000,
+            converged: false,
+            last_change: None,
+            wall_s: 4.0,
+            mlups: 27.6,
+            parallel_efficiency: 0.95,
+            devices: vec![DeviceSummary {
+                device: 0,
+                describe: "CPU".into(),
+                binding: "cores 0-1".into(),
+                z: [0, 48],
+                nodes: 48 * 48 * 48,
+                compute_s: 3.9,
+                wait_s: 0.1,
+                mlups: 28.0,
+                exchange_bytes_per_step: 0,
+            }],
+            mass: [1.0, 1.0],
+            validation: None,
+            units: Some(UnitsReport::new(scales, 1000, 4.0)),
+            timings: Timings {
+                setup_s: 0.5,
+                stepping_s: 4.0,
+                output_s: 0.25,
+                total_s: 4.75,
+            },
+            outputs: vec!["fields_00001000.vti".into()],
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("summary.json");
+        summary.write_json(&path).unwrap();
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(v["case"]["domain"]["size"], serde_json::json!([48, 48, 48]));
+        assert_eq!(v["devices"][0]["binding"], "cores 0-1");
+        assert_eq!(v["version"], "0.1.0");
+        assert_eq!(v["timings"]["output_s"], 0.25);
+        assert_eq!(v["outputs"][0], "fields_00001000.vti");
+        // 1000 steps of dt = 0.1 (0.1/48) / 0.01 s in 4 s of stepping.
+        let dt = 0.1 * (0.1 / 48.0) / 0.01;
+        let ratio = v["units"]["realtime_ratio"].as_f64().unwrap();
+        assert!((ratio - 1000.0 * dt / 4.0).abs() < 1e-12, "{ratio}");
+        assert!((v["lattice"]["reynolds"].as_f64().unwrap() - 1000.0).abs() < 1e-9);
+        let text = summary.text();
+        assert!(text.contains("x real time"), "{text}");
+        assert!(text.contains("outputs 0.25 s"), "{text}");
     }
 }

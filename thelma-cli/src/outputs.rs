@@ -1,0 +1,231 @@
+//! The files a run writes from its fields: VTK image data (gathered, or one piece per slab), slice
+//! images, the `.pvd` time series, and for the cavity the centreline profiles (CSV) and their plot
+//! against the reference data. The run loop asks [`Outputs`] when a field output is due.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use thelma_core::compute::Fields;
+use thelma_core::config::{CaseConfig, CaseKind, LatticeParams, OutputConfig, Precision};
+use thelma_core::runtime::Runtime;
+use thelma_results::image::{write_slice_png, Slice, SliceStyle};
+use thelma_results::plot::profile_plot;
+use thelma_results::profiles::{cavity_centrelines, write_csv, Profile};
+use thelma_results::reference::{compare, Comparison, Reference};
+use thelma_results::report::seconds;
+use thelma_results::vtk::{self, Piece, Scalar, Scales};
+
+/// The outputs of one run and what they have written so far.
+pub struct Outputs {
+    cfg: OutputConfig,
+    whole: [usize; 3],
+    scales: Scales,
+    scalar: Scalar,
+    /// Physical time per step, when the case has physical units.
+    dt: Option<f64>,
+    /// (time, file) of every field output, for the `.pvd` series.
+    series: Vec<(f64, String)>,
+    last: Option<u64>,
+    /// Files written, relative to the output folder.
+    pub written: Vec<String>,
+    /// Wall time spent gathering and writing.
+    pub time: Duration,
+}
+
+impl Outputs {
+    pub fn new(case: &CaseConfig) -> Self {
+        let units = case.unit_scales();
+        Self {
+            cfg: case.output.clone(),
+            whole: case.domain.size,
+            scales: units.map_or(Scales::default(), |u| Scales {
+                spacing: u.dx,
+                velocity: u.velocity,
+            }),
+            scalar: match case.numerics.precision {
+                Precision::F32 => Scalar::F32,
+                Precision::F64 => Scalar::F64,
+            },
+            dt: units.map(|u| u.dt),
+            series: Vec::new(),
+            last: None,
+            written: Vec::new(),
+            time: Duration::ZERO,
+        }
+    }
+
+    /// `chunk` shortened so that stepping stops on the next output step.
+    pub fn clamp_chunk(&self, step: u64, chunk: u64) -> u64 {
+        match self.cfg.every {
+            0 => chunk,
+            every => chunk.min((step / every + 1) * every - step),
+        }
+    }
+
+    /// Whether a periodic field output falls on `step`.
+    pub fn due(&self, step: u64) -> bool {
+        self.cfg.every > 0 && step % self.cfg.every == 0 && self.last != Some(step)
+    }
+
+    fn fields_wanted(&self) -> bool {
+        self.cfg.vtk || self.cfg.images
+    }
+
+    /// Gathers the fields from `rt` (per slab with `vtk_pieces`) and writes the field outputs.
+    pub fn write(&mut self, rt: &mut Runtime) -> Result<()> {
+        if !self.fields_wanted() {
+            return Ok(());
+        }
+        let t0 = Instant::now();
+        let slabs = if self.cfg.vtk_pieces {
+            rt.slab_fields()?
+        } else {
+            vec![rt.fields()?]
+        };
+        self.time += t0.elapsed();
+        self.write_slabs(rt.step(), &slabs)
+    }
+
+    /// The field outputs at the end of a run: the gathered `fields`, unless the last periodic output
+    /// was at this step already (pieces are read from `rt` again).
+    pub fn finish(&mut self, rt: &mut Runtime, fields: &Fields) -> Result<()> {
+        if self.last == Some(rt.step()) || !self.fields_wanted() {
+            return Ok(());
+        }
+        if self.cfg.vtk_pieces {
+            self.write(rt)
+        } else {
+            self.write_slabs(rt.step(), std::slice::from_ref(fields))
+        }
+    }
+
+    /// Writes the VTK file(s) and the slice image of `slabs` (in z order) at `step`.
+    pub fn write_slabs(&mut self, step: u64, slabs: &[Fields]) -> Result<()> {
+        let t0 = Instant::now();
+        let dir = self.cfg.dir.clone();
+        let time = self.dt.map_or(step as f64, |dt| step as f64 * dt);
+        if self.cfg.vtk {
+            let stem = format!("fields_{step:08}");
+            let file = if !self.cfg.vtk_pieces && slabs.len() == 1 {
+                let name = format!("{stem}.vti");
+                vtk::write_vti(
+                    &dir.join(&name),
+                    &slabs[0],
+                    self.whole,
+                    self.scales,
+                    self.scalar,
+                )
+                .with_context(|| format!("cannot write {name}"))?;
+                self.written.push(name.clone());
+                name
+            } else {
+                let mut pieces = Vec::new();
+                for (k, s) in slabs.iter().enumerate() {
+                    let name = format!("{stem}_{k}.vti");
+                    vtk::write_vti(&dir.join(&name), s, self.whole, self.scales, self.scalar)
+                        .with_context(|| format!("cannot write {name}"))?;
+                    self.written.push(name.clone());
+                    pieces.push(Piece {
+                        size: s.size,
+                        z0: s.z0,
+                        source: name,
+                    });
+                }
+                let name = format!("{stem}.pvti");
+                vtk::write_pvti(
+                    &dir.join(&name),
+                    self.whole,
+                    &pieces,
+                    self.scales,
+                    self.scalar,
+                )
+                .with_context(|| format!("cannot write {name}"))?;
+                self.written.push(name.clone());
+                name
+            };
+            self.series.push((time, file));
+            vtk::write_pvd(&dir.join("fields.pvd"), &self.series)
+                .context("cannot write fields.pvd")?;
+            if !self.written.iter().any(|w| w == "fields.pvd") {
+                self.written.push("fields.pvd".into());
+            }
+        }
+        if self.cfg.images {
+            let slice = Slice::cut(slabs, self.cfg.slice);
+            let when = match self.dt {
+                Some(dt) => format!("step {step}, t = {}", seconds(step as f64 * dt)),
+                None => format!("step {step}"),
+            };
+            let physical = self.dt.is_some();
+            let style = SliceStyle {
+                title: format!("|u| on {}, {when}", slice.plane_name()),
+                spacing: self.scales.spacing,
+                length_unit: if physical { "m" } else { "lattice units" }.into(),
+                velocity: self.scales.velocity,
+                velocity_unit: if physical { "m/s" } else { "lattice units" }.into(),
+            };
+            let name = format!("slice_{step:08}.png");
+            write_slice_png(&dir.join(&name), &slice, &style)
+                .with_context(|| format!("cannot write {name}"))?;
+            self.written.push(name);
+        }
+        self.last = Some(step);
+        self.time += t0.elapsed();
+        Ok(())
+    }
+
+    /// For the cavity: the centreline profiles (`profiles.csv`), their plot (`profiles.png`, with the
+    /// reference points when the case is the one the data describes) and the comparison.
+    pub fn profiles(
+        &mut self,
+        case: &CaseConfig,
+        lattice: &LatticeParams,
+        fields: &Fields,
+        reference: bool,
+    ) -> Result<(Option<[Profile; 2]>, Option<Comparison>)> {
+        if case.domain.case != CaseKind::Cavity {
+            return Ok((None, None));
+        }
+        let t0 = Instant::now();
+        let dir: &Path = &self.cfg.dir;
+        let p = cavity_centrelines(fields, lattice.lid_speed);
+        write_csv(&dir.join("profiles.csv"), &p).context("cannot write profiles.csv")?;
+        self.written.push("profiles.csv".into());
+        let data = Reference::cavity_re1000();
+        let v = reference.then(|| compare(&p, &data));
+        if self.cfg.images {
+            let [nx, ny, nz] = case.domain.size;
+            let title = format!(
+                "Centreline profiles, Re = {:.0}, {nx}x{ny}x{nz}",
+                lattice.reynolds
+            );
+            let r = reference.then_some(("Albensoeder & Kuhlmann 2005", &data));
+            profile_plot(&dir.join("profiles.png"), &title, &p, r)
+                .context("cannot write profiles.png")?;
+            self.written.push("profiles.png".into());
+        }
+        self.time += t0.elapsed();
+        Ok((Some(p), v))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_stop_on_output_steps() {
+        let mut case = CaseConfig::default();
+        case.output.every = 250;
+        let o = Outputs::new(&case);
+        assert_eq!(o.clamp_chunk(0, 1000), 250);
+        assert_eq!(o.clamp_chunk(240, 100), 10);
+        assert_eq!(o.clamp_chunk(250, 100), 100);
+        assert!(o.due(500) && !o.due(499));
+        case.output.every = 0;
+        let o = Outputs::new(&case);
+        assert_eq!(o.clamp_chunk(240, 100), 100);
+        assert!(!o.due(0) && !o.due(500));
+    }
+}

@@ -1,0 +1,344 @@
+//! What a run leaves behind and prints: the example case files run from the command line and write
+//! every output (VTK, pieces, slice images, profiles, report); progress lines when the output is not a
+//! terminal; physical units; bad output options.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn thelma(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_thelma"))
+        .args(args)
+        .output()
+        .expect("thelma runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+fn example(name: &str) -> String {
+    format!("{}/../examples/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("thelma-outputs-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn summary(dir: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap()
+}
+
+/// Whether `path` is a PNG (by its signature) of some size.
+fn is_png(path: &Path) -> bool {
+    std::fs::read(path).is_ok_and(|b| b.len() > 1000 && b.starts_with(b"\x89PNG\r\n\x1a\n"))
+}
+
+/// Checks the files every field output writes at `steps`, and that the report lists only files
+/// that exist.
+fn check_outputs(dir: &Path, steps: &[u64], cavity: bool) {
+    for s in steps {
+        let vti = dir.join(format!("fields_{s:08}.vti"));
+        let head = std::fs::read(&vti).unwrap_or_else(|e| panic!("{}: {e}", vti.display()));
+        let head = String::from_utf8_lossy(&head[..1200]);
+        assert!(head.contains(r#"<VTKFile type="ImageData""#), "{head}");
+        for name in ["density", "velocity", "speed", "solid"] {
+            assert!(head.contains(&format!("Name=\"{name}\"")), "{name} missing");
+        }
+        assert!(is_png(&dir.join(format!("slice_{s:08}.png"))));
+    }
+    let pvd = std::fs::read_to_string(dir.join("fields.pvd")).unwrap();
+    assert_eq!(pvd.matches("<DataSet").count(), steps.len(), "{pvd}");
+    assert_eq!(dir.join("profiles.csv").exists(), cavity);
+    assert_eq!(is_png(&dir.join("profiles.png")), cavity);
+    let s = summary(dir);
+    let listed = s["outputs"].as_array().unwrap();
+    assert!(listed.len() >= 2 * steps.len() + 2, "{listed:?}");
+    for f in listed {
+        assert!(
+            dir.join(f.as_str().unwrap()).exists(),
+            "{f} listed, not written"
+        );
+    }
+    for k in ["setup_s", "stepping_s", "output_s", "total_s"] {
+        assert!(s["timings"][k].as_f64().unwrap() >= 0.0, "{k}");
+    }
+}
+
+#[test]
+fn the_cavity_examples_run_from_the_command_line_and_write_every_output() {
+    for (file, re) in [("cavity-re100.toml", 100.0), ("cavity-re1000.toml", 1000.0)] {
+        let dir = scratch(file);
+        let (code, out, err) = thelma(&[
+            "run",
+            "--config",
+            &example(file),
+            "--size",
+            "12",
+            "--steps",
+            "40",
+            "--output-every",
+            "20",
+            "--backend",
+            "cpu",
+            "-o",
+            dir.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{file}: {err}");
+        assert!(out.contains("outputs in"), "{out}");
+        check_outputs(&dir, &[20, 40], true);
+        let s = summary(&dir);
+        assert_eq!(s["steps"], 40);
+        assert!((s["lattice"]["reynolds"].as_f64().unwrap() - re).abs() < 1e-9);
+        // The Re = 1000 cube is the reference case: its report holds the comparison.
+        assert_eq!(s["validation"].is_object(), re == 1000.0, "{file}");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+#[test]
+fn the_channel_example_runs_in_physical_units_and_reports_the_real_time_ratio() {
+    let dir = scratch("channel");
+    let (code, out, err) = thelma(&[
+        "run",
+        "--config",
+        &example("channel-sphere.toml"),
+        "--steps",
+        "20",
+        "--output-every",
+        "10",
+        "--backend",
+        "cpu",
+        "-o",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    // The conversion factors are printed: 1 mm nodes, 8 ms steps.
+    assert!(
+        out.contains("units: dx = 1.0000e-3 m, dt = 8.0000e-3 s"),
+        "{out}"
+    );
+    assert!(out.contains("x real time"), "{out}");
+    check_outputs(&dir, &[10, 20], true);
+    let s = summary(&dir);
+    assert!((s["lattice"]["reynolds"].as_f64().unwrap() - 960.0).abs() < 1e-9);
+    let u = &s["units"];
+    assert!((u["physical_time_s"].as_f64().unwrap() - 20.0 * 8e-3).abs() < 1e-12);
+    let ratio = u["realtime_ratio"].as_f64().unwrap();
+    let expect = 0.16 / s["timings"]["stepping_s"].as_f64().unwrap();
+    assert!((ratio - expect).abs() < 1e-9 * expect, "{ratio} {expect}");
+    // The mask holds exactly the sphere's nodes.
+    let vti = std::fs::read(dir.join("fields_00000020.vti")).unwrap();
+    let text = String::from_utf8_lossy(&vti);
+    let at = text.find(r#"Name="solid""#).unwrap();
+    let offset: usize = text[at..].split('"').nth(7).unwrap().parse().unwrap();
+    let data = text.find("<AppendedData encoding=\"raw\">").unwrap();
+    let data = data + text[data..].find('_').unwrap() + 1 + offset;
+    let len = u64::from_le_bytes(vti[data..data + 8].try_into().unwrap()) as usize;
+    assert_eq!(len, 96 * 48 * 32);
+    let solid = vti[data + 8..data + 8 + len]
+        .iter()
+        .filter(|&&b| b == 1)
+        .count();
+    let mut sphere = 0;
+    for z in 0..32i64 {
+        for y in 0..48i64 {
+            for x in 0..96i64 {
+                sphere += usize::from((x - 24).pow(2) + (y - 24).pow(2) + (z - 12).pow(2) <= 25);
+            }
+        }
+    }
+    assert_eq!(solid, sphere);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn vtk_pieces_write_one_file_per_slab_and_an_index() {
+    let dir = scratch("pieces");
+    let (code, _, err) = thelma(&[
+        "run",
+        "--size",
+        "12",
+        "--steps",
+        "10",
+        "--backend",
+        "cpu",
+        "--devices",
+        "3",
+        "--vtk-pieces",
+        "--no-images",
+        "-o",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let index = std::fs::read_to_string(dir.join("fields_00000010.pvti")).unwrap();
+    assert!(index.contains(r#"WholeExtent="0 12 0 12 0 12""#), "{index}");
+    let extents = ["0 12 0 12 0 4", "0 12 0 12 4 8", "0 12 0 12 8 12"];
+    for (k, e) in extents.iter().enumerate() {
+        let piece = format!(r#"<Piece Extent="{e}" Source="fields_00000010_{k}.vti"/>"#);
+        assert!(index.contains(&piece), "{piece} not in\n{index}");
+        let vti = std::fs::read(dir.join(format!("fields_00000010_{k}.vti"))).unwrap();
+        assert!(String::from_utf8_lossy(&vti[..400]).contains(&format!(r#"Extent="{e}""#)));
+        // Each piece holds its own 12 × 12 × 4 nodes, not the whole domain.
+        assert!(vti.len() < 12 * 12 * 4 * 6 * 4 + 2000, "{}", vti.len());
+    }
+    let pvd = std::fs::read_to_string(dir.join("fields.pvd")).unwrap();
+    assert!(pvd.contains("fields_00000010.pvti"));
+    assert!(!dir.join("slice_00000010.png").exists() && !dir.join("profiles.png").exists());
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn piped_output_gets_plain_progress_lines_and_quiet_only_the_summary() {
+    let dir = scratch("progress");
+    let o = dir.to_str().unwrap();
+    let args = [
+        "run",
+        "--size",
+        "10",
+        "--steps",
+        "40",
+        "--check-every",
+        "10",
+        "--backend",
+        "cpu",
+        "--no-vtk",
+        "--no-images",
+        "-o",
+        o,
+    ];
+    let (code, out, _) = thelma(&args);
+    assert_eq!(code, 0);
+    let lines: Vec<&str> = out.lines().filter(|l| l.starts_with("step ")).collect();
+    assert_eq!(lines.len(), 4, "{out}");
+    assert!(lines[1].starts_with("step 20/40 (50%): "), "{}", lines[1]);
+    assert!(lines[1].contains("MLUPS, elapsed ") && lines[1].contains(", ETA "));
+    let mut quiet = args.to_vec();
+    quiet.push("--quiet");
+    let (code, out, err) = thelma(&quiet);
+    assert_eq!(code, 0);
+    assert!(!out.lines().any(|l| l.starts_with("step ")), "{out}");
+    assert!(out.contains("MLUPS") && err.is_empty(), "{out}{err}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn output_and_unit_options_are_documented_and_checked() {
+    let (code, out, _) = thelma(&["run", "--help"]);
+    assert_eq!(code, 0);
+    for opt in [
+        "--output-every",
+        "--vtk-pieces",
+        "--no-vtk",
+        "--no-images",
+        "--slice",
+        "--phys-length",
+        "--phys-velocity",
+        "--phys-viscosity",
+    ] {
+        assert!(out.contains(opt), "--help does not mention {opt}");
+    }
+    let dir = scratch("bad");
+    let o = dir.to_str().unwrap();
+    let cases: &[(&[&str], &str)] = &[
+        (&["run", "--slice", "w", "-o", o], "--slice"),
+        (
+            &["run", "--size", "8", "--slice", "z=8", "-o", o],
+            "--slice",
+        ),
+        (&["run", "--output-every", "-3", "-o", o], "--output-every"),
+        (&["run", "--phys-length", "0.1", "-o", o], "--phys-velocity"),
+        (
+            &[
+                "run",
+                "--phys-length",
+                "0.1",
+                "--phys-velocity",
+                "0.01",
+                "--phys-viscosity",
+                "-1e-6",
+                "-o",
+                o,
+            ],
+            "--phys-viscosity",
+        ),
+        (
+            &[
+                "run",
+                "--re",
+                "100",
+                "--config",
+                &example("channel-sphere.toml"),
+                "-o",
+                o,
+            ],
+            "--re",
+        ),
+    ];
+    for (args, flag) in cases {
+        let (code, out, err) = thelma(args);
+        assert_eq!(code, 2, "{args:?}: exit {code}, stderr {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(flag), "{args:?}: does not name {flag}: {err}");
+        assert!(!out.contains("step "), "{args:?} started running");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The `count` little-endian f32 values of array `name` in a `.vti` file written by a run.
+fn vti_f32(bytes: &[u8], name: &str, count: usize) -> Vec<f32> {
+    let text = String::from_utf8_lossy(bytes);
+    let at = text.find(&format!(r#"Name="{name}""#)).unwrap();
+    let offset: usize = text[at..].split('"').nth(7).unwrap().parse().unwrap();
+    let data = text.find(r#"<AppendedData encoding="raw">"#).unwrap();
+    let start = data + text[data..].find('_').unwrap() + 1 + offset;
+    let len = u64::from_le_bytes(bytes[start..start + 8].try_into().unwrap()) as usize;
+    assert_eq!(len, 4 * count, "{name}");
+    bytes[start + 8..start + 8 + len]
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+#[test]
+fn the_written_fields_are_the_fields_the_run_gathered_from_every_device() {
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+    use thelma_core::config::{Backend, CaseConfig, DeviceSpec};
+
+    let dir = scratch("gathered");
+    let mut case = CaseConfig::default();
+    case.domain.size = [10, 8, 9];
+    case.physics.reynolds = 100.0;
+    case.run.steps = Some(30);
+    case.hardware.backend = Backend::Cpu;
+    case.hardware.devices = DeviceSpec::Count(3);
+    case.output.dir = dir.clone();
+    case.output.images = false;
+    let outcome =
+        thelma_cli::app::run_case(&case, Arc::new(AtomicBool::new(false)), &mut |_| {}).unwrap();
+    let f = &outcome.fields;
+    let n = f.rho.len();
+    let bytes = std::fs::read(dir.join("fields_00000030.vti")).unwrap();
+    let rho = vti_f32(&bytes, "density", n);
+    let u = vti_f32(&bytes, "velocity", 3 * n);
+    for p in 0..n {
+        assert_eq!(rho[p], f.rho[p] as f32, "density at {p}");
+        let want = [f.ux[p] as f32, f.uy[p] as f32, f.uz[p] as f32];
+        assert_eq!(u[3 * p..3 * p + 3], want, "velocity at {p}");
+    }
+    // The lid drives the flow: the written velocity is not trivially zero.
+    assert!(u.iter().any(|&v| v.abs() > 1e-3));
+    assert_eq!(
+        outcome.summary.outputs,
+        [
+            "fields_00000030.vti",
+            "fields.pvd",
+            "profiles.csv",
+            "summary.json"
+        ]
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
