@@ -97,12 +97,14 @@ impl StepBarrier {
 pub enum RuntimeError {
     #[error(transparent)]
     Partition(#[from] PartitionError),
-    #[error("device {device} ({backend}, slab {slab}): {source}")]
+    // The module's error is part of this message rather than a `source`, so that error chains
+    // printed with `{:#}` do not repeat it.
+    #[error("device {device} ({backend}, slab {slab}): {error}")]
     Device {
         device: usize,
         slab: usize,
         backend: &'static str,
-        source: ComputeError,
+        error: ComputeError,
     },
     #[error("device {device} ({backend}, slab {slab}): worker panicked: {message}")]
     Panic {
@@ -482,13 +484,13 @@ impl Runtime {
             let (device, slab, backend) = (self.workers[s].device, s, self.backend);
             match accept(s, reply) {
                 Ok(v) => out[s] = Some(v),
-                Err(Reply::Failed(source)) => {
+                Err(Reply::Failed(error)) => {
                     self.barrier.abort();
                     first_error.get_or_insert(RuntimeError::Device {
                         device,
                         slab,
                         backend,
-                        source,
+                        error,
                     });
                 }
                 Err(Reply::Panicked(message)) => {
@@ -507,7 +509,7 @@ impl Runtime {
                         device,
                         slab,
                         backend,
-                        source: ComputeError::Invalid("unexpected reply from worker".into()),
+                        error: ComputeError::Invalid("unexpected reply from worker".into()),
                     });
                 }
             }
