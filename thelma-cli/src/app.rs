@@ -2,7 +2,7 @@
 //! and convergence checks, then gather fields and write the results.
 
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,7 +19,7 @@ use thelma_results::profiles::{cavity_centrelines, write_csv, Profile};
 use thelma_results::reference::{compare, Reference};
 use thelma_results::report::{DeviceSummary, RunSummary};
 
-use crate::backend;
+use crate::{backend, checkpoint, preflight, watchdog};
 
 /// A bad input: the program exits with status 2 and this one line.
 #[derive(Debug)]
@@ -44,23 +44,7 @@ impl fmt::Display for UsageError {
 }
 impl std::error::Error for UsageError {}
 
-/// The run diverged: the step and the first bad node.
-#[derive(Debug)]
-pub struct Diverged {
-    pub step: u64,
-    pub node: [usize; 3],
-}
-
-impl fmt::Display for Diverged {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "the run diverged: non-finite populations at node ({}, {}, {}) by step {}; lower the Reynolds number or the lid speed, or refine the grid",
-            self.node[0], self.node[1], self.node[2], self.step
-        )
-    }
-}
-impl std::error::Error for Diverged {}
+pub use crate::watchdog::Diverged;
 
 /// What a run tells its observer as it goes.
 pub enum Event<'a> {
@@ -102,6 +86,18 @@ pub fn run_case(
     stop: Arc<AtomicBool>,
     observer: &mut dyn FnMut(Event),
 ) -> Result<Outcome> {
+    run_case_from(case, None, stop, observer)
+}
+
+/// [`run_case`], continuing from the checkpoint at `resume` (a file, or a folder holding
+/// `checkpoint.thelma`) when given. `case` must keep the checkpoint's domain, physics and numerics
+/// (`RunArgs::into_case` sees to that).
+pub fn run_case_from(
+    case: &CaseConfig,
+    resume: Option<&Path>,
+    stop: Arc<AtomicBool>,
+    observer: &mut dyn FnMut(Event),
+) -> Result<Outcome> {
     let lattice = case
         .validate()
         .map_err(|e| UsageError::new(e.flag, e.message))?;
@@ -111,8 +107,24 @@ pub fn run_case(
     );
     let params = ModelParams::new(case, &lattice, geometry);
     let sel = backend::select(case, params)?;
+    preflight::check(
+        case,
+        &*sel.factory,
+        &sel.devices,
+        sel.factory.backend() == "cpu",
+    )?;
+    let resumed = match resume {
+        Some(path) => Some(load_resume(case, path)?),
+        None => None,
+    };
     let domain = Domain::new(case.domain.size, case.domain.periodic);
     let mut rt = Runtime::start(sel.factory, domain, &sel.devices, stop)?;
+    // The last state known to be healthy on disk: the checkpoint resumed from, then each one saved.
+    let mut saved: Option<(u64, PathBuf)> = None;
+    if let Some((ck, path)) = resumed {
+        ck.restore(&mut rt)?;
+        saved = Some((ck.header.step, path));
+    }
     observer(Event::Started {
         lattice: &lattice,
         note: &sel.note,
@@ -121,9 +133,27 @@ pub fn run_case(
     });
 
     let check = case.resolved_check_every();
+    let guard = case.run.watchdog_every;
+    let bounds = case.run.density_bounds;
+    let every_checkpoint = case.run.checkpoint_every;
     let target = case.run.steps.unwrap_or(case.run.max_steps);
     let convergence = case.run.steps.is_none();
+    let step0 = rt.step();
     let mut prev = rt.fields()?;
+    // `prev` is the newest state that passed the watchdog, held in memory.
+    let mut prev_step = step0;
+    if let Some((node, reason)) = watchdog::judge_fields(&prev, bounds) {
+        return Err(diverged(
+            node,
+            reason,
+            step0,
+            case,
+            &lattice,
+            &mut rt,
+            (prev_step, &prev),
+            &None,
+        ));
+    }
     let mass0 = prev.mass();
     let mut stepping = Duration::ZERO;
     let mut compute = vec![Duration::ZERO; rt.devices().len()];
@@ -131,62 +161,106 @@ pub fn run_case(
     let mut converged = false;
     let mut last_change = None;
     while rt.step() < target {
-        let chunk = check.min(target - rt.step());
+        // Run to the next step at which something is due: a check, the watchdog, a checkpoint.
+        let chunk = [check, guard, every_checkpoint]
+            .into_iter()
+            .filter(|&k| k > 0)
+            .map(|k| k - rt.step() % k)
+            .fold(target - rt.step(), u64::min);
         let st = rt.run(chunk)?;
         stepping += st.wall;
         for (k, w) in st.workers.iter().enumerate() {
             compute[k] += w.compute;
             wait[k] += w.wait;
         }
+        let step = rt.step();
+        let at = |k: u64| k > 0 && step % k == 0;
         let mlups =
-            domain.nodes() as f64 * rt.step() as f64 / stepping.as_secs_f64().max(1e-12) / 1e6;
+            domain.nodes() as f64 * (step - step0) as f64 / stepping.as_secs_f64().max(1e-12) / 1e6;
+        let progress = at(check) || step >= target || st.stopped;
         let mut change = None;
-        if convergence {
+        if convergence && progress {
             let now = rt.fields()?;
-            watchdog(&now, rt.step())?;
-            if st.steps > 0 {
-                change = Some(relative_change(&prev, &now) * 1000.0 / st.steps as f64);
+            if let Some((node, reason)) = watchdog::judge_fields(&now, bounds) {
+                return Err(diverged(
+                    node,
+                    reason,
+                    step,
+                    case,
+                    &lattice,
+                    &mut rt,
+                    (prev_step, &prev),
+                    &saved,
+                ));
+            }
+            if step > prev_step {
+                change = Some(relative_change(&prev, &now) * 1000.0 / (step - prev_step) as f64);
             }
             prev = now;
-        } else {
-            for h in rt.health()? {
-                if let Some(node) = h.non_finite {
-                    return Err(Diverged {
-                        step: rt.step(),
-                        node,
-                    }
-                    .into());
-                }
+            prev_step = step;
+        } else if at(guard) || at(every_checkpoint) || progress {
+            if let Some((node, reason)) = watchdog::inspect(&mut rt, bounds)? {
+                return Err(diverged(
+                    node,
+                    reason,
+                    step,
+                    case,
+                    &lattice,
+                    &mut rt,
+                    (prev_step, &prev),
+                    &saved,
+                ));
             }
         }
-        last_change = change.or(last_change);
-        observer(Event::Progress {
-            step: rt.step(),
-            target,
-            mlups,
-            change,
-        });
-        if st.stopped {
-            break;
+        converged = change.is_some_and(|c| c < case.run.tolerance);
+        // A checkpoint is taken only of a state that has just passed the watchdog, and also at the
+        // end (converged, stopped, or done) so that a finished run can be extended.
+        if every_checkpoint > 0
+            && (at(every_checkpoint) || progress || converged)
+            && saved.as_ref().is_none_or(|s| s.0 != step)
+        {
+            checkpoint::save(&case.output.dir, case, &mut rt)?;
+            saved = Some((step, case.output.dir.join(checkpoint::FILE_NAME)));
         }
-        if change.is_some_and(|c| c < case.run.tolerance) {
-            converged = true;
+        last_change = change.or(last_change);
+        if progress {
+            observer(Event::Progress {
+                step,
+                target,
+                mlups,
+                change,
+            });
+        }
+        if st.stopped || converged {
             break;
         }
     }
 
-    let fields = if convergence { prev } else { rt.fields()? };
-    watchdog(&fields, rt.step())?;
-    let mass1 = fields.mass();
-    let (profiles, validation) = if case.domain.case == CaseKind::Cavity {
-        let p = cavity_centrelines(&fields, lattice.lid_speed);
-        write_csv(&case.output.dir.join("profiles.csv"), &p)
-            .context("cannot write profiles.csv")?;
-        let v = matches_reference(case, &lattice).then(|| compare(&p, &Reference::cavity_re1000()));
-        (Some(p), v)
+    let fields = if convergence {
+        prev
     } else {
-        (None, None)
+        let now = rt.fields()?;
+        if let Some((node, reason)) = watchdog::judge_fields(&now, bounds) {
+            let step = rt.step();
+            return Err(diverged(
+                node,
+                reason,
+                step,
+                case,
+                &lattice,
+                &mut rt,
+                (prev_step, &prev),
+                &saved,
+            ));
+        }
+        now
     };
+    let mass1 = fields.mass();
+    let profiles = write_field_outputs(case, &lattice, &fields)?;
+    let validation = profiles
+        .as_ref()
+        .filter(|_| matches_reference(case, &lattice))
+        .map(|p| compare(p, &Reference::cavity_re1000()));
     let devices: Vec<DeviceSummary> = rt
         .devices()
         .iter()
@@ -204,7 +278,7 @@ pub fn run_case(
                 nodes: d.slab.nodes(),
                 compute_s: c,
                 wait_s: wait[k].as_secs_f64(),
-                mlups: d.slab.nodes() as f64 * rt.step() as f64 / c.max(1e-12) / 1e6,
+                mlups: d.slab.nodes() as f64 * (rt.step() - step0) as f64 / c.max(1e-12) / 1e6,
                 exchange_bytes_per_step: (usize::from(d.slab.has_below())
                     + usize::from(d.slab.has_above()))
                     * interface_bytes_per_step(&d.slab, case.numerics.precision),
@@ -221,7 +295,9 @@ pub fn run_case(
         converged,
         last_change,
         wall_s: stepping.as_secs_f64(),
-        mlups: domain.nodes() as f64 * rt.step() as f64 / stepping.as_secs_f64().max(1e-12) / 1e6,
+        mlups: domain.nodes() as f64 * (rt.step() - step0) as f64
+            / stepping.as_secs_f64().max(1e-12)
+            / 1e6,
         parallel_efficiency: if busy + idle > 0.0 {
             busy / (busy + idle)
         } else {
@@ -245,21 +321,80 @@ pub fn run_case(
     })
 }
 
-fn watchdog(f: &Fields, step: u64) -> Result<(), Diverged> {
-    let [nx, ny, _] = f.size;
-    for p in 0..f.rho.len() {
-        let finite = f.rho[p].is_finite()
-            && f.ux[p].is_finite()
-            && f.uy[p].is_finite()
-            && f.uz[p].is_finite();
-        if !f.solid[p] && !finite {
-            return Err(Diverged {
-                step,
-                node: [p % nx, (p / nx) % ny, f.z0 + p / (nx * ny)],
-            });
-        }
+/// Loads the checkpoint to resume from; a missing, foreign or damaged one is bad input.
+fn load_resume(case: &CaseConfig, path: &Path) -> Result<(checkpoint::Checkpoint, PathBuf)> {
+    let ck = checkpoint::load(path).map_err(|e| UsageError::new("--resume", format!("{e:#}")))?;
+    let h = &ck.header;
+    if h.size != case.domain.size || h.precision != case.numerics.precision {
+        return Err(UsageError::new(
+            "--resume",
+            format!(
+                "the checkpoint holds a {:?} {} lattice, the case is {:?} {}",
+                h.size,
+                h.precision.name(),
+                case.domain.size,
+                case.numerics.precision.name()
+            ),
+        )
+        .into());
     }
-    Ok(())
+    Ok((ck, checkpoint::resolve(path)))
+}
+
+/// Ends a diverged run: writes the newest healthy state it knows (the fields of the last check held
+/// in memory, or the last checkpoint when that is newer, reloaded into the devices) with the usual
+/// writers, and returns the error that says where and when the run went wrong.
+#[allow(clippy::too_many_arguments)]
+fn diverged(
+    node: [usize; 3],
+    reason: watchdog::Reason,
+    step: u64,
+    case: &CaseConfig,
+    lattice: &LatticeParams,
+    rt: &mut Runtime,
+    held: (u64, &Fields),
+    saved: &Option<(u64, PathBuf)>,
+) -> anyhow::Error {
+    let mut from_checkpoint = || -> Result<(u64, Fields)> {
+        let Some((s, path)) = saved else {
+            anyhow::bail!("no checkpoint")
+        };
+        checkpoint::load(path)?.restore(rt)?;
+        Ok((*s, rt.fields()?))
+    };
+    let last = match saved {
+        Some((s, _)) if *s > held.0 => from_checkpoint().ok(),
+        _ => None,
+    };
+    let (good_step, good) = match &last {
+        Some((s, f)) => (*s, f),
+        None => (held.0, held.1),
+    };
+    let last_good = write_field_outputs(case, lattice, good)
+        .ok()
+        .map(|_| good_step);
+    Diverged {
+        step,
+        node,
+        reason,
+        last_good,
+        outputs: case.output.dir.clone(),
+    }
+    .into()
+}
+
+/// Writes the outputs made from fields (the cavity's centreline profiles), returning the profiles.
+fn write_field_outputs(
+    case: &CaseConfig,
+    lattice: &LatticeParams,
+    fields: &Fields,
+) -> Result<Option<[Profile; 2]>> {
+    if case.domain.case != CaseKind::Cavity {
+        return Ok(None);
+    }
+    let p = cavity_centrelines(fields, lattice.lid_speed);
+    write_csv(&case.output.dir.join("profiles.csv"), &p).context("cannot write profiles.csv")?;
+    Ok(Some(p))
 }
 
 fn prepare_output(dir: &Path) -> Result<()> {

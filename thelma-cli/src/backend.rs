@@ -42,7 +42,8 @@ pub fn select(case: &CaseConfig, params: ModelParams) -> Result<Selection> {
     }
 }
 
-/// CPU "devices" are virtual: a count, or a list of distinct ids naming them in slab order.
+/// CPU "devices" are virtual: a count, or the ids `0..N` in the slab order wanted. The list's
+/// duplicates and its length against the z-planes are checked, for every backend, by `preflight`.
 fn cpu_devices(case: &CaseConfig) -> Result<Vec<usize>> {
     use thelma_core::config::DeviceSpec;
     let ids = match &case.hardware.devices {
@@ -50,15 +51,27 @@ fn cpu_devices(case: &CaseConfig) -> Result<Vec<usize>> {
         DeviceSpec::Count(n) => (0..*n).collect(),
         DeviceSpec::List(ids) => ids.clone(),
     };
-    let planes = case.domain.size[2];
-    if ids.len() > planes {
+    if ids.len() > MAX_CPU_DEVICES {
         bail!(UsageError::new(
             "--devices",
             format!(
-                "{} devices for {planes} z-planes: each device needs at least one plane",
+                "{} CPU devices: at most {MAX_CPU_DEVICES} (each is a thread pool)",
                 ids.len()
+            )
+        ));
+    }
+    if let Some(bad) = ids.iter().find(|&&i| i >= ids.len()) {
+        bail!(UsageError::new(
+            "--devices",
+            format!(
+                "CPU device {bad} does not exist: a list of {} CPU devices names 0..{} in slab order",
+                ids.len(),
+                ids.len() - 1
             )
         ));
     }
     Ok(ids)
 }
+
+/// The most CPU devices a run may ask for: each one is a pool of threads sharing the cores.
+const MAX_CPU_DEVICES: usize = 1024;

@@ -31,8 +31,13 @@ pub enum BackendArg {
 #[derive(Args, Debug)]
 pub struct RunArgs {
     /// Case file (TOML, or JSON by extension); the flags below override it.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "resume")]
     pub config: Option<PathBuf>,
+    /// Continue from a checkpoint: a folder holding `checkpoint.thelma` (an earlier run's output
+    /// folder) or the file. The case is the checkpoint's; flags may change how long and where it runs,
+    /// not its domain, physics or numerics.
+    #[arg(long, value_name = "DIR")]
+    pub resume: Option<PathBuf>,
     /// Lattice size: N for a cube, or NX,NY,NZ. Default 48.
     #[arg(long, value_name = "N|NX,NY,NZ", value_parser = parse_size)]
     pub size: Option<[usize; 3]>,
@@ -57,6 +62,16 @@ pub struct RunArgs {
     /// Most steps a convergence run may take. Default 1,000,000.
     #[arg(long, value_name = "N")]
     pub max_steps: Option<u64>,
+    /// Steps between divergence checks (NaN/Inf populations, density out of bounds). Default 100.
+    #[arg(long, value_name = "K")]
+    pub watchdog_every: Option<u64>,
+    /// The watchdog stops the run when a density leaves [MIN, MAX]. Default 0.2,5.
+    #[arg(long, value_name = "MIN,MAX", value_parser = parse_bounds, allow_negative_numbers = true)]
+    pub density_bounds: Option<[f64; 2]>,
+    /// Write a checkpoint (`checkpoint.thelma` in the output folder) every N steps and at the end;
+    /// 0: none. Default 0.
+    #[arg(long, value_name = "N")]
+    pub checkpoint_every: Option<u64>,
     /// Collision operator. Default mrt.
     #[arg(long, value_enum)]
     pub collision: Option<CollisionArg>,
@@ -97,6 +112,17 @@ pub fn parse_size(s: &str) -> Result<[usize; 3], String> {
     }
 }
 
+pub fn parse_bounds(s: &str) -> Result<[f64; 2], String> {
+    let parts: Vec<&str> = s.split(',').map(str::trim).collect();
+    match parts.as_slice() {
+        [lo, hi] => match (lo.parse::<f64>(), hi.parse::<f64>()) {
+            (Ok(lo), Ok(hi)) => Ok([lo, hi]),
+            _ => Err(format!("`{s}` is not MIN,MAX (two numbers)")),
+        },
+        _ => Err(format!("`{s}` is not MIN,MAX")),
+    }
+}
+
 pub fn parse_axes(s: &str) -> Result<[bool; 3], String> {
     let mut p = [false; 3];
     for a in s.split(',').map(str::trim).filter(|a| !a.is_empty()) {
@@ -114,11 +140,23 @@ pub fn parse_axes(s: &str) -> Result<[bool; 3], String> {
 impl RunArgs {
     /// The case these arguments describe (the case file, if any, overridden by the flags), and whether
     /// output is quiet. Errors are [`UsageError`]s naming the option.
+    ///
+    /// With `--resume`, the case is the checkpoint's, and flags that would change its domain, physics
+    /// or numerics are refused.
     pub fn into_case(self) -> anyhow::Result<(CaseConfig, bool)> {
-        let mut c = match &self.config {
-            Some(path) => CaseConfig::from_file(path)
+        let resumed = match &self.resume {
+            Some(path) => Some(
+                crate::checkpoint::read_header(path)
+                    .map_err(|e| UsageError::new("--resume", format!("{e:#}")))?
+                    .case,
+            ),
+            None => None,
+        };
+        let mut c = match (&self.config, &resumed) {
+            (_, Some(case)) => case.clone(),
+            (Some(path), None) => CaseConfig::from_file(path)
                 .map_err(|e| UsageError::new("--config", format!("{e:#}")))?,
-            None => CaseConfig::default(),
+            (None, None) => CaseConfig::default(),
         };
         if let Some(s) = self.size {
             c.domain.size = s;
@@ -144,6 +182,15 @@ impl RunArgs {
         }
         if let Some(m) = self.max_steps {
             c.run.max_steps = m;
+        }
+        if let Some(k) = self.watchdog_every {
+            c.run.watchdog_every = k;
+        }
+        if let Some(b) = self.density_bounds {
+            c.run.density_bounds = b;
+        }
+        if let Some(k) = self.checkpoint_every {
+            c.run.checkpoint_every = k;
         }
         if let Some(k) = self.collision {
             c.numerics.collision = match k {
@@ -183,6 +230,32 @@ impl RunArgs {
         if let Some(o) = self.output {
             c.output.dir = o;
         }
+        if let Some(saved) = &resumed {
+            unchanged_on_resume(saved, &c)?;
+        }
         Ok((c, self.quiet))
+    }
+}
+
+/// A resumed run continues the same simulation: the flag of the first setting that differs from the
+/// checkpoint's case is refused.
+fn unchanged_on_resume(saved: &CaseConfig, now: &CaseConfig) -> Result<(), UsageError> {
+    let (a, b) = (saved, now);
+    let differs = [
+        (a.domain.size != b.domain.size, "--size"),
+        (a.domain.periodic != b.domain.periodic, "--periodic"),
+        (a.physics.reynolds != b.physics.reynolds, "--re"),
+        (a.physics.viscosity != b.physics.viscosity, "--viscosity"),
+        (a.physics.lid_speed != b.physics.lid_speed, "--lid-speed"),
+        (a.numerics.collision != b.numerics.collision, "--collision"),
+        (a.numerics.precision != b.numerics.precision, "--precision"),
+        (a.domain != b.domain || a.numerics != b.numerics, "--config"),
+    ];
+    match differs.iter().find(|(d, _)| *d) {
+        Some((_, flag)) => Err(UsageError::new(
+            *flag,
+            "cannot change on --resume: the checkpoint's case fixes the domain, physics and numerics",
+        )),
+        None => Ok(()),
     }
 }

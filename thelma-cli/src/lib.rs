@@ -4,4 +4,7 @@
 
 pub mod app;
 pub mod backend;
+pub mod checkpoint;
 pub mod cli;
+pub mod preflight;
+pub mod watchdog;

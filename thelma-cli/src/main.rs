@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
-use thelma_cli::app::{run_case, Diverged, Event, UsageError};
+use thelma_cli::app::{run_case_from, Diverged, Event, UsageError};
 use thelma_cli::cli::RunArgs;
 
 /// thelma: lattice Boltzmann (D3Q19) fluid simulation on one or many GPUs, or on the CPU.
@@ -23,6 +23,7 @@ enum Command {
 }
 
 fn run(args: RunArgs) -> anyhow::Result<()> {
+    let resume = args.resume.clone();
     let (case, quiet) = args.into_case()?;
     let stop = Arc::new(AtomicBool::new(false));
     {
@@ -35,7 +36,7 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
             eprintln!("interrupted: stopping after the current step and writing the outputs (Ctrl-C again to abort)");
         });
     }
-    let outcome = run_case(&case, stop, &mut |e| match e {
+    let outcome = run_case_from(&case, resume.as_deref(), stop, &mut |e| match e {
         Event::Started {
             lattice,
             note,
