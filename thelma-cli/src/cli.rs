@@ -28,6 +28,8 @@ pub enum BackendArg {
     Cuda,
 }
 
+// Options taking counts accept a leading minus sign so that `--steps -3` is refused by the option's
+// own parser, naming the option, instead of as a stray argument.
 #[derive(Args, Debug)]
 pub struct RunArgs {
     /// Case file (TOML, or JSON by extension); the flags below override it.
@@ -39,7 +41,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "DIR")]
     pub resume: Option<PathBuf>,
     /// Lattice size: N for a cube, or NX,NY,NZ. Default 48.
-    #[arg(long, value_name = "N|NX,NY,NZ", value_parser = parse_size)]
+    #[arg(long, value_name = "N|NX,NY,NZ", value_parser = parse_size, allow_negative_numbers = true)]
     pub size: Option<[usize; 3]>,
     /// Reynolds number U·L/ν, L the edge along x in nodes. Default 1000.
     #[arg(long, value_name = "RE", allow_negative_numbers = true)]
@@ -51,26 +53,26 @@ pub struct RunArgs {
     #[arg(long, value_name = "U", allow_negative_numbers = true)]
     pub lid_speed: Option<f64>,
     /// Run exactly this many steps instead of running to convergence.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub steps: Option<u64>,
     /// Convergence threshold: relative L2 change of the velocity per 1,000 steps. Default 1e-4.
     #[arg(long, value_name = "TOL", allow_negative_numbers = true)]
     pub tolerance: Option<f64>,
     /// Steps between progress lines and convergence checks. Default: about L/U.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub check_every: Option<u64>,
     /// Most steps a convergence run may take. Default 1,000,000.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub max_steps: Option<u64>,
     /// Steps between divergence checks (NaN/Inf populations, density out of bounds). Default 100.
-    #[arg(long, value_name = "K")]
+    #[arg(long, value_name = "K", allow_negative_numbers = true)]
     pub watchdog_every: Option<u64>,
     /// The watchdog stops the run when a density leaves [MIN, MAX]. Default 0.2,5.
     #[arg(long, value_name = "MIN,MAX", value_parser = parse_bounds, allow_negative_numbers = true)]
     pub density_bounds: Option<[f64; 2]>,
     /// Write a checkpoint (`checkpoint.thelma` in the output folder) every N steps and at the end;
     /// 0: none. Default 0.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub checkpoint_every: Option<u64>,
     /// Collision operator. Default mrt.
     #[arg(long, value_enum)]
@@ -86,7 +88,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "SPEC", value_parser = DeviceSpec::parse)]
     pub devices: Option<DeviceSpec>,
     /// CPU backend: threads in all (0: one per core).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub threads: Option<usize>,
     /// Periodic axes, e.g. `x,y` (walls elsewhere; the cavity's z stays walled).
     #[arg(long, value_name = "AXES", value_parser = parse_axes)]
