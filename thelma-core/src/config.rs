@@ -526,7 +526,7 @@ impl CaseConfig {
             ));
         }
         let [lo, hi] = r.density_bounds;
-        if !(lo.is_finite() && hi.is_finite() && lo >= 0.0 && lo < 1.0 && hi > 1.0) {
+        if !(hi.is_finite() && (0.0..1.0).contains(&lo) && hi > 1.0) {
             return Err(bad(
                 "run.density_bounds",
                 "--density-bounds",

@@ -31,6 +31,12 @@ pub fn write_atomic(
     }
     tmp.as_file().sync_all()?;
     tmp.persist(path).map_err(|e| e.error)?;
+    // The rename itself reaches the disk only with the folder's metadata; without this a power cut
+    // could bring back the previous file (never a torn one). Best effort: not every system can.
+    #[cfg(unix)]
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
     Ok(())
 }
 
