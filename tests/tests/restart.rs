@@ -174,3 +174,61 @@ fn a_resume_refuses_changes_to_the_simulation_and_damaged_checkpoints() {
     let m = usage(&["--resume", s(&out), "--steps", "20"]);
     assert!(m.starts_with("--resume") && m.contains("checksum"), "{m}");
 }
+
+#[test]
+fn a_stopped_run_checkpoints_where_it_stopped_and_resumes_bit_exact() {
+    use std::sync::atomic::Ordering;
+    let tmp = tempfile::tempdir().unwrap();
+    let (straight, stopped) = (tmp.path().join("straight"), tmp.path().join("stopped"));
+    let case = |out: &Path| -> Vec<String> {
+        [
+            "--size",
+            "10,12,9",
+            "--re",
+            "50",
+            "--backend",
+            "cpu",
+            "--devices",
+            "2",
+            "--steps",
+            "90",
+            "--check-every",
+            "20",
+            "--checkpoint-every",
+            "1000",
+            "-o",
+            s(out),
+        ]
+        .iter()
+        .map(|x| x.to_string())
+        .collect()
+    };
+    let args = case(&straight);
+    let a = run(&args.iter().map(String::as_str).collect::<Vec<_>>()).unwrap();
+
+    // Ctrl-C at the first progress line: the run ends after the current step, with a checkpoint.
+    let args = case(&stopped);
+    let parsed =
+        Run::try_parse_from(std::iter::once("thelma").chain(args.iter().map(String::as_str)))
+            .unwrap();
+    let (c, _) = parsed.args.into_case().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    let first = run_case_from(&c, None, stop, &mut |e| {
+        if matches!(e, thelma_cli::app::Event::Progress { .. }) {
+            flag.store(true, Ordering::SeqCst);
+        }
+    })
+    .unwrap();
+    let at = checkpoint::read_header(&stopped).unwrap().step;
+    assert_eq!(at, first.summary.steps);
+    assert!(at > 20 && at < 90, "stopped at {at}");
+
+    let b = run(&["--resume", s(&stopped)]).unwrap();
+    assert_eq!(b.summary.steps, 90);
+    assert_eq!(a.fields, b.fields);
+    assert!(
+        checkpoint::load(&straight).unwrap().populations
+            == checkpoint::load(&stopped).unwrap().populations
+    );
+}

@@ -46,20 +46,22 @@ pub fn select(case: &CaseConfig, params: ModelParams) -> Result<Selection> {
 /// duplicates and its length against the z-planes are checked, for every backend, by `preflight`.
 fn cpu_devices(case: &CaseConfig) -> Result<Vec<usize>> {
     use thelma_core::config::DeviceSpec;
-    let ids = match &case.hardware.devices {
-        DeviceSpec::All => vec![0],
-        DeviceSpec::Count(n) => (0..*n).collect(),
-        DeviceSpec::List(ids) => ids.clone(),
+    let count = match &case.hardware.devices {
+        DeviceSpec::All => 1,
+        DeviceSpec::Count(n) => *n,
+        DeviceSpec::List(ids) => ids.len(),
     };
-    if ids.len() > MAX_CPU_DEVICES {
+    // Checked before the list is made: a count of 10^18 must not become a vector.
+    if count > MAX_CPU_DEVICES {
         bail!(UsageError::new(
             "--devices",
-            format!(
-                "{} CPU devices: at most {MAX_CPU_DEVICES} (each is a thread pool)",
-                ids.len()
-            )
+            format!("{count} CPU devices: at most {MAX_CPU_DEVICES} (each is a thread pool)")
         ));
     }
+    let ids = match &case.hardware.devices {
+        DeviceSpec::List(ids) => ids.clone(),
+        _ => (0..count).collect(),
+    };
     if let Some(bad) = ids.iter().find(|&&i| i >= ids.len()) {
         bail!(UsageError::new(
             "--devices",
