@@ -224,7 +224,16 @@ fn a_stopped_run_checkpoints_where_it_stopped_and_resumes_bit_exact() {
     assert_eq!(at, first.summary.steps);
     assert!(at > 20 && at < 90, "stopped at {at}");
 
-    let b = run(&["--resume", s(&stopped)]).unwrap();
+    // Started from elsewhere, the resumed run still writes beside its checkpoint.
+    let elsewhere = tmp.path().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    // Every other test here uses absolute paths, so changing the folder for a moment is harmless.
+    let before = std::env::current_dir().unwrap();
+    std::env::set_current_dir(&elsewhere).unwrap();
+    let b = run(&["--resume", s(&stopped)]);
+    std::env::set_current_dir(before).unwrap();
+    let b = b.unwrap();
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
     assert_eq!(b.summary.steps, 90);
     assert_eq!(a.fields, b.fields);
     assert!(

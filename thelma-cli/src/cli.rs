@@ -36,8 +36,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE", conflicts_with = "resume")]
     pub config: Option<PathBuf>,
     /// Continue from a checkpoint: a folder holding `checkpoint.thelma` (an earlier run's output
-    /// folder) or the file. The case is the checkpoint's; flags may change how long and where it runs,
-    /// not its domain, physics or numerics.
+    /// folder) or the file. The case is the checkpoint's and the outputs go to the checkpoint's folder;
+    /// flags may change how long and where it runs, not its domain, physics or numerics.
     #[arg(long, value_name = "DIR")]
     pub resume: Option<PathBuf>,
     /// Lattice size: N for a cube, or NX,NY,NZ. Default 48.
@@ -155,7 +155,16 @@ impl RunArgs {
             None => None,
         };
         let mut c = match (&self.config, &resumed) {
-            (_, Some(case)) => case.clone(),
+            (_, Some(case)) => {
+                // A resumed run writes where its checkpoint is, wherever it is started from.
+                let mut case = case.clone();
+                let file =
+                    crate::checkpoint::resolve(self.resume.as_deref().unwrap_or(".".as_ref()));
+                if let Some(dir) = file.parent().filter(|d| !d.as_os_str().is_empty()) {
+                    case.output.dir = dir.to_path_buf();
+                }
+                case
+            }
             (Some(path), None) => CaseConfig::from_file(path)
                 .map_err(|e| UsageError::new("--config", format!("{e:#}")))?,
             (None, None) => CaseConfig::default(),
