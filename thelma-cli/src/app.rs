@@ -142,17 +142,9 @@ pub fn run_case_from(
     let mut prev = rt.fields()?;
     // `prev` is the newest state that passed the watchdog, held in memory.
     let mut prev_step = step0;
-    if let Some((node, reason)) = watchdog::judge_fields(&prev, bounds) {
-        return Err(diverged(
-            node,
-            reason,
-            step0,
-            case,
-            &lattice,
-            &mut rt,
-            (prev_step, &prev),
-            &None,
-        ));
+    if let Some(f) = watchdog::judge_fields(&prev, bounds) {
+        // A resumed state that is already unhealthy: there is no healthy state to write.
+        return Err(diverged(f, step0, case, &lattice, &mut rt, None, &None));
     }
     let mass0 = prev.mass();
     let mut stepping = Duration::ZERO;
@@ -179,44 +171,31 @@ pub fn run_case_from(
             domain.nodes() as f64 * (step - step0) as f64 / stepping.as_secs_f64().max(1e-12) / 1e6;
         let progress = at(check) || step >= target || st.stopped;
         let mut change = None;
+        let mut finding = None;
         if convergence && progress {
             let now = rt.fields()?;
-            if let Some((node, reason)) = watchdog::judge_fields(&now, bounds) {
-                return Err(diverged(
-                    node,
-                    reason,
-                    step,
-                    case,
-                    &lattice,
-                    &mut rt,
-                    (prev_step, &prev),
-                    &saved,
-                ));
+            finding = watchdog::judge_fields(&now, bounds);
+            if finding.is_none() {
+                if step > prev_step {
+                    change =
+                        Some(relative_change(&prev, &now) * 1000.0 / (step - prev_step) as f64);
+                }
+                prev = now;
+                prev_step = step;
             }
-            if step > prev_step {
-                change = Some(relative_change(&prev, &now) * 1000.0 / (step - prev_step) as f64);
-            }
-            prev = now;
-            prev_step = step;
         } else if at(guard) || at(every_checkpoint) || progress {
-            if let Some((node, reason)) = watchdog::inspect(&mut rt, bounds)? {
-                return Err(diverged(
-                    node,
-                    reason,
-                    step,
-                    case,
-                    &lattice,
-                    &mut rt,
-                    (prev_step, &prev),
-                    &saved,
-                ));
-            }
+            finding = watchdog::inspect(&mut rt, bounds)?;
+        }
+        if let Some(f) = finding {
+            let held = Some((prev_step, &prev));
+            return Err(diverged(f, step, case, &lattice, &mut rt, held, &saved));
         }
         converged = change.is_some_and(|c| c < case.run.tolerance);
-        // A checkpoint is taken only of a state that has just passed the watchdog, and also at the
-        // end (converged, stopped, or done) so that a finished run can be extended.
+        // A checkpoint is taken only of a state that has just passed the watchdog: every N steps, and
+        // at the end (done, converged or stopped) so that a run can be extended or continued.
+        let end = step >= target || st.stopped || converged;
         if every_checkpoint > 0
-            && (at(every_checkpoint) || progress || converged)
+            && (at(every_checkpoint) || end)
             && saved.as_ref().is_none_or(|s| s.0 != step)
         {
             checkpoint::save(&case.output.dir, case, &mut rt)?;
@@ -240,18 +219,9 @@ pub fn run_case_from(
         prev
     } else {
         let now = rt.fields()?;
-        if let Some((node, reason)) = watchdog::judge_fields(&now, bounds) {
-            let step = rt.step();
-            return Err(diverged(
-                node,
-                reason,
-                step,
-                case,
-                &lattice,
-                &mut rt,
-                (prev_step, &prev),
-                &saved,
-            ));
+        if let Some(f) = watchdog::judge_fields(&now, bounds) {
+            let (step, held) = (rt.step(), Some((prev_step, &prev)));
+            return Err(diverged(f, step, case, &lattice, &mut rt, held, &saved));
         }
         now
     };
@@ -341,38 +311,30 @@ fn load_resume(case: &CaseConfig, path: &Path) -> Result<(checkpoint::Checkpoint
     Ok((ck, checkpoint::resolve(path)))
 }
 
-/// Ends a diverged run: writes the newest healthy state it knows (the fields of the last check held
-/// in memory, or the last checkpoint when that is newer, reloaded into the devices) with the usual
-/// writers, and returns the error that says where and when the run went wrong.
-#[allow(clippy::too_many_arguments)]
+/// Ends a diverged run: writes the newest healthy state it knows (`held`, the fields of the last
+/// healthy check kept in memory, or the last checkpoint when that is newer, reloaded into the devices)
+/// with the usual writers, and returns the error that says where and when the run went wrong.
 fn diverged(
-    node: [usize; 3],
-    reason: watchdog::Reason,
+    (node, reason): ([usize; 3], watchdog::Reason),
     step: u64,
     case: &CaseConfig,
     lattice: &LatticeParams,
     rt: &mut Runtime,
-    held: (u64, &Fields),
+    held: Option<(u64, &Fields)>,
     saved: &Option<(u64, PathBuf)>,
 ) -> anyhow::Error {
-    let mut from_checkpoint = || -> Result<(u64, Fields)> {
-        let Some((s, path)) = saved else {
-            anyhow::bail!("no checkpoint")
-        };
-        checkpoint::load(path)?.restore(rt)?;
-        Ok((*s, rt.fields()?))
-    };
-    let last = match saved {
-        Some((s, _)) if *s > held.0 => from_checkpoint().ok(),
+    let reloaded = match saved {
+        Some((s, path)) if held.is_none_or(|h| *s > h.0) => {
+            let mut reload = || -> Result<Fields> {
+                checkpoint::load(path)?.restore(rt)?;
+                Ok(rt.fields()?)
+            };
+            reload().ok().map(|f| (*s, f))
+        }
         _ => None,
     };
-    let (good_step, good) = match &last {
-        Some((s, f)) => (*s, f),
-        None => (held.0, held.1),
-    };
-    let last_good = write_field_outputs(case, lattice, good)
-        .ok()
-        .map(|_| good_step);
+    let good = reloaded.as_ref().map(|(s, f)| (*s, f)).or(held);
+    let last_good = good.and_then(|(s, f)| write_field_outputs(case, lattice, f).ok().map(|_| s));
     Diverged {
         step,
         node,
