@@ -10,8 +10,8 @@ use thelma_core::lattice::Q;
 use crate::app::UsageError;
 
 /// Bytes the host holds per node of the whole domain besides any lattice: gathered fields (ρ, u in
-/// f64, a solid flag), twice in a convergence run (the current and the previous check).
-const FIELD_BYTES_PER_NODE: u64 = 4 * 8 + 1;
+/// f64, a solid flag), twice (the newest healthy state is kept while the next one is read).
+const FIELD_BYTES_PER_NODE: u64 = 2 * (4 * 8 + 1);
 
 /// Checks `devices` for `case` served by `factory`; `host_lattices` says whether the devices keep
 /// their lattices in host memory (the CPU module), which all slabs then share.
@@ -46,7 +46,7 @@ pub fn check(
         }
     }
     let nodes = domain.nodes() as u64;
-    let mut host = FIELD_BYTES_PER_NODE * nodes * if case.run.steps.is_none() { 2 } else { 1 };
+    let mut host = FIELD_BYTES_PER_NODE * nodes;
     if case.run.checkpoint_every > 0 {
         // The populations read back for a checkpoint.
         host += Q as u64 * precision.bytes() as u64 * nodes;
