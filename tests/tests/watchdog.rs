@@ -139,3 +139,35 @@ fn a_nan_in_the_populations_is_reported_at_its_node() {
         (20, [5, 2, 7], Reason::NonFinite)
     );
 }
+
+#[test]
+fn a_case_without_field_outputs_points_to_its_checkpoint_as_the_healthy_state() {
+    // A closed box writes no profiles. It starts from a fast vortex (saved as a checkpoint) that BGK
+    // at a vanishing viscosity cannot hold.
+    let tmp = tempfile::tempdir().unwrap();
+    let mut c = unstable(tmp.path());
+    c.domain.case = thelma_core::config::CaseKind::Box;
+    c.domain.size = [12, 12, 16];
+    c.run.checkpoint_every = 20;
+    let whole: Vec<u8> = thelma_tests::vortex_populations(thelma_tests::domain(&c), 0.3)
+        .iter()
+        .flat_map(|v| (*v as f32).to_le_bytes())
+        .collect();
+    thelma_results::output::write_atomic(&tmp.path().join(checkpoint::FILE_NAME), |w| {
+        checkpoint::write_to(w, &c, 0, &[whole])
+    })
+    .unwrap();
+    let e = run_case_from(
+        &c,
+        Some(tmp.path()),
+        Arc::new(AtomicBool::new(false)),
+        &mut |_| {},
+    )
+    .err()
+    .expect("the vortex must blow up");
+    let d = e.downcast::<Diverged>().expect("a divergence");
+    let good = d.last_good.expect("the checkpoint is the healthy state");
+    assert!(good < d.step && good % 20 == 0, "{good} / {}", d.step);
+    assert_eq!(checkpoint::read_header(tmp.path()).unwrap().step, good);
+    assert!(!tmp.path().join("profiles.csv").exists());
+}

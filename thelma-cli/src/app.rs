@@ -334,7 +334,11 @@ fn diverged(
         _ => None,
     };
     let good = reloaded.as_ref().map(|(s, f)| (*s, f)).or(held);
-    let last_good = good.and_then(|(s, f)| write_field_outputs(case, lattice, f).ok().map(|_| s));
+    // The healthy state is in the outputs when its fields were written, or when it is the checkpoint.
+    let last_good = good.and_then(|(s, f)| match write_field_outputs(case, lattice, f) {
+        Ok(Some(_)) => Some(s),
+        _ => reloaded.as_ref().map(|_| s),
+    });
     Diverged {
         step,
         node,
