@@ -163,6 +163,8 @@ fn a_resume_refuses_changes_to_the_simulation_and_damaged_checkpoints() {
         let m = usage(&["--resume", s(&out), flag, value, "--steps", "20"]);
         assert!(m.starts_with(flag), "{m}");
     }
+    let m = usage(&["--resume", s(&out), "--steps", "5"]);
+    assert!(m.starts_with("--steps") && m.contains("step 10"), "{m}");
     let m = usage(&["--resume", s(&tmp.path().join("nowhere"))]);
     assert!(m.starts_with("--resume") && m.contains("nowhere"), "{m}");
     // A damaged file is refused when loaded, before the run starts.

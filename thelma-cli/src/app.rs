@@ -308,6 +308,20 @@ fn load_resume(case: &CaseConfig, path: &Path) -> Result<(checkpoint::Checkpoint
         )
         .into());
     }
+    let (flag, target) = match case.run.steps {
+        Some(n) => ("--steps", n),
+        None => ("--max-steps", case.run.max_steps),
+    };
+    if target < h.step {
+        return Err(UsageError::new(
+            flag,
+            format!(
+                "{target} is before the checkpoint's step {}: steps count from the start of the simulation",
+                h.step
+            ),
+        )
+        .into());
+    }
     Ok((ck, checkpoint::resolve(path)))
 }
 
