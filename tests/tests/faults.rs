@@ -1,5 +1,6 @@
 //! Fault injection: a worker that fails (with an error, or a panic) at a chosen step ends the run with
-//! that error, naming the device, within a bounded time, with every thread joined.
+//! that error, naming the device, within a bounded time, with every thread joined. A device that runs
+//! out of memory, while its module is created or later, is reported the same way.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -18,6 +19,21 @@ use thelma_tests::{domain, model};
 enum Fault {
     Error,
     Panic,
+    /// The module cannot get its memory when it is created.
+    OutOfMemoryAtCreate,
+    /// A step needs memory the device no longer has.
+    OutOfMemoryAtStep,
+}
+
+/// Asks the allocator for 64 TiB, as a lattice far beyond the machine would, and reports the failure
+/// as the CPU module does. Where the system overcommits without limit and grants it, the same error
+/// is returned anyway: what is tested is its reporting, not the allocator.
+fn huge_allocation() -> ComputeError {
+    let mut v: Vec<f32> = Vec::new();
+    match v.try_reserve_exact(1 << 44) {
+        Err(e) => ComputeError::OutOfMemory(format!("cannot allocate a lattice of 64 TiB: {e}")),
+        Ok(()) => ComputeError::OutOfMemory("cannot allocate a lattice of 64 TiB".into()),
+    }
 }
 
 struct Faulty {
@@ -52,9 +68,13 @@ impl ModuleFactory for Faulty {
         device: usize,
         slab: &SlabSpec,
     ) -> Result<Box<dyn ComputeModule>, ComputeError> {
+        if device == self.device && matches!(self.fault, Fault::OutOfMemoryAtCreate) {
+            return Err(huge_allocation());
+        }
+        let inner = self.inner.create(device, slab)?;
         self.alive.fetch_add(1, Ordering::SeqCst);
         Ok(Box::new(FaultyModule {
-            inner: self.inner.create(device, slab)?,
+            inner,
             fail_at: (device == self.device).then_some((self.at, self.fault)),
             alive: self.alive.clone(),
         }))
@@ -81,6 +101,7 @@ impl ComputeModule for FaultyModule {
                 "injected failure at step {t}"
             ))),
             Some((at, Fault::Panic)) if t == at => panic!("injected panic at step {t}"),
+            Some((at, Fault::OutOfMemoryAtStep)) if t == at => Err(huge_allocation()),
             _ => self.inner.step(t),
         }
     }
@@ -154,4 +175,46 @@ fn a_panicking_worker_stops_every_worker_with_its_message() {
     );
     assert!(took < Duration::from_secs(10), "took {took:?}");
     assert_eq!(left, 0, "modules still alive: threads not joined");
+}
+
+#[test]
+fn a_device_out_of_memory_at_a_step_is_named_and_stops_every_worker() {
+    let (err, took, left) = inject(Fault::OutOfMemoryAtStep, 3, 12);
+    let msg = err.to_string();
+    assert!(
+        msg.starts_with("device 3 (cpu, slab 3): out of memory: cannot allocate"),
+        "{msg}"
+    );
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+    assert_eq!(left, 0, "modules still alive: threads not joined");
+}
+
+#[test]
+fn a_device_out_of_memory_at_creation_fails_the_start_and_joins_every_worker() {
+    let mut c = CaseConfig::default();
+    c.domain.size = [16, 16, 24];
+    let alive = Arc::new(AtomicUsize::new(0));
+    let factory = Arc::new(Faulty {
+        inner: CpuFactory::new(model(&c), 4, 4),
+        device: 1,
+        at: 0,
+        fault: Fault::OutOfMemoryAtCreate,
+        alive: alive.clone(),
+    });
+    let start = Instant::now();
+    let err = Runtime::start(
+        factory,
+        domain(&c),
+        &[0, 1, 2, 3],
+        Arc::new(AtomicBool::new(false)),
+    )
+    .err()
+    .expect("the start must fail");
+    let msg = err.to_string();
+    assert!(
+        msg.starts_with("device 1 (cpu, slab 1): out of memory"),
+        "{msg}"
+    );
+    assert!(start.elapsed() < Duration::from_secs(10));
+    assert_eq!(alive.load(Ordering::SeqCst), 0, "modules still alive");
 }

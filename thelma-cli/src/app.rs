@@ -2,7 +2,7 @@
 //! and convergence checks, then gather fields and write the results.
 
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,8 +18,8 @@ use thelma_results::convergence::relative_change;
 use thelma_results::profiles::Profile;
 use thelma_results::report::{DeviceSummary, RunSummary, Timings, UnitsReport};
 
-use crate::backend;
 use crate::outputs::Outputs;
+use crate::{backend, checkpoint, preflight, watchdog};
 
 /// A bad input: the program exits with status 2 and this one line.
 #[derive(Debug)]
@@ -44,23 +44,7 @@ impl fmt::Display for UsageError {
 }
 impl std::error::Error for UsageError {}
 
-/// The run diverged: the step and the first bad node.
-#[derive(Debug)]
-pub struct Diverged {
-    pub step: u64,
-    pub node: [usize; 3],
-}
-
-impl fmt::Display for Diverged {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "the run diverged: non-finite populations at node ({}, {}, {}) by step {}; lower the Reynolds number or the lid speed, or refine the grid",
-            self.node[0], self.node[1], self.node[2], self.step
-        )
-    }
-}
-impl std::error::Error for Diverged {}
+pub use crate::watchdog::Diverged;
 
 /// What a run tells its observer as it goes.
 pub enum Event<'a> {
@@ -102,6 +86,18 @@ pub fn run_case(
     stop: Arc<AtomicBool>,
     observer: &mut dyn FnMut(Event),
 ) -> Result<Outcome> {
+    run_case_from(case, None, stop, observer)
+}
+
+/// [`run_case`], continuing from the checkpoint at `resume` (a file, or a folder holding
+/// `checkpoint.thelma`) when given. `case` must keep the checkpoint's domain, physics and numerics
+/// (`RunArgs::into_case` sees to that).
+pub fn run_case_from(
+    case: &CaseConfig,
+    resume: Option<&Path>,
+    stop: Arc<AtomicBool>,
+    observer: &mut dyn FnMut(Event),
+) -> Result<Outcome> {
     let started = Instant::now();
     let lattice = case
         .validate()
@@ -112,8 +108,24 @@ pub fn run_case(
     );
     let params = ModelParams::new(case, &lattice, geometry);
     let sel = backend::select(case, params)?;
+    preflight::check(
+        case,
+        &*sel.factory,
+        &sel.devices,
+        sel.factory.backend() == "cpu",
+    )?;
+    let resumed = match resume {
+        Some(path) => Some(load_resume(case, path)?),
+        None => None,
+    };
     let domain = Domain::new(case.domain.size, case.domain.periodic);
     let mut rt = Runtime::start(sel.factory, domain, &sel.devices, stop)?;
+    // The last state known to be healthy on disk: the checkpoint resumed from, then each one saved.
+    let mut saved: Option<(u64, PathBuf)> = None;
+    if let Some((ck, path)) = resumed {
+        ck.restore(&mut rt)?;
+        saved = Some((ck.header.step, path));
+    }
     observer(Event::Started {
         lattice: &lattice,
         note: &sel.note,
@@ -122,9 +134,19 @@ pub fn run_case(
     });
 
     let check = case.resolved_check_every();
+    let guard = case.run.watchdog_every;
+    let bounds = case.run.density_bounds;
+    let every_checkpoint = case.run.checkpoint_every;
     let target = case.run.steps.unwrap_or(case.run.max_steps);
     let convergence = case.run.steps.is_none();
+    let step0 = rt.step();
     let mut prev = rt.fields()?;
+    // `prev` is the newest state that passed the watchdog, held in memory.
+    let mut prev_step = step0;
+    if let Some(f) = watchdog::judge_fields(&prev, bounds) {
+        // A resumed state that is already unhealthy: there is no healthy state to write.
+        return Err(diverged(f, step0, case, &lattice, &mut rt, None, &None));
+    }
     let mass0 = prev.mass();
     let mut stepping = Duration::ZERO;
     let mut compute = vec![Duration::ZERO; rt.devices().len()];
@@ -134,55 +156,83 @@ pub fn run_case(
     let mut outputs = Outputs::new(case);
     let setup = started.elapsed();
     while rt.step() < target {
-        let chunk = outputs.clamp_chunk(rt.step(), check.min(target - rt.step()));
+        // Run to the next step at which something is due: a check, the watchdog, a checkpoint, an
+        // output.
+        let chunk = [check, guard, every_checkpoint]
+            .into_iter()
+            .filter(|&k| k > 0)
+            .map(|k| k - rt.step() % k)
+            .fold(target - rt.step(), u64::min);
+        let chunk = outputs.clamp_chunk(rt.step(), chunk);
         let st = rt.run(chunk)?;
         stepping += st.wall;
         for (k, w) in st.workers.iter().enumerate() {
             compute[k] += w.compute;
             wait[k] += w.wait;
         }
+        let step = rt.step();
+        let at = |k: u64| k > 0 && step % k == 0;
         let mlups =
-            domain.nodes() as f64 * rt.step() as f64 / stepping.as_secs_f64().max(1e-12) / 1e6;
+            domain.nodes() as f64 * (step - step0) as f64 / stepping.as_secs_f64().max(1e-12) / 1e6;
+        let progress = at(check) || step >= target || st.stopped;
         let mut change = None;
-        if convergence {
+        let mut finding = None;
+        if convergence && progress {
             let now = rt.fields()?;
-            watchdog(&now, rt.step())?;
-            if st.steps > 0 {
-                change = Some(relative_change(&prev, &now) * 1000.0 / st.steps as f64);
-            }
-            prev = now;
-        } else {
-            for h in rt.health()? {
-                if let Some(node) = h.non_finite {
-                    return Err(Diverged {
-                        step: rt.step(),
-                        node,
-                    }
-                    .into());
+            finding = watchdog::judge_fields(&now, bounds);
+            if finding.is_none() {
+                if step > prev_step {
+                    change =
+                        Some(relative_change(&prev, &now) * 1000.0 / (step - prev_step) as f64);
                 }
+                prev = now;
+                prev_step = step;
             }
+        } else if at(guard) || at(every_checkpoint) || progress {
+            finding = watchdog::inspect(&mut rt, bounds)?;
+        }
+        if let Some(f) = finding {
+            let held = Some((prev_step, &prev));
+            return Err(diverged(f, step, case, &lattice, &mut rt, held, &saved));
+        }
+        converged = change.is_some_and(|c| c < case.run.tolerance);
+        // A checkpoint is taken only of a state that has just passed the watchdog: every N steps, and
+        // at the end (done, converged or stopped) so that a run can be extended or continued.
+        let end = step >= target || st.stopped || converged;
+        if every_checkpoint > 0
+            && (at(every_checkpoint) || end)
+            && saved.as_ref().is_none_or(|s| s.0 != step)
+        {
+            checkpoint::save(&case.output.dir, case, &mut rt)?;
+            saved = Some((step, case.output.dir.join(checkpoint::FILE_NAME)));
         }
         last_change = change.or(last_change);
-        if outputs.due(rt.step()) {
+        if outputs.due(step) {
             outputs.write(&mut rt)?;
         }
-        observer(Event::Progress {
-            step: rt.step(),
-            target,
-            mlups,
-            change,
-        });
-        if st.stopped {
-            break;
+        if progress {
+            observer(Event::Progress {
+                step,
+                target,
+                mlups,
+                change,
+            });
         }
-        if change.is_some_and(|c| c < case.run.tolerance) {
-            converged = true;
+        if st.stopped || converged {
             break;
         }
     }
 
-    let fields = if convergence { prev } else { rt.fields()? };
-    watchdog(&fields, rt.step())?;
+    let fields = if convergence {
+        prev
+    } else {
+        let now = rt.fields()?;
+        if let Some(f) = watchdog::judge_fields(&now, bounds) {
+            let (step, held) = (rt.step(), Some((prev_step, &prev)));
+            return Err(diverged(f, step, case, &lattice, &mut rt, held, &saved));
+        }
+        now
+    };
     let mass1 = fields.mass();
     outputs.finish(&mut rt, &fields)?;
     let (profiles, validation) =
@@ -204,7 +254,7 @@ pub fn run_case(
                 nodes: d.slab.nodes(),
                 compute_s: c,
                 wait_s: wait[k].as_secs_f64(),
-                mlups: d.slab.nodes() as f64 * rt.step() as f64 / c.max(1e-12) / 1e6,
+                mlups: d.slab.nodes() as f64 * (rt.step() - step0) as f64 / c.max(1e-12) / 1e6,
                 exchange_bytes_per_step: (usize::from(d.slab.has_below())
                     + usize::from(d.slab.has_above()))
                     * interface_bytes_per_step(&d.slab, case.numerics.precision),
@@ -222,7 +272,9 @@ pub fn run_case(
         converged,
         last_change,
         wall_s: stepping.as_secs_f64(),
-        mlups: domain.nodes() as f64 * rt.step() as f64 / stepping.as_secs_f64().max(1e-12) / 1e6,
+        mlups: domain.nodes() as f64 * (rt.step() - step0) as f64
+            / stepping.as_secs_f64().max(1e-12)
+            / 1e6,
         parallel_efficiency: if busy + idle > 0.0 {
             busy / (busy + idle)
         } else {
@@ -258,21 +310,83 @@ pub fn run_case(
     })
 }
 
-fn watchdog(f: &Fields, step: u64) -> Result<(), Diverged> {
-    let [nx, ny, _] = f.size;
-    for p in 0..f.rho.len() {
-        let finite = f.rho[p].is_finite()
-            && f.ux[p].is_finite()
-            && f.uy[p].is_finite()
-            && f.uz[p].is_finite();
-        if !f.solid[p] && !finite {
-            return Err(Diverged {
-                step,
-                node: [p % nx, (p / nx) % ny, f.z0 + p / (nx * ny)],
-            });
-        }
+/// Loads the checkpoint to resume from; a missing, foreign or damaged one is bad input.
+fn load_resume(case: &CaseConfig, path: &Path) -> Result<(checkpoint::Checkpoint, PathBuf)> {
+    let ck = checkpoint::load(path).map_err(|e| UsageError::new("--resume", format!("{e:#}")))?;
+    let h = &ck.header;
+    if h.size != case.domain.size || h.precision != case.numerics.precision {
+        return Err(UsageError::new(
+            "--resume",
+            format!(
+                "the checkpoint holds a {:?} {} lattice, the case is {:?} {}",
+                h.size,
+                h.precision.name(),
+                case.domain.size,
+                case.numerics.precision.name()
+            ),
+        )
+        .into());
     }
-    Ok(())
+    let (flag, target) = match case.run.steps {
+        Some(n) => ("--steps", n),
+        None => ("--max-steps", case.run.max_steps),
+    };
+    if target < h.step {
+        return Err(UsageError::new(
+            flag,
+            format!(
+                "{target} is before the checkpoint's step {}: steps count from the start of the simulation",
+                h.step
+            ),
+        )
+        .into());
+    }
+    Ok((ck, checkpoint::resolve(path)))
+}
+
+/// Ends a diverged run: writes the newest healthy state it knows (`held`, the fields of the last
+/// healthy check kept in memory, or the last checkpoint when that is newer, reloaded into the devices)
+/// with the usual writers, and returns the error that says where and when the run went wrong.
+fn diverged(
+    (node, reason): ([usize; 3], watchdog::Reason),
+    step: u64,
+    case: &CaseConfig,
+    lattice: &LatticeParams,
+    rt: &mut Runtime,
+    held: Option<(u64, &Fields)>,
+    saved: &Option<(u64, PathBuf)>,
+) -> anyhow::Error {
+    let reloaded = match saved {
+        Some((s, path)) if held.is_none_or(|h| *s > h.0) => {
+            let mut reload = || -> Result<Fields> {
+                checkpoint::load(path)?.restore(rt)?;
+                Ok(rt.fields()?)
+            };
+            reload().ok().map(|f| (*s, f))
+        }
+        _ => None,
+    };
+    let good = reloaded.as_ref().map(|(s, f)| (*s, f)).or(held);
+    // The healthy state is in the outputs when its fields were written, or when it is the checkpoint.
+    let last_good = good.and_then(|(s, f)| {
+        let mut out = Outputs::new(case);
+        let fields_written =
+            out.write_slabs(s, std::slice::from_ref(f)).is_ok() && !out.written.is_empty();
+        let profiles_written = matches!(out.profiles(case, lattice, f, false), Ok((Some(_), _)));
+        if fields_written || profiles_written || reloaded.is_some() {
+            Some(s)
+        } else {
+            None
+        }
+    });
+    Diverged {
+        step,
+        node,
+        reason,
+        last_good,
+        outputs: case.output.dir.clone(),
+    }
+    .into()
 }
 
 fn prepare_output(dir: &Path) -> Result<()> {

@@ -42,23 +42,38 @@ pub fn select(case: &CaseConfig, params: ModelParams) -> Result<Selection> {
     }
 }
 
-/// CPU "devices" are virtual: a count, or a list of distinct ids naming them in slab order.
+/// CPU "devices" are virtual: a count, or the ids `0..N` in the slab order wanted. The list's
+/// duplicates and its length against the z-planes are checked, for every backend, by `preflight`.
 fn cpu_devices(case: &CaseConfig) -> Result<Vec<usize>> {
     use thelma_core::config::DeviceSpec;
-    let ids = match &case.hardware.devices {
-        DeviceSpec::All => vec![0],
-        DeviceSpec::Count(n) => (0..*n).collect(),
-        DeviceSpec::List(ids) => ids.clone(),
+    let count = match &case.hardware.devices {
+        DeviceSpec::All => 1,
+        DeviceSpec::Count(n) => *n,
+        DeviceSpec::List(ids) => ids.len(),
     };
-    let planes = case.domain.size[2];
-    if ids.len() > planes {
+    // Checked before the list is made: a count of 10^18 must not become a vector.
+    if count > MAX_CPU_DEVICES {
+        bail!(UsageError::new(
+            "--devices",
+            format!("{count} CPU devices: at most {MAX_CPU_DEVICES} (each is a thread pool)")
+        ));
+    }
+    let ids = match &case.hardware.devices {
+        DeviceSpec::List(ids) => ids.clone(),
+        _ => (0..count).collect(),
+    };
+    if let Some(bad) = ids.iter().find(|&&i| i >= ids.len()) {
         bail!(UsageError::new(
             "--devices",
             format!(
-                "{} devices for {planes} z-planes: each device needs at least one plane",
-                ids.len()
+                "CPU device {bad} does not exist: a list of {} CPU devices names 0..{} in slab order",
+                ids.len(),
+                ids.len() - 1
             )
         ));
     }
     Ok(ids)
 }
+
+/// The most CPU devices a run may ask for: each one is a pool of threads sharing the cores.
+const MAX_CPU_DEVICES: usize = 1024;

@@ -28,13 +28,20 @@ pub enum BackendArg {
     Cuda,
 }
 
+// Options taking counts accept a leading minus sign so that `--steps -3` is refused by the option's
+// own parser, naming the option, instead of as a stray argument.
 #[derive(Args, Debug)]
 pub struct RunArgs {
     /// Case file (TOML, or JSON by extension); the flags below override it.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "resume")]
     pub config: Option<PathBuf>,
+    /// Continue from a checkpoint: a folder holding `checkpoint.thelma` (an earlier run's output
+    /// folder) or the file. The case is the checkpoint's and the outputs go to the checkpoint's folder;
+    /// flags may change how long and where it runs, not its domain, physics or numerics.
+    #[arg(long, value_name = "DIR")]
+    pub resume: Option<PathBuf>,
     /// Lattice size: N for a cube, or NX,NY,NZ. Default 48.
-    #[arg(long, value_name = "N|NX,NY,NZ", value_parser = parse_size)]
+    #[arg(long, value_name = "N|NX,NY,NZ", value_parser = parse_size, allow_negative_numbers = true)]
     pub size: Option<[usize; 3]>,
     /// Reynolds number U·L/ν, L the edge along x in nodes. Default 1000.
     #[arg(long, value_name = "RE", allow_negative_numbers = true)]
@@ -46,17 +53,27 @@ pub struct RunArgs {
     #[arg(long, value_name = "U", allow_negative_numbers = true)]
     pub lid_speed: Option<f64>,
     /// Run exactly this many steps instead of running to convergence.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub steps: Option<u64>,
     /// Convergence threshold: relative L2 change of the velocity per 1,000 steps. Default 1e-4.
     #[arg(long, value_name = "TOL", allow_negative_numbers = true)]
     pub tolerance: Option<f64>,
     /// Steps between progress lines and convergence checks. Default: about L/U.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub check_every: Option<u64>,
     /// Most steps a convergence run may take. Default 1,000,000.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub max_steps: Option<u64>,
+    /// Steps between divergence checks (NaN/Inf populations, density out of bounds). Default 100.
+    #[arg(long, value_name = "K", allow_negative_numbers = true)]
+    pub watchdog_every: Option<u64>,
+    /// The watchdog stops the run when a density leaves [MIN, MAX]. Default 0.2,5.
+    #[arg(long, value_name = "MIN,MAX", value_parser = parse_bounds, allow_negative_numbers = true)]
+    pub density_bounds: Option<[f64; 2]>,
+    /// Write a checkpoint (`checkpoint.thelma` in the output folder) every N steps and at the end;
+    /// 0: none. Default 0.
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub checkpoint_every: Option<u64>,
     /// Collision operator. Default mrt.
     #[arg(long, value_enum)]
     pub collision: Option<CollisionArg>,
@@ -71,7 +88,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "SPEC", value_parser = DeviceSpec::parse)]
     pub devices: Option<DeviceSpec>,
     /// CPU backend: threads in all (0: one per core).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub threads: Option<usize>,
     /// Periodic axes, e.g. `x,y` (walls elsewhere; the cavity's z stays walled).
     #[arg(long, value_name = "AXES", value_parser = parse_axes)]
@@ -180,6 +197,17 @@ pub fn parse_size(s: &str) -> Result<[usize; 3], String> {
     }
 }
 
+pub fn parse_bounds(s: &str) -> Result<[f64; 2], String> {
+    let parts: Vec<&str> = s.split(',').map(str::trim).collect();
+    match parts.as_slice() {
+        [lo, hi] => match (lo.parse::<f64>(), hi.parse::<f64>()) {
+            (Ok(lo), Ok(hi)) => Ok([lo, hi]),
+            _ => Err(format!("`{s}` is not MIN,MAX (two numbers)")),
+        },
+        _ => Err(format!("`{s}` is not MIN,MAX")),
+    }
+}
+
 pub fn parse_axes(s: &str) -> Result<[bool; 3], String> {
     let mut p = [false; 3];
     for a in s.split(',').map(str::trim).filter(|a| !a.is_empty()) {
@@ -197,11 +225,32 @@ pub fn parse_axes(s: &str) -> Result<[bool; 3], String> {
 impl RunArgs {
     /// The case these arguments describe (the case file, if any, overridden by the flags), and whether
     /// output is quiet. Errors are [`UsageError`]s naming the option.
+    ///
+    /// With `--resume`, the case is the checkpoint's, and flags that would change its domain, physics
+    /// or numerics are refused.
     pub fn into_case(mut self) -> anyhow::Result<(CaseConfig, bool)> {
-        let mut c = match &self.config {
-            Some(path) => CaseConfig::from_file(path)
+        let resumed = match &self.resume {
+            Some(path) => Some(
+                crate::checkpoint::read_header(path)
+                    .map_err(|e| UsageError::new("--resume", format!("{e:#}")))?
+                    .case,
+            ),
+            None => None,
+        };
+        let mut c = match (&self.config, &resumed) {
+            (_, Some(case)) => {
+                // A resumed run writes where its checkpoint is, wherever it is started from.
+                let mut case = case.clone();
+                let file =
+                    crate::checkpoint::resolve(self.resume.as_deref().unwrap_or(".".as_ref()));
+                if let Some(dir) = file.parent().filter(|d| !d.as_os_str().is_empty()) {
+                    case.output.dir = dir.to_path_buf();
+                }
+                case
+            }
+            (Some(path), None) => CaseConfig::from_file(path)
                 .map_err(|e| UsageError::new("--config", format!("{e:#}")))?,
-            None => CaseConfig::default(),
+            (None, None) => CaseConfig::default(),
         };
         if let Some(s) = self.size {
             c.domain.size = s;
@@ -227,6 +276,15 @@ impl RunArgs {
         }
         if let Some(m) = self.max_steps {
             c.run.max_steps = m;
+        }
+        if let Some(k) = self.watchdog_every {
+            c.run.watchdog_every = k;
+        }
+        if let Some(b) = self.density_bounds {
+            c.run.density_bounds = b;
+        }
+        if let Some(k) = self.checkpoint_every {
+            c.run.checkpoint_every = k;
         }
         if let Some(k) = self.collision {
             c.numerics.collision = match k {
@@ -267,6 +325,32 @@ impl RunArgs {
             c.output.dir = o;
         }
         std::mem::take(&mut self.outputs).apply(&mut c, self.re.is_some())?;
+        if let Some(saved) = &resumed {
+            unchanged_on_resume(saved, &c)?;
+        }
         Ok((c, self.quiet))
+    }
+}
+
+/// A resumed run continues the same simulation: the flag of the first setting that differs from the
+/// checkpoint's case is refused.
+fn unchanged_on_resume(saved: &CaseConfig, now: &CaseConfig) -> Result<(), UsageError> {
+    let (a, b) = (saved, now);
+    let differs = [
+        (a.domain.size != b.domain.size, "--size"),
+        (a.domain.periodic != b.domain.periodic, "--periodic"),
+        (a.physics.reynolds != b.physics.reynolds, "--re"),
+        (a.physics.viscosity != b.physics.viscosity, "--viscosity"),
+        (a.physics.lid_speed != b.physics.lid_speed, "--lid-speed"),
+        (a.numerics.collision != b.numerics.collision, "--collision"),
+        (a.numerics.precision != b.numerics.precision, "--precision"),
+        (a.domain != b.domain || a.numerics != b.numerics, "--config"),
+    ];
+    match differs.iter().find(|(d, _)| *d) {
+        Some((_, flag)) => Err(UsageError::new(
+            *flag,
+            "cannot change on --resume: the checkpoint's case fixes the domain, physics and numerics",
+        )),
+        None => Ok(()),
     }
 }

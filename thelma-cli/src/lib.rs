@@ -4,5 +4,8 @@
 
 pub mod app;
 pub mod backend;
+pub mod checkpoint;
 pub mod cli;
 pub mod outputs;
+pub mod preflight;
+pub mod watchdog;

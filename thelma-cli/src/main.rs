@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use thelma_cli::app::{run_case, Diverged, Event, UsageError};
+use thelma_cli::app::{run_case_from, Diverged, Event, UsageError};
 use thelma_cli::cli::RunArgs;
 use thelma_results::report::{clock as clock_text, Convergence, ProgressLine};
 
@@ -27,6 +27,7 @@ enum Command {
 }
 
 fn run(args: RunArgs) -> anyhow::Result<()> {
+    let resume = args.resume.clone();
     let (case, quiet) = args.into_case()?;
     let stop = Arc::new(AtomicBool::new(false));
     {
@@ -45,7 +46,7 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
     // The previous check's (step, change), for the ETA of a run to convergence.
     let mut previous: Option<(u64, f64)> = None;
     let total_nodes: usize = case.domain.size.iter().product();
-    let outcome = run_case(&case, stop, &mut |e| match e {
+    let outcome = run_case_from(&case, resume.as_deref(), stop, &mut |e| match e {
         Event::Started {
             lattice,
             note,

@@ -36,6 +36,10 @@ fn run_help_documents_every_option() {
         "--periodic",
         "--output",
         "--quiet",
+        "--resume",
+        "--watchdog-every",
+        "--density-bounds",
+        "--checkpoint-every",
     ] {
         assert!(out.contains(opt), "--help does not mention {opt}");
     }
@@ -74,6 +78,38 @@ fn bad_values_give_one_line_naming_the_option_and_exit_2() {
             "--devices",
         ),
         (&["run", "--steps", "0", "-o", o], "--steps"),
+        (
+            &["run", "--watchdog-every", "0", "-o", o],
+            "--watchdog-every",
+        ),
+        (
+            &["run", "--density-bounds", "2,3", "-o", o],
+            "--density-bounds",
+        ),
+        (
+            &["run", "--density-bounds", "0.5", "-o", o],
+            "--density-bounds",
+        ),
+        (
+            &["run", "--checkpoint-every", "-3", "-o", o],
+            "--checkpoint-every",
+        ),
+        // τ = 0.5 + 3e-9 rounds to ½ in f32.
+        (&["run", "--viscosity", "1e-9", "-o", o], "--viscosity"),
+        // 4000³ fits the node limit but no machine's memory.
+        (
+            &["run", "--size", "4000", "--backend", "cpu", "-o", o],
+            "--size",
+        ),
+        (
+            &["run", "--backend", "cpu", "--devices", "0,5", "-o", o],
+            "--devices",
+        ),
+        (
+            &["run", "--resume", "/nonexistent/run", "-o", o],
+            "--resume",
+        ),
+        (&["run", "--resume", o, "--config", "case.toml"], "--config"),
     ];
     for (args, flag) in cases {
         let (code, out, err) = thelma(args);
@@ -180,4 +216,107 @@ fn ctrl_c_stops_after_the_current_step_and_still_writes_the_outputs() {
     assert!(steps > 0 && steps < 100_000_000, "steps {steps}");
     assert!(tmp.join("profiles.csv").exists());
     let _ = std::fs::remove_dir_all(tmp);
+}
+
+#[test]
+fn unusable_outputs_and_case_files_are_named_with_exit_2() {
+    let tmp = tempfile::tempdir().unwrap();
+    // A folder cannot be made under a regular file, whoever runs the test.
+    let file = tmp.path().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let under = file.join("out");
+    let (code, _, err) = thelma(&[
+        "run",
+        "--size",
+        "8",
+        "--steps",
+        "1",
+        "-o",
+        under.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.starts_with("error: --output:") && err.trim_end().lines().count() == 1,
+        "{err}"
+    );
+
+    let case = tmp.path().join("case.toml");
+    std::fs::write(&case, "[physics]\nreynolds = 400\nlid_speed = fast\n").unwrap();
+    let (code, _, err) = thelma(&["run", "--config", case.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--config") && err.contains("line 3, column 13"),
+        "{err}"
+    );
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+}
+
+#[test]
+fn a_diverging_run_exits_3_naming_the_step_and_node() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (code, out, err) = thelma(&[
+        "run",
+        "--size",
+        "12",
+        "--collision",
+        "bgk",
+        "--viscosity",
+        "1e-5",
+        "--lid-speed",
+        "0.35",
+        "--steps",
+        "2000",
+        "--watchdog-every",
+        "10",
+        "--backend",
+        "cpu",
+        "-q",
+        "-o",
+        tmp.path().to_str().unwrap(),
+    ]);
+    assert_eq!(code, 3, "{out}{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("diverged by step") && err.contains("at node ("),
+        "{err}"
+    );
+    assert!(tmp.path().join("profiles.csv").exists());
+}
+
+#[test]
+fn a_checkpointed_run_resumes_to_its_new_target() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = tmp.path().to_str().unwrap();
+    let (code, _, err) = thelma(&[
+        "run",
+        "--size",
+        "10",
+        "--steps",
+        "30",
+        "--checkpoint-every",
+        "20",
+        "--backend",
+        "cpu",
+        "-q",
+        "-o",
+        o,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(tmp.path().join("checkpoint.thelma").exists());
+    let (code, _, err) = thelma(&[
+        "run",
+        "--resume",
+        o,
+        "--steps",
+        "50",
+        "--devices",
+        "2",
+        "-q",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(tmp.path().join("summary.json")).unwrap())
+            .unwrap();
+    assert_eq!(summary["steps"], 50);
+    assert_eq!(summary["case"]["run"]["checkpoint_every"], 20);
 }

@@ -253,6 +253,12 @@ pub struct RunConfig {
     pub check_every: u64,
     /// Upper bound on steps of a convergence run.
     pub max_steps: u64,
+    /// Steps between the divergence watchdog's checks (non-finite populations, density bounds).
+    pub watchdog_every: u64,
+    /// The watchdog stops the run when a fluid node's density leaves `[min, max]`.
+    pub density_bounds: [f64; 2],
+    /// Steps between checkpoints (0: none). A checkpoint is written only after a healthy check.
+    pub checkpoint_every: u64,
 }
 
 impl Default for RunConfig {
@@ -262,6 +268,9 @@ impl Default for RunConfig {
             tolerance: 1e-4,
             check_every: 0,
             max_steps: 1_000_000,
+            watchdog_every: DEFAULT_WATCHDOG_EVERY,
+            density_bounds: DEFAULT_DENSITY_BOUNDS,
+            checkpoint_every: 0,
         }
     }
 }
@@ -427,6 +436,15 @@ pub const MIN_EDGE: usize = 2;
 /// compressible range the scheme models.
 pub const MAX_LID_SPEED: f64 = 0.4;
 
+/// Default steps between watchdog checks: a check reads the populations once, so it costs about a
+/// step's memory traffic, 1% of the run at this interval.
+pub const DEFAULT_WATCHDOG_EVERY: u64 = 100;
+
+/// Default density bounds of the watchdog. A healthy weakly compressible flow stays within a few
+/// tens of percent of ρ = 1 even at the highest accepted lid speed; a blow-up leaves this band within
+/// a few steps of starting.
+pub const DEFAULT_DENSITY_BOUNDS: [f64; 2] = [0.2, 5.0];
+
 /// Parameters in lattice units derived from a validated case.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct LatticeParams {
@@ -560,6 +578,27 @@ impl CaseConfig {
                 ),
             ));
         }
+        // τ a hair above ½ in f64 may round to ½ in the run's precision (ω = 2), where the scheme is
+        // unconditionally unstable: refuse it here rather than let the watchdog find out.
+        let tau_stored = match self.numerics.precision {
+            Precision::F32 => tau as f32 as f64,
+            Precision::F64 => tau,
+        };
+        if tau_stored <= 0.5 {
+            let (key, flag) = if p.viscosity.is_some() {
+                ("physics.viscosity", "--viscosity")
+            } else {
+                ("physics.reynolds", "--re")
+            };
+            return Err(bad(
+                key,
+                flag,
+                format!(
+                    "nu = {viscosity:e} gives tau = {tau}, which is 0.5 in {}: raise the viscosity or use --precision f64",
+                    self.numerics.precision.name()
+                ),
+            ));
+        }
         let reynolds = if p.lid_speed > 0.0 {
             p.lid_speed * length / viscosity
         } else {
@@ -600,6 +639,21 @@ impl CaseConfig {
                     self.output.slice.resolved_index(d.size),
                     ["x", "y", "z"][ax]
                 ),
+            ));
+        }
+        if r.watchdog_every == 0 {
+            return Err(bad(
+                "run.watchdog_every",
+                "--watchdog-every",
+                "must be at least 1",
+            ));
+        }
+        let [lo, hi] = r.density_bounds;
+        if !(hi.is_finite() && (0.0..1.0).contains(&lo) && hi > 1.0) {
+            return Err(bad(
+                "run.density_bounds",
+                "--density-bounds",
+                format!("{lo},{hi} must be finite with 0 <= min < 1 < max"),
             ));
         }
         if self.hardware.threads > 4096 {
@@ -692,26 +746,51 @@ impl CaseConfig {
         Self::parse(&text, is_json).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
     }
 
-    /// Parses case text (TOML, or JSON when `json`). The message gives line and column.
+    /// Parses case text (TOML, or JSON when `json`). The message is one line and gives the line and
+    /// column (in characters) where the text went wrong.
     pub fn parse(text: &str, json: bool) -> Result<Self, String> {
         if json {
-            serde_json::from_str(text)
-                .map_err(|e| format!("line {}, column {}: {e}", e.line(), e.column()))
+            serde_json::from_str(text).map_err(|e| {
+                // serde_json appends " at line L column C"; say it once, in front.
+                let msg = e.to_string();
+                let suffix = format!(" at line {} column {}", e.line(), e.column());
+                let msg = msg.strip_suffix(&suffix).unwrap_or(&msg);
+                one_line(&format!("line {}, column {}: {msg}", e.line(), e.column()))
+            })
         } else {
             toml::from_str(text).map_err(|e| {
                 let at = e
                     .span()
                     .map(|s| {
-                        let before = &text[..s.start.min(text.len())];
-                        let line = before.matches('\n').count() + 1;
-                        let col = before.len() - before.rfind('\n').map_or(0, |p| p + 1) + 1;
+                        let (line, col) = line_column(text, s.start);
                         format!("line {line}, column {col}: ")
                     })
                     .unwrap_or_default();
-                format!("{at}{}", e.message())
+                one_line(&format!("{at}{}", e.message()))
             })
         }
     }
+}
+
+/// Line and column (both from 1, the column in characters) of byte offset `at` in `text`; an offset
+/// inside a character counts as that character.
+fn line_column(text: &str, at: usize) -> (usize, usize) {
+    let mut at = at.min(text.len());
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    let before = &text[..at];
+    let line = before.matches('\n').count() + 1;
+    let col = before[before.rfind('\n').map_or(0, |p| p + 1)..]
+        .chars()
+        .count()
+        + 1;
+    (line, col)
+}
+
+/// A message on one line: parser messages may quote the offending text, newlines included.
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 #[cfg(test)]
@@ -746,6 +825,46 @@ mod tests {
             (Box::new(|c| c.physics.lid_speed = 0.0), "--lid-speed"),
             (Box::new(|c| c.run.steps = Some(0)), "--steps"),
             (Box::new(|c| c.run.tolerance = 0.0), "--tolerance"),
+            (Box::new(|c| c.run.max_steps = 0), "--max-steps"),
+            (Box::new(|c| c.run.watchdog_every = 0), "--watchdog-every"),
+            (
+                Box::new(|c| c.run.density_bounds = [1.2, 2.0]),
+                "--density-bounds",
+            ),
+            (
+                Box::new(|c| c.run.density_bounds = [0.5, f64::INFINITY]),
+                "--density-bounds",
+            ),
+            (
+                Box::new(|c| c.run.density_bounds = [-1.0, 2.0]),
+                "--density-bounds",
+            ),
+            // τ = 0.5 + 3e-9: above ½ in f64, exactly ½ in f32.
+            (
+                Box::new(|c| c.physics.viscosity = Some(1e-9)),
+                "--viscosity",
+            ),
+            (Box::new(|c| c.physics.reynolds = 1e12), "--re"),
+            (Box::new(|c| c.hardware.threads = 100_000), "--threads"),
+            (Box::new(|c| c.domain.size = [1 << 14; 3]), "--size"),
+            (
+                Box::new(|c| {
+                    c.domain.obstacles = vec![Obstacle::Box {
+                        min: [2, 2, 2],
+                        max: [2, 5, 5],
+                    }]
+                }),
+                "--config",
+            ),
+            (
+                Box::new(|c| {
+                    c.domain.obstacles = vec![Obstacle::Sphere {
+                        centre: [1.0, 1.0, f64::NAN],
+                        radius: 2.0,
+                    }]
+                }),
+                "--config",
+            ),
         ];
         for (mutate, flag) in cases {
             let mut c = CaseConfig::default();
@@ -838,5 +957,22 @@ mod tests {
         assert!(e.starts_with("line 2, column"), "{e}");
         let e = CaseConfig::parse("[physics]\nreynold = 5\n", false).unwrap_err();
         assert!(e.contains("reynold"), "{e}");
+        // Columns count characters, not bytes, and multi-byte text never splits a character.
+        let e = CaseConfig::parse("# ρ, ν, τ\n[physics]\nlid_speed = \"ü\"\n", false).unwrap_err();
+        assert!(e.starts_with("line 3, column 13:"), "{e}");
+        assert_eq!(e.lines().count(), 1, "{e}");
+        let e = CaseConfig::parse("{\"physics\": {\"reynolds\": \"many\"}}", true).unwrap_err();
+        assert!(e.starts_with("line 1, column"), "{e}");
+        assert!(!e.contains(" at line "), "position said twice: {e}");
+    }
+
+    #[test]
+    fn the_precision_decides_whether_tau_is_above_one_half() {
+        let mut c = CaseConfig::default();
+        c.physics.viscosity = Some(1e-9);
+        assert!(c.validate().is_err());
+        c.numerics.precision = Precision::F64;
+        let p = c.validate().unwrap();
+        assert!(p.tau > 0.5);
     }
 }

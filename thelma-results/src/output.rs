@@ -14,10 +14,16 @@ pub fn write_atomic(
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
-    let tmp = tempfile::Builder::new()
-        .prefix(".thelma-")
-        .suffix(".tmp")
-        .tempfile_in(dir)?;
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(".thelma-").suffix(".tmp");
+    // Temporary files are private (0600) by default; an output file gets the usual mode (0666 less
+    // the umask), as if it had been created directly.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        builder.permissions(std::fs::Permissions::from_mode(0o666));
+    }
+    let tmp = builder.tempfile_in(dir)?;
     {
         let mut w = BufWriter::new(tmp.as_file());
         fill(&mut w)?;
@@ -33,6 +39,12 @@ pub fn write_atomic(
     }
     tmp.as_file().sync_all()?;
     tmp.persist(path).map_err(|e| e.error)?;
+    // The rename itself reaches the disk only with the folder's metadata; without this a power cut
+    // could bring back the previous file (never a torn one). Best effort: not every system can.
+    #[cfg(unix)]
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
     Ok(())
 }
 
@@ -60,5 +72,28 @@ mod tests {
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
         write_bytes_atomic(&p, b"second").unwrap();
         assert_eq!(std::fs::read(&p).unwrap(), b"second");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn outputs_are_readable_by_others_like_any_created_file() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("profiles.csv");
+        write_bytes_atomic(&p, b"x").unwrap();
+        let mode = std::fs::metadata(&p).unwrap().permissions().mode();
+        assert_eq!(mode & 0o044, 0o044 & !umask(), "mode {mode:o}");
+    }
+
+    /// The process's umask, read from /proc (the only way that does not change it).
+    #[cfg(unix)]
+    fn umask() -> u32 {
+        std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| {
+                let l = s.lines().find(|l| l.starts_with("Umask:"))?.to_string();
+                u32::from_str_radix(l.split_whitespace().nth(1)?, 8).ok()
+            })
+            .unwrap_or(0o022)
     }
 }

@@ -1,0 +1,245 @@
+//! Checkpoint and restart: a run of 2N steps equals a run of N steps, a resume from its checkpoint,
+//! and N more, bit for bit, on the same or a different device count. One test body serves every
+//! backend; the CUDA cases run on a GPU host (`--ignored`).
+
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use clap::Parser;
+use thelma_cli::app::{run_case_from, Outcome};
+use thelma_cli::checkpoint;
+use thelma_cli::cli::RunArgs;
+
+/// `thelma run` arguments, parsed exactly as the binary parses them.
+#[derive(Parser)]
+struct Run {
+    #[command(flatten)]
+    args: RunArgs,
+}
+
+/// Runs `thelma run ARGS` in-process (without printing).
+fn run(args: &[&str]) -> anyhow::Result<Outcome> {
+    let parsed = Run::try_parse_from(std::iter::once("thelma").chain(args.iter().copied()))?;
+    let resume = parsed.args.resume.clone();
+    let (case, _) = parsed.args.into_case()?;
+    run_case_from(
+        &case,
+        resume.as_deref(),
+        Arc::new(AtomicBool::new(false)),
+        &mut |_| {},
+    )
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().expect("utf-8 temporary path")
+}
+
+/// Straight 2N steps against N steps, resume, N more: the final checkpoints (all populations) and
+/// the final fields must be identical.
+fn restart_is_bit_exact(backend: &str, first: usize, resumed: usize, numerics: &[&str]) {
+    const N: u64 = 40;
+    let tmp = tempfile::tempdir().unwrap();
+    let (straight, split) = (tmp.path().join("straight"), tmp.path().join("split"));
+    let common = |out: &Path, steps: u64, devices: usize| -> Vec<String> {
+        let mut a: Vec<String> = [
+            "--size",
+            "12,10,14",
+            "--re",
+            "100",
+            "--backend",
+            backend,
+            "--checkpoint-every",
+            &N.to_string(),
+            "--watchdog-every",
+            "7",
+            "--check-every",
+            "15",
+            "--steps",
+            &steps.to_string(),
+            "--devices",
+            &devices.to_string(),
+            "-o",
+            s(out),
+        ]
+        .iter()
+        .map(|x| x.to_string())
+        .collect();
+        a.extend(numerics.iter().map(|x| x.to_string()));
+        a
+    };
+    let args = common(&straight, 2 * N, first);
+    let a = run(&args.iter().map(String::as_str).collect::<Vec<_>>()).unwrap();
+
+    let args = common(&split, N, first);
+    run(&args.iter().map(String::as_str).collect::<Vec<_>>()).unwrap();
+    assert_eq!(checkpoint::read_header(&split).unwrap().step, N);
+    let devices = resumed.to_string();
+    let steps = (2 * N).to_string();
+    let b = run(&[
+        "--resume",
+        s(&split),
+        "--steps",
+        &steps,
+        "--devices",
+        &devices,
+        "--backend",
+        backend,
+    ])
+    .unwrap();
+
+    assert_eq!(a.summary.steps, 2 * N);
+    assert_eq!(b.summary.steps, 2 * N);
+    let (ca, cb) = (
+        checkpoint::load(&straight).unwrap(),
+        checkpoint::load(&split).unwrap(),
+    );
+    assert_eq!(ca.header.step, 2 * N);
+    assert_eq!(cb.header.step, 2 * N);
+    assert!(
+        ca.populations == cb.populations,
+        "populations differ after a restart ({first} → {resumed} devices)"
+    );
+    assert_eq!(a.fields, b.fields);
+    // The flow moved: a restart of a fluid at rest would prove nothing.
+    assert!(a.fields.ux.iter().any(|u| u.abs() > 1e-3));
+}
+
+#[test]
+fn restart_is_bit_exact_on_the_cpu_module() {
+    restart_is_bit_exact("cpu", 1, 1, &[]);
+}
+
+#[test]
+fn restart_onto_more_devices_is_bit_exact_on_the_cpu_module() {
+    restart_is_bit_exact("cpu", 2, 3, &["--collision", "bgk"]);
+}
+
+#[test]
+fn restart_onto_fewer_devices_in_f64_is_bit_exact_on_the_cpu_module() {
+    restart_is_bit_exact("cpu", 3, 1, &["--precision", "f64"]);
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn restart_is_bit_exact_on_the_cuda_module() {
+    restart_is_bit_exact("cuda", 1, 1, &[]);
+    restart_is_bit_exact("cuda", 1, 2, &["--collision", "bgk"]);
+}
+
+#[test]
+fn a_resume_refuses_changes_to_the_simulation_and_damaged_checkpoints() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    run(&[
+        "--size",
+        "8",
+        "--steps",
+        "10",
+        "--checkpoint-every",
+        "10",
+        "--backend",
+        "cpu",
+        "-o",
+        s(&out),
+    ])
+    .unwrap();
+    let usage = |args: &[&str]| -> String {
+        let e = run(args).err().expect("refused");
+        let u = e
+            .downcast_ref::<thelma_cli::app::UsageError>()
+            .unwrap_or_else(|| panic!("not a usage error: {e:#}"));
+        let m = u.to_string();
+        assert_eq!(m.lines().count(), 1, "{m}");
+        m
+    };
+    for (flag, value) in [
+        ("--size", "9"),
+        ("--re", "400"),
+        ("--lid-speed", "0.05"),
+        ("--collision", "bgk"),
+        ("--precision", "f64"),
+    ] {
+        let m = usage(&["--resume", s(&out), flag, value, "--steps", "20"]);
+        assert!(m.starts_with(flag), "{m}");
+    }
+    let m = usage(&["--resume", s(&out), "--steps", "5"]);
+    assert!(m.starts_with("--steps") && m.contains("step 10"), "{m}");
+    let m = usage(&["--resume", s(&tmp.path().join("nowhere"))]);
+    assert!(m.starts_with("--resume") && m.contains("nowhere"), "{m}");
+    // A damaged file is refused when loaded, before the run starts.
+    let file = out.join(checkpoint::FILE_NAME);
+    let mut bytes = std::fs::read(&file).unwrap();
+    let k = bytes.len() - 9;
+    bytes[k] ^= 1;
+    std::fs::write(&file, bytes).unwrap();
+    let m = usage(&["--resume", s(&out), "--steps", "20"]);
+    assert!(m.starts_with("--resume") && m.contains("checksum"), "{m}");
+}
+
+#[test]
+fn a_stopped_run_checkpoints_where_it_stopped_and_resumes_bit_exact() {
+    use std::sync::atomic::Ordering;
+    let tmp = tempfile::tempdir().unwrap();
+    let (straight, stopped) = (tmp.path().join("straight"), tmp.path().join("stopped"));
+    let case = |out: &Path| -> Vec<String> {
+        [
+            "--size",
+            "10,12,9",
+            "--re",
+            "50",
+            "--backend",
+            "cpu",
+            "--devices",
+            "2",
+            "--steps",
+            "90",
+            "--check-every",
+            "20",
+            "--checkpoint-every",
+            "1000",
+            "-o",
+            s(out),
+        ]
+        .iter()
+        .map(|x| x.to_string())
+        .collect()
+    };
+    let args = case(&straight);
+    let a = run(&args.iter().map(String::as_str).collect::<Vec<_>>()).unwrap();
+
+    // Ctrl-C at the first progress line: the run ends after the current step, with a checkpoint.
+    let args = case(&stopped);
+    let parsed =
+        Run::try_parse_from(std::iter::once("thelma").chain(args.iter().map(String::as_str)))
+            .unwrap();
+    let (c, _) = parsed.args.into_case().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    let first = run_case_from(&c, None, stop, &mut |e| {
+        if matches!(e, thelma_cli::app::Event::Progress { .. }) {
+            flag.store(true, Ordering::SeqCst);
+        }
+    })
+    .unwrap();
+    let at = checkpoint::read_header(&stopped).unwrap().step;
+    assert_eq!(at, first.summary.steps);
+    assert!(at > 20 && at < 90, "stopped at {at}");
+
+    // Started from elsewhere, the resumed run still writes beside its checkpoint.
+    let elsewhere = tmp.path().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    // Every other test here uses absolute paths, so changing the folder for a moment is harmless.
+    let before = std::env::current_dir().unwrap();
+    std::env::set_current_dir(&elsewhere).unwrap();
+    let b = run(&["--resume", s(&stopped)]);
+    std::env::set_current_dir(before).unwrap();
+    let b = b.unwrap();
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+    assert_eq!(b.summary.steps, 90);
+    assert_eq!(a.fields, b.fields);
+    assert!(
+        checkpoint::load(&straight).unwrap().populations
+            == checkpoint::load(&stopped).unwrap().populations
+    );
+}

@@ -1,0 +1,184 @@
+//! Checks made after the backend is chosen and before anything is allocated: the device list against
+//! the lattice, and the memory each device (and the host) will need against what is free.
+
+use anyhow::Result;
+use thelma_core::compute::{slab_bytes, ModuleFactory};
+use thelma_core::config::CaseConfig;
+use thelma_core::domain::{Domain, SlabSpec};
+use thelma_core::lattice::Q;
+
+use crate::app::UsageError;
+
+/// Bytes the host holds per node of the whole domain besides any lattice: gathered fields (ρ, u in
+/// f64, a solid flag), twice (the newest healthy state is kept while the next one is read).
+const FIELD_BYTES_PER_NODE: u64 = 2 * (4 * 8 + 1);
+
+/// Checks `devices` for `case` served by `factory`; `host_lattices` says whether the devices keep
+/// their lattices in host memory (the CPU module), which all slabs then share.
+pub fn check(
+    case: &CaseConfig,
+    factory: &dyn ModuleFactory,
+    devices: &[usize],
+    host_lattices: bool,
+) -> Result<()> {
+    check_devices(case, devices)?;
+    let domain = Domain::new(case.domain.size, case.domain.periodic);
+    let slabs = SlabSpec::split(domain, devices.len())
+        .map_err(|e| UsageError::new("--devices", e.to_string()))?;
+    let precision = case.numerics.precision;
+    let size = fmt_size(case.domain.size);
+    for (slab, &device) in slabs.iter().zip(devices) {
+        let need = slab_bytes(slab, precision);
+        if let Some(mem) = factory.device_memory(device) {
+            if need > mem.free {
+                return Err(UsageError::new(
+                    "--size",
+                    format!(
+                        "{size} needs {} on device {device} (slab z {}..{}), {} free: use more devices or a smaller lattice",
+                        gib(need),
+                        slab.z.start,
+                        slab.z.end,
+                        gib(mem.free)
+                    ),
+                )
+                .into());
+            }
+        }
+    }
+    let nodes = domain.nodes() as u64;
+    let mut host = FIELD_BYTES_PER_NODE * nodes;
+    if case.run.checkpoint_every > 0 {
+        // The populations read back for a checkpoint.
+        host += Q as u64 * precision.bytes() as u64 * nodes;
+    }
+    if host_lattices {
+        host += slabs.iter().map(|s| slab_bytes(s, precision)).sum::<u64>();
+    }
+    if let Some(avail) = available_host_memory() {
+        if host > avail {
+            return Err(UsageError::new(
+                "--size",
+                format!(
+                    "{size} needs {} of host memory, {} available",
+                    gib(host),
+                    gib(avail)
+                ),
+            )
+            .into());
+        }
+    }
+    Ok(())
+}
+
+/// Every device once, and no more devices than z-planes.
+fn check_devices(case: &CaseConfig, devices: &[usize]) -> Result<()> {
+    if devices.is_empty() {
+        return Err(UsageError::new("--devices", "no device to run on").into());
+    }
+    for (k, d) in devices.iter().enumerate() {
+        if devices[..k].contains(d) {
+            return Err(UsageError::new("--devices", format!("device {d} is listed twice")).into());
+        }
+    }
+    let planes = case.domain.size[2];
+    if devices.len() > planes {
+        return Err(UsageError::new(
+            "--devices",
+            format!(
+                "{} devices for {planes} z-planes: each device needs at least one plane",
+                devices.len()
+            ),
+        )
+        .into());
+    }
+    Ok(())
+}
+
+/// `MemAvailable` from /proc/meminfo: what the kernel can hand out without swapping. `None` where
+/// the system does not say (the check is then skipped).
+pub fn available_host_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    parse_meminfo(&text)
+}
+
+fn parse_meminfo(text: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
+fn gib(bytes: u64) -> String {
+    format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
+}
+
+fn fmt_size(s: [usize; 3]) -> String {
+    format!("{}x{}x{}", s[0], s[1], s[2])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use thelma_core::compute::{ComputeError, ComputeModule, MemoryInfo, Placement};
+
+    /// A backend whose devices report 1 GiB free and that must never be asked for a module.
+    struct Small;
+    impl ModuleFactory for Small {
+        fn backend(&self) -> &'static str {
+            "small"
+        }
+        fn placement(&self, _: usize, _: &SlabSpec) -> Placement {
+            Placement::Anywhere
+        }
+        fn create(&self, _: usize, _: &SlabSpec) -> Result<Box<dyn ComputeModule>, ComputeError> {
+            unreachable!("preflight allocates nothing")
+        }
+        fn device_memory(&self, _: usize) -> Option<MemoryInfo> {
+            Some(MemoryInfo {
+                free: 1 << 30,
+                total: 2 << 30,
+            })
+        }
+    }
+
+    fn case(size: usize) -> CaseConfig {
+        let mut c = CaseConfig::default();
+        c.domain.size = [size; 3];
+        c.run.steps = Some(10);
+        c
+    }
+
+    #[test]
+    fn device_memory_bounds_the_slab() {
+        // 256³ f32 is about 2.4 GiB: too much for one 1 GiB device, fine on four.
+        let e = check(&case(256), &Small, &[0], false).unwrap_err();
+        let u = e.downcast_ref::<UsageError>().expect("a usage error");
+        assert_eq!(u.flag, "--size");
+        assert!(
+            u.message.contains("device 0") && u.message.contains("1.0 GiB free"),
+            "{u}"
+        );
+        check(&case(256), &Small, &[0, 1, 2, 3], false).unwrap();
+    }
+
+    #[test]
+    fn device_lists_are_checked() {
+        for (devices, what) in [
+            (&[1usize, 1][..], "listed twice"),
+            (&[][..], "no device"),
+            (&[0, 1, 2, 3, 4][..], "z-planes"),
+        ] {
+            let e = check(&case(4), &Small, devices, false).unwrap_err();
+            let u = e.downcast_ref::<UsageError>().expect("a usage error");
+            assert_eq!(u.flag, "--devices");
+            assert!(u.message.contains(what), "{u}");
+        }
+    }
+
+    #[test]
+    fn meminfo_is_read_in_kib() {
+        let text =
+            "MemTotal:       16000000 kB\nMemFree:         1000 kB\nMemAvailable:    2048 kB\n";
+        assert_eq!(parse_meminfo(text), Some(2 << 20));
+        assert_eq!(parse_meminfo("MemTotal: 5 kB\n"), None);
+    }
+}

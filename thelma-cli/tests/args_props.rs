@@ -1,0 +1,153 @@
+//! `thelma run` argument handling never panics: random argument vectors go through clap, the
+//! translation into a case, validation, the backend choice and the pre-run checks, and every error on
+//! the way is one line (for clap's, the first line the binary prints).
+
+use clap::Parser;
+use proptest::prelude::*;
+use thelma_cli::cli::RunArgs;
+use thelma_compute::ModelParams;
+use thelma_geometry::Geometry;
+
+#[derive(Parser, Debug)]
+struct Run {
+    #[command(flatten)]
+    args: RunArgs,
+}
+
+const FLAGS: &[&str] = &[
+    "--config",
+    "--resume",
+    "--size",
+    "--re",
+    "--viscosity",
+    "--lid-speed",
+    "--steps",
+    "--tolerance",
+    "--check-every",
+    "--max-steps",
+    "--watchdog-every",
+    "--density-bounds",
+    "--checkpoint-every",
+    "--collision",
+    "--precision",
+    "--backend",
+    "--devices",
+    "--threads",
+    "--periodic",
+    "--output",
+    "-o",
+    "--quiet",
+    "-q",
+];
+
+const VALUES: &[&str] = &[
+    "0",
+    "1",
+    "2",
+    "-1",
+    "8",
+    "3,",
+    "1,1",
+    "2,0,1",
+    "0,1",
+    "all",
+    "x,y",
+    "z",
+    "none",
+    "nan",
+    "inf",
+    "-inf",
+    "1e400",
+    "0.4",
+    "0.1",
+    "-0.0",
+    "1e-9",
+    "18446744073709551616",
+    "bgk",
+    "mrt",
+    "f32",
+    "f16",
+    "cpu",
+    "cuda",
+    "auto",
+    "",
+    ",",
+    "8,8",
+    "4,5,6",
+    "0.5,2",
+    "2,0.5",
+    "1e12",
+    "/",
+    "ρ",
+    "--size",
+    "-",
+    "4096,4096,4096",
+];
+
+fn token() -> impl Strategy<Value = String> {
+    prop_oneof![
+        3 => (0..FLAGS.len()).prop_map(|k| FLAGS[k].to_string()),
+        3 => (0..VALUES.len()).prop_map(|k| VALUES[k].to_string()),
+        1 => "\\PC{0,10}",
+        1 => (0..FLAGS.len(), "\\PC{0,6}").prop_map(|(k, v)| format!("{}={v}", FLAGS[k])),
+    ]
+}
+
+fn one_line(e: &str) {
+    assert_eq!(e.trim_end().lines().count(), 1, "not one line: {e:?}");
+}
+
+fn drive(argv: &[String]) {
+    let parsed = match Run::try_parse_from(
+        std::iter::once("thelma".to_string()).chain(argv.iter().cloned()),
+    ) {
+        Ok(p) => p,
+        Err(e) => {
+            // The binary prints clap's first line; it must name what went wrong.
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or("");
+            assert!(first.starts_with("error:"), "{text}");
+            return;
+        }
+    };
+    let (case, _) = match parsed.args.into_case() {
+        Ok(c) => c,
+        Err(e) => return one_line(&format!("{e:#}")),
+    };
+    let lattice = match case.validate() {
+        Ok(l) => l,
+        Err(e) => return one_line(&e.to_string()),
+    };
+    let _ = case.resolved_check_every();
+    let geometry = match Geometry::from_case(&case) {
+        Ok(g) => std::sync::Arc::new(g),
+        Err(e) => return one_line(&e.to_string()),
+    };
+    let params = ModelParams::new(&case, &lattice, geometry);
+    let sel = match thelma_cli::backend::select(&case, params) {
+        Ok(s) => s,
+        Err(e) => return one_line(&format!("{e:#}")),
+    };
+    if let Err(e) = thelma_cli::preflight::check(&case, &*sel.factory, &sel.devices, true) {
+        one_line(&format!("{e:#}"));
+    }
+}
+
+proptest! {
+    // Bounded for CI: a few thousand argument vectors take about a second.
+    #![proptest_config(ProptestConfig { cases: 2000, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_arguments_never_panic(argv in prop::collection::vec(token(), 0..10)) {
+        drive(&argv);
+    }
+
+    #[test]
+    fn flag_value_pairs_never_panic(pairs in prop::collection::vec((0..FLAGS.len(), token()), 0..6)) {
+        let argv: Vec<String> = pairs
+            .into_iter()
+            .flat_map(|(f, v)| [FLAGS[f].to_string(), v])
+            .collect();
+        drive(&argv);
+    }
+}
