@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use thelma_compute::ModelParams;
-use thelma_core::compute::{interface_bytes_per_step, Fields};
+use thelma_core::compute::{interface_bytes_per_step, ComputeError, Fields};
 use thelma_core::config::{CaseConfig, CaseKind, LatticeParams};
 use thelma_core::domain::Domain;
-use thelma_core::runtime::{DeviceInfo, Runtime};
+use thelma_core::runtime::{DeviceInfo, Runtime, RuntimeError};
 use thelma_geometry::Geometry;
 use thelma_results::convergence::relative_change;
 use thelma_results::profiles::Profile;
@@ -73,6 +73,7 @@ pub struct Outcome {
 pub fn matches_reference(case: &CaseConfig, lattice: &LatticeParams) -> bool {
     let [nx, ny, nz] = case.domain.size;
     case.domain.case == CaseKind::Cavity
+        && case.domain.periodic == [false; 3]
         && nx == ny
         && ny == nz
         && case.domain.obstacles.is_empty()
@@ -119,7 +120,14 @@ pub fn run_case_from(
         None => None,
     };
     let domain = Domain::new(case.domain.size, case.domain.periodic);
-    let mut rt = Runtime::start(sel.factory, domain, &sel.devices, stop)?;
+    let mut rt = Runtime::start(sel.factory, domain, &sel.devices, stop).map_err(|e| match e {
+        // A geometry the devices cannot represent is the case's fault, not the device's.
+        RuntimeError::Device {
+            error: ComputeError::Geometry(m),
+            ..
+        } => anyhow::Error::from(UsageError::new("--config", m)),
+        e => e.into(),
+    })?;
     // The last state known to be healthy on disk: the checkpoint resumed from, then each one saved.
     let mut saved: Option<(u64, PathBuf)> = None;
     if let Some((ck, path)) = resumed {

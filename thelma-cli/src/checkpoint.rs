@@ -51,8 +51,12 @@ pub fn resolve(path: &Path) -> PathBuf {
     }
 }
 
-fn data_bytes(size: [usize; 3], precision: Precision) -> u64 {
-    (Q * size[0] * size[1] * size[2] * precision.bytes()) as u64
+/// Bytes of the populations of a lattice of `size`, or `None` when a (damaged) header's size
+/// overflows.
+fn data_bytes(size: [usize; 3], precision: Precision) -> Option<u64> {
+    [size[0], size[1], size[2], precision.bytes()]
+        .iter()
+        .try_fold(Q as u64, |acc, &n| acc.checked_mul(n as u64))
 }
 
 /// A writer that hashes what passes through it.
@@ -85,7 +89,7 @@ pub fn write_to(
         step,
         size: case.domain.size,
         precision,
-        data_bytes: data_bytes(case.domain.size, precision),
+        data_bytes: data_bytes(case.domain.size, precision).unwrap_or(u64::MAX),
         case: case.clone(),
     };
     let total: usize = slabs.iter().map(Vec::len).sum();
@@ -155,7 +159,7 @@ fn read_header_from(r: &mut dyn Read) -> Result<(Header, Vec<u8>)> {
         .context("damaged: the header is cut short")?;
     let header: Header =
         serde_json::from_slice(&json).map_err(|e| anyhow::anyhow!("damaged header: {e}"))?;
-    if header.data_bytes != data_bytes(header.size, header.precision) {
+    if Some(header.data_bytes) != data_bytes(header.size, header.precision) {
         bail!(
             "damaged header: {} bytes of populations for a {:?} lattice",
             header.data_bytes,

@@ -312,13 +312,7 @@ impl RunArgs {
             c.hardware.threads = t;
         }
         if let Some(p) = self.periodic {
-            if p[2] && c.domain.case == thelma_core::config::CaseKind::Cavity {
-                return Err(UsageError::new(
-                    "--periodic",
-                    "the cavity's lid needs a walled z axis",
-                )
-                .into());
-            }
+            // A periodic z under the cavity's lid is refused by `CaseConfig::validate`.
             c.domain.periodic = p;
         }
         if let Some(o) = self.output {
@@ -344,13 +338,22 @@ fn unchanged_on_resume(saved: &CaseConfig, now: &CaseConfig) -> Result<(), Usage
         (a.physics.lid_speed != b.physics.lid_speed, "--lid-speed"),
         (a.numerics.collision != b.numerics.collision, "--collision"),
         (a.numerics.precision != b.numerics.precision, "--precision"),
-        (a.domain != b.domain || a.numerics != b.numerics, "--config"),
+        (a.units != b.units, "--phys-velocity"),
     ];
-    match differs.iter().find(|(d, _)| *d) {
-        Some((_, flag)) => Err(UsageError::new(
-            *flag,
+    let refuse = |flag: &str| {
+        UsageError::new(
+            flag,
             "cannot change on --resume: the checkpoint's case fixes the domain, physics and numerics",
-        )),
-        None => Ok(()),
+        )
+    };
+    if let Some((_, flag)) = differs.iter().find(|(d, _)| *d) {
+        return Err(refuse(flag));
     }
+    // Whatever else the flags touched, the relaxation rate the run derives must be the checkpoint's.
+    if let (Ok(pa), Ok(pb)) = (a.validate(), b.validate()) {
+        if pa.omega.to_bits() != pb.omega.to_bits() {
+            return Err(refuse("--re"));
+        }
+    }
+    Ok(())
 }

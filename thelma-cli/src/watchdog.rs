@@ -63,7 +63,8 @@ pub fn judge(health: &[Health], bounds: [f64; 2]) -> Option<Finding> {
     if let Some(node) = health.iter().find_map(|h| h.non_finite) {
         return Some((Some(node), Reason::NonFinite));
     }
-    for h in health {
+    // A slab without fluid nodes reports an empty range (min > max): nothing to judge there.
+    for h in health.iter().filter(|h| h.rho_min <= h.rho_max) {
         for rho in [h.rho_min, h.rho_max] {
             if rho < bounds[0] || rho > bounds[1] {
                 return Some((None, Reason::Density { rho, bounds }));
@@ -102,10 +103,9 @@ pub fn inspect(
     match judge(&rt.health()?, bounds) {
         None => Ok(None),
         Some((Some(node), reason)) => Ok(Some((node, reason))),
-        Some((None, reason)) => {
-            let f = rt.fields()?;
-            Ok(Some(judge_fields(&f, bounds).unwrap_or(([0; 3], reason))))
-        }
+        // The fields locate the node; should they disagree with the reports (a state that changed
+        // in between cannot, as nothing steps), trust the fields rather than invent a node.
+        Some((None, _)) => Ok(judge_fields(&rt.fields()?, bounds)),
     }
 }
 
@@ -125,6 +125,13 @@ mod tests {
             ..ok
         };
         let dense = Health { rho_max: 7.5, ..ok };
+        // An all-solid slab reports an empty range and is not a divergence.
+        let empty = Health {
+            non_finite: None,
+            rho_min: f64::INFINITY,
+            rho_max: f64::NEG_INFINITY,
+        };
+        assert_eq!(judge(&[ok, empty], [0.2, 5.0]), None);
         let b = [0.2, 5.0];
         assert_eq!(judge(&[ok, ok], b), None);
         assert_eq!(

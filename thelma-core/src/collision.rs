@@ -12,7 +12,7 @@ use std::ops::{Add, Div, Mul, Neg, Sub};
 
 use seq_macro::seq;
 
-use crate::lattice::{C, M, NM, NORM2, Q, W};
+use crate::lattice::{C, CONSERVED, M, NM, NORM2, Q, W};
 use crate::real::Real;
 
 /// The arithmetic the collision operators are written in: a scalar (`f32`, `f64`) or a bundle of lanes
@@ -407,7 +407,14 @@ pub fn collide_mrt<V: Arith>(f: &mut [V; Q], scaled: &[V::Scalar; NM]) {
 /// Whether moment `k` is conserved by collision (its deviation is zero and skipped).
 #[inline(always)]
 const fn is_conserved(k: usize) -> bool {
-    matches!(k, 0 | 3 | 5 | 7)
+    let mut c = 0;
+    while c < CONSERVED.len() {
+        if CONSERVED[c] == k {
+            return true;
+        }
+        c += 1;
+    }
+    false
 }
 
 #[cfg(test)]

@@ -94,6 +94,9 @@ pub enum ComputeError {
     Compile(String),
     #[error("{0}")]
     Invalid(String),
+    /// The geometry cannot be represented on the device (bad input, not a device fault).
+    #[error("{0}")]
+    Geometry(String),
 }
 
 /// Host memory that holds the four buffers of one interface (between slab s below and s + 1 above):

@@ -171,8 +171,9 @@ pub enum CaseKind {
     /// Closed box with the lid at z = max moving in +x; non-periodic axes are walls.
     #[default]
     Cavity,
-    /// A box whose non-periodic axes are resting walls, with obstacles; driven by a body force (later)
-    /// or by the lid when `lid_speed` > 0.
+    /// A box whose non-periodic axes are all resting walls, with obstacles and no lid (`lid_speed` is
+    /// not used, so the viscosity must be given). Its flow comes from the initial state (a restart);
+    /// a body force is the natural later addition.
     Box,
 }
 
@@ -530,6 +531,20 @@ impl CaseConfig {
                 "the cavity needs a lid speed > 0",
             ));
         }
+        if d.case == CaseKind::Cavity && d.periodic[2] {
+            return Err(bad(
+                "domain.periodic",
+                "--periodic",
+                "the cavity's lid needs a walled z axis (z cannot be periodic)",
+            ));
+        }
+        if d.case == CaseKind::Box && p.viscosity.is_none() {
+            return Err(bad(
+                "physics.viscosity",
+                "--viscosity",
+                "a box has no lid to set a Reynolds number: give the viscosity",
+            ));
+        }
         let length = d.size[0] as f64;
         let reynolds_in = match &self.units {
             Some(u) => {
@@ -599,7 +614,7 @@ impl CaseConfig {
                 ),
             ));
         }
-        let reynolds = if p.lid_speed > 0.0 {
+        let reynolds = if d.case == CaseKind::Cavity {
             p.lid_speed * length / viscosity
         } else {
             0.0

@@ -184,9 +184,8 @@ mod tests {
             assert_eq!(DOWN.contains(&i), C[i][2] == -1, "direction {i}");
         }
         for (u, d) in UP.iter().zip(DOWN.iter()) {
-            // Each downward direction is paired with the opposite of an upward one, in the same slot.
-            assert_eq!(C[*u][2], 1);
-            assert_eq!(C[*d][2], -1);
+            // Each downward direction is the opposite of the upward one in the same slot.
+            assert_eq!(OPP[*u], *d);
         }
     }
 

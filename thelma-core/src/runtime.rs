@@ -83,13 +83,6 @@ impl StepBarrier {
         s.aborted = true;
         self.cv.notify_all();
     }
-
-    /// Makes an aborted barrier usable again (only between runs, when no party waits).
-    fn reset(&self) {
-        let mut s = self.state.lock();
-        s.aborted = false;
-        s.arrived = 0;
-    }
 }
 
 /// A failure of the runtime, with the device it happened on.
@@ -121,6 +114,8 @@ pub enum RuntimeError {
     },
     #[error("the runtime has already failed and shut down")]
     Closed,
+    #[error("cannot start a worker thread: {0}")]
+    Spawn(String),
 }
 
 enum Command {
@@ -230,7 +225,7 @@ impl Runtime {
         let barrier = Arc::new(StepBarrier::new(n));
         let (reply_tx, replies) = unbounded();
         let backend = factory.backend();
-        let mut workers = Vec::with_capacity(n);
+        let mut workers: Vec<Worker> = Vec::with_capacity(n);
         for (s, slab) in slabs.iter().enumerate() {
             let (tx, rx) = bounded(4);
             let factory = factory.clone();
@@ -239,10 +234,22 @@ impl Runtime {
             let replies = reply_tx.clone();
             let barrier = barrier.clone();
             let stop = stop.clone();
-            let handle = std::thread::Builder::new()
+            let spawned = std::thread::Builder::new()
                 .name(format!("thelma-{backend}-{device}"))
-                .spawn(move || worker_main(s, device, slab, factory, rx, replies, barrier, stop))
-                .expect("cannot spawn a worker thread");
+                .spawn(move || worker_main(s, device, slab, factory, rx, replies, barrier, stop));
+            let handle = match spawned {
+                Ok(h) => h,
+                Err(e) => {
+                    // The workers already started end when their command channel closes.
+                    for w in workers.drain(..) {
+                        drop(w.commands);
+                        if let Some(h) = w.handle {
+                            let _ = h.join();
+                        }
+                    }
+                    return Err(RuntimeError::Spawn(e.to_string()));
+                }
+            };
             workers.push(Worker {
                 device,
                 commands: tx,
@@ -314,10 +321,6 @@ impl Runtime {
     /// The next step to be run (the number of steps done so far).
     pub fn step(&self) -> u64 {
         self.step
-    }
-    /// Sets the step counter, after loading populations saved at that step.
-    pub fn set_step(&mut self, step: u64) {
-        self.step = step;
     }
     /// The flag that stops a run after the current step.
     pub fn stop_flag(&self) -> Arc<AtomicBool> {
@@ -455,6 +458,10 @@ impl Runtime {
             let (s, reply) = match self.replies.recv_timeout(Duration::from_millis(200)) {
                 Ok(r) => r,
                 Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                    // A reply may have arrived just after the timeout: read it before judging threads.
+                    if !self.replies.is_empty() {
+                        continue;
+                    }
                     // A worker whose thread is gone will never answer.
                     let gone = (0..n).find(|&s| {
                         !answered[s]
@@ -518,7 +525,6 @@ impl Runtime {
             self.fail();
             return Err(e);
         }
-        self.barrier.reset();
         Ok(out
             .into_iter()
             .map(|v| v.expect("every worker answered"))
@@ -708,22 +714,33 @@ mod tests {
 
     #[test]
     fn barrier_carries_one_stop_decision_and_aborts() {
+        // One party raises the stop flag partway; every party must see the same decision at the same
+        // generation, whenever the others arrive.
         let b = Arc::new(StepBarrier::new(3));
         let stop = Arc::new(AtomicBool::new(false));
         let handles: Vec<_> = (0..3)
-            .map(|_| {
+            .map(|k| {
                 let (b, stop) = (b.clone(), stop.clone());
                 std::thread::spawn(move || {
-                    let mut seen = Vec::new();
-                    for _ in 0..50 {
-                        seen.push(b.wait(&stop).unwrap());
+                    for g in 0..1000 {
+                        if k == 1 && g == 17 {
+                            stop.store(true, Ordering::SeqCst);
+                        }
+                        if b.wait(&stop).unwrap() {
+                            return g;
+                        }
                     }
-                    seen
+                    usize::MAX
                 })
             })
             .collect();
-        let seen: Vec<Vec<bool>> = handles.into_iter().map(|h| h.join().unwrap()).collect();
-        assert!(seen.iter().all(|s| s == &seen[0]));
+        let stopped_at: Vec<usize> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        assert!(stopped_at[0] != usize::MAX, "nobody stopped");
+        assert!(
+            stopped_at.iter().all(|&g| g == stopped_at[0]),
+            "{stopped_at:?}"
+        );
+        assert!(stopped_at[0] >= 17);
 
         let b = Arc::new(StepBarrier::new(2));
         let b2 = b.clone();

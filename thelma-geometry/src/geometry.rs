@@ -26,6 +26,8 @@ pub enum GeometryError {
     PaletteFull(Range<usize>),
     #[error("node ({0}, {1}, {2}) touches two moving walls of different velocity, which one node cannot represent")]
     TwoMovingWalls(usize, usize, usize),
+    #[error("the cavity's lid needs a walled z axis (z cannot be periodic)")]
+    PeriodicLid,
     #[error("obstacle {0} lies entirely outside the domain")]
     ObstacleOutside(usize),
 }
@@ -77,6 +79,7 @@ impl Geometry {
         let d = &case.domain;
         let domain = Domain::new(d.size, d.periodic);
         let mut g = match d.case {
+            CaseKind::Cavity if d.periodic[2] => return Err(GeometryError::PeriodicLid),
             CaseKind::Cavity => Self::cavity(domain, case.physics.lid_speed),
             CaseKind::Box => Self::closed_box(domain),
         };
@@ -102,12 +105,35 @@ impl Geometry {
     }
 
     /// Whether the obstacles cover node (x, y, z) of the lattice.
+    ///
+    /// On a periodic axis an obstacle wraps around: the node counts with its periodic images (a box
+    /// reaching past the edge, the minimum-image distance for a sphere).
     pub fn in_obstacle(&self, x: usize, y: usize, z: usize) -> bool {
         let p = [x as i64, y as i64, z as i64];
+        let images = |a: usize| -> &'static [i64] {
+            if self.domain.periodic[a] {
+                &[-1, 0, 1]
+            } else {
+                &[0]
+            }
+        };
+        let n = |a: usize| self.domain.size[a] as i64;
         self.obstacles.iter().any(|o| match o {
-            Obstacle::Box { min, max } => (0..3).all(|a| p[a] >= min[a] && p[a] < max[a]),
+            Obstacle::Box { min, max } => (0..3).all(|a| {
+                images(a).iter().any(|k| {
+                    let q = p[a] + k * n(a);
+                    q >= min[a] && q < max[a]
+                })
+            }),
             Obstacle::Sphere { centre, radius } => {
-                let d2: f64 = (0..3).map(|a| (p[a] as f64 - centre[a]).powi(2)).sum();
+                let d2: f64 = (0..3)
+                    .map(|a| {
+                        images(a)
+                            .iter()
+                            .map(|k| ((p[a] + k * n(a)) as f64 - centre[a]).powi(2))
+                            .fold(f64::INFINITY, f64::min)
+                    })
+                    .sum();
                 d2 <= radius * radius
             }
         })
@@ -360,6 +386,28 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn obstacles_wrap_across_periodic_boundaries() {
+        let count = |centre: [f64; 3], periodic: [bool; 3]| {
+            let g = Geometry::closed_box(Domain::new([16, 16, 16], periodic)).with_obstacle(
+                Obstacle::Sphere {
+                    centre,
+                    radius: 3.5,
+                },
+            );
+            let s = g.slab(0..16).unwrap();
+            (0..16 * 16 * 16)
+                .filter(|&p| s.get(p % 16, (p / 16) % 16, p / 256).is_solid())
+                .count()
+        };
+        let whole = count([8.0, 8.0, 8.0], [true; 3]);
+        assert!(whole > 100);
+        // Centred on a corner of a periodic box, the sphere is still whole.
+        assert_eq!(count([0.0, 0.0, 0.0], [true; 3]), whole);
+        // With walls it is cut to an eighth and change.
+        assert!(count([0.0, 0.0, 0.0], [false; 3]) < whole / 4);
     }
 
     #[test]

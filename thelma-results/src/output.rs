@@ -29,14 +29,6 @@ pub fn write_atomic(
         fill(&mut w)?;
         w.flush()?;
     }
-    // Temporary files are created private (0600); outputs are meant to be read by others (a
-    // visualisation account, a web server), as a file written in place would be.
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        tmp.as_file()
-            .set_permissions(std::fs::Permissions::from_mode(0o644))?;
-    }
     tmp.as_file().sync_all()?;
     tmp.persist(path).map_err(|e| e.error)?;
     // The rename itself reaches the disk only with the folder's metadata; without this a power cut

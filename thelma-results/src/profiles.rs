@@ -144,26 +144,36 @@ mod tests {
 
     #[test]
     fn centrelines_interpolate_a_linear_field_exactly() {
-        // u_x = z-coordinate (so u/U = (z + ½)/nz on the centreline), u_z = x-coordinate.
+        // Both components linear in all three unit coordinates (x + ½)/n: bilinear and linear
+        // interpolation are exact, so every sample must equal the field at its centreline point,
+        // which also checks where the centre ½ falls between nodes on the other axes.
         let (nx, ny, nz) = (6, 4, 5);
+        let (a, b, c) = (0.3, -0.2, 0.5);
+        let lin = |xc: f64, yc: f64, zc: f64| 0.1 * (a * xc + b * yc + c * zc);
         let mut f = Fields::zeros([nx, ny, nz], 0);
         for z in 0..nz {
             for y in 0..ny {
                 for x in 0..nx {
                     let p = f.idx(x, y, z);
-                    f.ux[p] = 0.1 * (z as f64 + 0.5) / nz as f64;
-                    f.uz[p] = 0.1 * (x as f64 + 0.5) / nx as f64;
+                    let (xc, yc, zc) = (
+                        (x as f64 + 0.5) / nx as f64,
+                        (y as f64 + 0.5) / ny as f64,
+                        (z as f64 + 0.5) / nz as f64,
+                    );
+                    f.ux[p] = lin(xc, yc, zc);
+                    f.uz[p] = lin(zc, xc, yc);
                 }
             }
         }
         let [u, w] = cavity_centrelines(&f, 0.1);
-        for &(c, v) in &u.points[1..u.points.len() - 1] {
-            assert!((v - c).abs() < 1e-12, "{c} {v}");
+        for &(zc, v) in &u.points[1..u.points.len() - 1] {
+            let want = lin(0.5, 0.5, zc) / 0.1;
+            assert!((v - want).abs() < 1e-12, "u at z {zc}: {v} vs {want}");
         }
-        for &(c, v) in &w.points[1..w.points.len() - 1] {
-            assert!((v - c).abs() < 1e-12, "{c} {v}");
+        for &(xc, v) in &w.points[1..w.points.len() - 1] {
+            let want = lin(0.5, xc, 0.5) / 0.1;
+            assert!((v - want).abs() < 1e-12, "w at x {xc}: {v} vs {want}");
         }
-        assert!((u.at(0.3) - 0.3).abs() < 1e-12);
     }
 
     #[test]
