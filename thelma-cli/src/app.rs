@@ -148,12 +148,14 @@ pub fn run_case_from(
     let target = case.run.steps.unwrap_or(case.run.max_steps);
     let convergence = case.run.steps.is_none();
     let step0 = rt.step();
+    // The run's outputs (their time series included) also receive the last healthy state on divergence.
+    let mut outputs = Outputs::new(case);
     let mut prev = rt.fields()?;
     // `prev` is the newest state that passed the watchdog, held in memory.
     let mut prev_step = step0;
     if let Some(f) = watchdog::judge_fields(&prev, bounds) {
         // A resumed state that is already unhealthy: there is no healthy state to write.
-        return Err(diverged(f, step0, case, &lattice, &mut rt, None, &None));
+        return Err(diverged(f, step0, case, &mut rt, &mut outputs, None, &None));
     }
     let mass0 = prev.mass();
     let mut stepping = Duration::ZERO;
@@ -161,7 +163,6 @@ pub fn run_case_from(
     let mut wait = vec![Duration::ZERO; rt.devices().len()];
     let mut converged = false;
     let mut last_change = None;
-    let mut outputs = Outputs::new(case);
     let setup = started.elapsed();
     while rt.step() < target {
         // Run to the next step at which something is due: a check, the watchdog, a checkpoint, an
@@ -201,7 +202,7 @@ pub fn run_case_from(
         }
         if let Some(f) = finding {
             let held = Some((prev_step, &prev));
-            return Err(diverged(f, step, case, &lattice, &mut rt, held, &saved));
+            return Err(diverged(f, step, case, &mut rt, &mut outputs, held, &saved));
         }
         converged = change.is_some_and(|c| c < case.run.tolerance);
         // A checkpoint is taken only of a state that has just passed the watchdog: every N steps, and
@@ -237,7 +238,7 @@ pub fn run_case_from(
         let now = rt.fields()?;
         if let Some(f) = watchdog::judge_fields(&now, bounds) {
             let (step, held) = (rt.step(), Some((prev_step, &prev)));
-            return Err(diverged(f, step, case, &lattice, &mut rt, held, &saved));
+            return Err(diverged(f, step, case, &mut rt, &mut outputs, held, &saved));
         }
         now
     };
@@ -359,8 +360,8 @@ fn diverged(
     (node, reason): ([usize; 3], watchdog::Reason),
     step: u64,
     case: &CaseConfig,
-    lattice: &LatticeParams,
     rt: &mut Runtime,
+    outputs: &mut Outputs,
     held: Option<(u64, &Fields)>,
     saved: &Option<(u64, PathBuf)>,
 ) -> anyhow::Error {
@@ -377,10 +378,14 @@ fn diverged(
     let good = reloaded.as_ref().map(|(s, f)| (*s, f)).or(held);
     // The healthy state is in the outputs when its fields were written, or when it is the checkpoint.
     let last_good = good.and_then(|(s, f)| {
-        let mut out = Outputs::new(case);
+        let out = &mut *outputs;
+        let before = out.written.len();
         let fields_written =
-            out.write_slabs(s, std::slice::from_ref(f)).is_ok() && !out.written.is_empty();
-        let profiles_written = matches!(out.profiles(case, lattice, f, false), Ok((Some(_), _)));
+            out.write_slabs(s, std::slice::from_ref(f)).is_ok() && out.written.len() > before;
+        // The case was validated before the run started; the parameters are derived again here.
+        let profiles_written = case.validate().is_ok_and(|lattice| {
+            matches!(out.profiles(case, &lattice, f, false), Ok((Some(_), _)))
+        });
         if fields_written || profiles_written || reloaded.is_some() {
             Some(s)
         } else {
