@@ -1,0 +1,146 @@
+//! CPU mode of the benchmark: one thread per virtual device and ordinary host memory, under the same
+//! protocol and barrier as the CUDA mode, so that the graph and buffer logic run in CI.
+
+use std::sync::Arc;
+
+use super::graph::{links, sides, Side};
+use super::protocol::{
+    check_side, pattern, read_parity, write_parity, write_side, HostLink, Shape,
+};
+use super::{run_workers, BenchConfig, CommError, Endpoint, Transport, WorkerReport};
+use std::sync::atomic::Ordering;
+
+/// One virtual device: its sides and, for the copy-engine transport, local staging copies.
+struct CpuEndpoint {
+    device: usize,
+    shape: Shape,
+    sides: Vec<Side>,
+    memory: Arc<Vec<HostLink>>,
+    transport: Transport,
+    /// Copy-engine transport: per side, the local outgoing and incoming arrays.
+    staging: Vec<(Vec<u32>, Vec<u32>)>,
+    mismatches: Vec<u64>,
+}
+
+impl CpuEndpoint {
+    fn new(cfg: &BenchConfig, device: usize, sides: Vec<Side>, memory: Arc<Vec<HostLink>>) -> Self {
+        let words = cfg.shape.words();
+        let staging = if cfg.transport == Transport::CopyEngine {
+            sides
+                .iter()
+                .map(|_| (vec![0u32; words], vec![0u32; words]))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Self {
+            device,
+            shape: cfg.shape,
+            mismatches: vec![0; sides.len()],
+            sides,
+            memory,
+            transport: cfg.transport,
+            staging,
+        }
+    }
+
+    /// Copy-engine transport: the "kernel" works on local arrays; copies move them to and from the
+    /// shared buffers, as the device↔host copies do on a GPU.
+    fn exchange_staged(&mut self, t: u32) {
+        let shape = self.shape;
+        for (k, side) in self.sides.iter().enumerate() {
+            let link = &self.memory[side.link];
+            let (out, inc) = &mut self.staging[k];
+            if t > 0 {
+                // Host → device: the neighbour's buffer of the read parity into the local copy.
+                let src = link.buffer(&shape, !side.writes_up, read_parity(t));
+                for (d, s) in inc.iter_mut().zip(src) {
+                    *d = s.load(Ordering::Relaxed);
+                }
+                let stream = side.stream_in();
+                let e = shape.edge;
+                let mut bad = 0u64;
+                for a in 0..shape.arrays {
+                    for y in 0..e {
+                        let row = (a * e + y) * e;
+                        for x in 0..e {
+                            let want = pattern(t - 1, stream, (row + x) as u32);
+                            bad += u64::from(inc[shape.physical(a, y, x)] != want);
+                        }
+                    }
+                }
+                self.mismatches[k] += bad;
+            }
+            let stream = side.stream_out();
+            let e = shape.edge;
+            for a in 0..shape.arrays {
+                for y in 0..e {
+                    let row = (a * e + y) * e;
+                    for x in 0..e {
+                        out[shape.physical(a, y, x)] = pattern(t, stream, (row + x) as u32);
+                    }
+                }
+            }
+            // Device → host: the local array into this side's buffer of the write parity.
+            let dst = link.buffer(&shape, side.writes_up, write_parity(t));
+            for (d, s) in dst.iter().zip(out.iter()) {
+                d.store(*s, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+impl Endpoint for CpuEndpoint {
+    fn exchange(&mut self, t: u32) -> Result<(), CommError> {
+        match self.transport {
+            Transport::CopyEngine => self.exchange_staged(t),
+            _ => {
+                for (k, side) in self.sides.iter().enumerate() {
+                    let link = &self.memory[side.link];
+                    write_side(link, &self.shape, side, t);
+                    if t > 0 {
+                        self.mismatches[k] += check_side(link, &self.shape, side, t);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self) -> Result<(), CommError> {
+        Ok(())
+    }
+
+    fn mismatches(&mut self) -> Result<Vec<(usize, u64)>, CommError> {
+        Ok(self
+            .sides
+            .iter()
+            .zip(&self.mismatches)
+            .map(|(s, &m)| (s.link, m))
+            .collect())
+    }
+
+    fn describe(&self) -> String {
+        format!("cpu:{} (host thread)", self.device)
+    }
+}
+
+/// Runs the benchmark on host threads. `peer` has no meaning without GPUs.
+pub(super) fn run(cfg: &BenchConfig) -> Result<Vec<WorkerReport>, CommError> {
+    if cfg.transport == Transport::Peer {
+        return Err(CommError::Unsupported {
+            transport: cfg.transport,
+            reason: "peer-to-peer stores need GPUs (--backend cuda)".into(),
+        });
+    }
+    let ls = links(cfg.devices.len(), cfg.topology);
+    let memory = Arc::new(
+        ls.iter()
+            .map(|_| HostLink::new(&cfg.shape))
+            .collect::<Vec<_>>(),
+    );
+    run_workers(cfg, |pos, barrier| {
+        let mut ep = CpuEndpoint::new(cfg, cfg.devices[pos], sides(&ls, pos), memory.clone());
+        super::drive(&mut ep, barrier, cfg)
+    })
+}
