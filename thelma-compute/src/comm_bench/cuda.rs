@@ -104,6 +104,21 @@ fn cubin(cc: (i32, i32)) -> Result<Vec<u8>, String> {
     Ok(bin)
 }
 
+/// Compiles the exchange kernel for compute capability `major.minor` without any device (NVRTC
+/// only) and returns the cubin's size: the kernel compile check of CI.
+pub(super) fn compile_check(major: i32, minor: i32) -> Result<usize, CommError> {
+    // SAFETY: only probes whether the shared library loads.
+    if !unsafe { nvrtc::sys::is_culib_present() } {
+        return Err(CommError::Device {
+            device: 0,
+            message: "NVRTC (libnvrtc) is not installed".into(),
+        });
+    }
+    cubin((major, minor))
+        .map(|c| c.len())
+        .map_err(|message| CommError::Device { device: 0, message })
+}
+
 /// Page-locked, device-mapped, portable host memory for every link (zero-copy and copy-engine
 /// transports): allocated and freed on the coordinating thread, under the first device's context,
 /// and shared with the workers only as addresses.

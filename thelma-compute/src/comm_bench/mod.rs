@@ -354,6 +354,12 @@ pub fn available_devices(backend: Backend) -> Result<usize, CommError> {
     }
 }
 
+/// Compiles `kernels/comm_bench.cu` with NVRTC for compute capability `major.minor` (no GPU
+/// needed) and returns the cubin's size in bytes.
+pub fn compile_kernel(major: i32, minor: i32) -> Result<usize, CommError> {
+    cuda::compile_check(major, minor)
+}
+
 fn summarise(
     backend: Backend,
     cfg: &BenchConfig,
