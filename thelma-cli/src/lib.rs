@@ -5,3 +5,4 @@
 pub mod app;
 pub mod backend;
 pub mod cli;
+pub mod comm_bench;

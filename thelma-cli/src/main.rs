@@ -20,6 +20,8 @@ struct Cli {
 enum Command {
     /// Run a case: by default the lid-driven cubic cavity at Re = 1000, 48³, to steady state.
     Run(RunArgs),
+    /// Inter-GPU communication microbenchmark (TheLMA §6): exchange throughput and the solver model.
+    CommBench(thelma_cli::comm_bench::CommBenchArgs),
 }
 
 fn run(args: RunArgs) -> anyhow::Result<()> {
@@ -115,6 +117,7 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Run(args) => run(args),
+        Command::CommBench(args) => thelma_cli::comm_bench::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
