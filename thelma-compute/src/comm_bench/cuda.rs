@@ -54,7 +54,10 @@ fn driver(device: usize, what: &'static str) -> impl Fn(DriverError) -> CommErro
 }
 
 /// Cubins already compiled, by compute capability: every configuration of a sweep reuses them.
-static CUBINS: Mutex<Option<HashMap<(i32, i32), Vec<u8>>>> = Mutex::new(None);
+static CUBINS: Mutex<Option<CubinCache>> = Mutex::new(None);
+
+/// Cubin bytes by compute capability `(major, minor)`.
+type CubinCache = HashMap<(i32, i32), Vec<u8>>;
 
 /// The exchange kernel as a cubin for compute capability `cc` (a cubin avoids any PTX-version
 /// mismatch between NVRTC and the driver).
