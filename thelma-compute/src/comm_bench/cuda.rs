@@ -346,6 +346,11 @@ impl Endpoint for CudaEndpoint {
         if self.sides.is_empty() {
             return Ok(());
         }
+        // Opening a peer's context during setup leaves that context current; launches and copies
+        // need this device's.
+        self.ctx
+            .bind_to_thread()
+            .map_err(driver(self.device, "bind"))?;
         let (w, r) = (write_parity(t), read_parity(t));
         let bytes = self.shape.bytes();
         // A chain's end has one side; the kernel then runs one z-slice and ignores the second set.
