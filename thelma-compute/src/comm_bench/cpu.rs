@@ -144,3 +144,75 @@ pub(super) fn run(cfg: &BenchConfig) -> Result<Vec<WorkerReport>, CommError> {
         super::drive(&mut ep, barrier, cfg)
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::{summarise, Backend, Topology};
+    use super::*;
+
+    /// An endpoint that skips its stores at one iteration, as a lost transaction or a wrong parity
+    /// would.
+    struct Dropping {
+        inner: CpuEndpoint,
+        skip: u32,
+    }
+
+    impl Endpoint for Dropping {
+        fn exchange(&mut self, t: u32) -> Result<(), CommError> {
+            if t == self.skip {
+                return Ok(());
+            }
+            self.inner.exchange(t)
+        }
+        fn finish(&mut self) -> Result<(), CommError> {
+            self.inner.finish()
+        }
+        fn mismatches(&mut self) -> Result<Vec<(usize, u64)>, CommError> {
+            self.inner.mismatches()
+        }
+        fn describe(&self) -> String {
+            self.inner.describe()
+        }
+    }
+
+    #[test]
+    fn a_lost_iteration_is_reported_as_corruption_of_its_link() {
+        for transport in [Transport::ZeroCopy, Transport::CopyEngine] {
+            let cfg = BenchConfig {
+                devices: vec![4, 7],
+                topology: Topology::Linear,
+                shape: Shape {
+                    arrays: 2,
+                    edge: 8,
+                    transpose: false,
+                },
+                transport,
+                iterations: 10,
+                warmup: 2,
+            };
+            let ls = links(2, cfg.topology);
+            let memory = Arc::new(
+                ls.iter()
+                    .map(|_| HostLink::new(&cfg.shape))
+                    .collect::<Vec<_>>(),
+            );
+            let reports = run_workers(&cfg, |pos, barrier| {
+                let inner =
+                    CpuEndpoint::new(&cfg, cfg.devices[pos], sides(&ls, pos), memory.clone());
+                // Device 7 (position 1) loses iteration 6: device 4 reads stale words at 7.
+                let skip = if pos == 1 { 6 } else { u32::MAX };
+                super::super::drive(&mut Dropping { inner, skip }, barrier, &cfg)
+            })
+            .unwrap();
+            match summarise(Backend::Cpu, &cfg, &reports) {
+                Err(CommError::Corrupted {
+                    link: 0,
+                    lower: 4,
+                    upper: 7,
+                    mismatches,
+                }) => assert_eq!(mismatches, cfg.shape.words() as u64, "{transport}"),
+                other => panic!("{transport}: {other:?}"),
+            }
+        }
+    }
+}
