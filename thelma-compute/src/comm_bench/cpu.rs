@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::graph::{links, sides, Side};
 use super::protocol::{
-    check_side, pattern, read_parity, write_parity, write_side, HostLink, Shape,
+    check_side, for_each_word, read_parity, write_parity, write_side, HostLink, Shape,
 };
 use super::{run_workers, BenchConfig, CommError, Endpoint, Transport, WorkerReport};
 use std::sync::atomic::Ordering;
@@ -57,30 +57,13 @@ impl CpuEndpoint {
                 for (d, s) in inc.iter_mut().zip(src) {
                     *d = s.load(Ordering::Relaxed);
                 }
-                let stream = side.stream_in();
-                let e = shape.edge;
                 let mut bad = 0u64;
-                for a in 0..shape.arrays {
-                    for y in 0..e {
-                        let row = (a * e + y) * e;
-                        for x in 0..e {
-                            let want = pattern(t - 1, stream, (row + x) as u32);
-                            bad += u64::from(inc[shape.physical(a, y, x)] != want);
-                        }
-                    }
-                }
+                for_each_word(&shape, side.stream_in(), t - 1, |p, v| {
+                    bad += u64::from(inc[p] != v)
+                });
                 self.mismatches[k] += bad;
             }
-            let stream = side.stream_out();
-            let e = shape.edge;
-            for a in 0..shape.arrays {
-                for y in 0..e {
-                    let row = (a * e + y) * e;
-                    for x in 0..e {
-                        out[shape.physical(a, y, x)] = pattern(t, stream, (row + x) as u32);
-                    }
-                }
-            }
+            for_each_word(&shape, side.stream_out(), t, |p, v| out[p] = v);
             // Device → host: the local array into this side's buffer of the write parity.
             let dst = link.buffer(&shape, side.writes_up, write_parity(t));
             for (d, s) in dst.iter().zip(out.iter()) {

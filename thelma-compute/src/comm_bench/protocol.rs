@@ -93,39 +93,40 @@ impl HostLink {
     }
 }
 
-/// Stores iteration `t`'s words of `side` into its outgoing buffer (parity `t % 2`), x fastest as
-/// the kernel's threads are laid out.
-pub fn write_side(link: &HostLink, shape: &Shape, side: &Side, t: u32) {
-    let buf = link.buffer(shape, side.writes_up, write_parity(t));
-    let stream = side.stream_out();
+/// Calls `f(physical index, word)` for every word of `stream` at `iteration`, x fastest, as the
+/// kernel's threads are laid out.
+#[inline]
+pub fn for_each_word(shape: &Shape, stream: u32, iteration: u32, mut f: impl FnMut(usize, u32)) {
     let e = shape.edge;
     for a in 0..shape.arrays {
         for y in 0..e {
             let row = (a * e + y) * e;
             for x in 0..e {
-                let v = pattern(t, stream, (row + x) as u32);
-                buf[shape.physical(a, y, x)].store(v, Ordering::Relaxed);
+                f(
+                    shape.physical(a, y, x),
+                    pattern(iteration, stream, (row + x) as u32),
+                );
             }
         }
     }
+}
+
+/// Stores iteration `t`'s words of `side` into its outgoing buffer (parity `t % 2`).
+pub fn write_side(link: &HostLink, shape: &Shape, side: &Side, t: u32) {
+    let buf = link.buffer(shape, side.writes_up, write_parity(t));
+    for_each_word(shape, side.stream_out(), t, |p, v| {
+        buf[p].store(v, Ordering::Relaxed)
+    });
 }
 
 /// Loads the neighbour's words of iteration `t − 1` from the incoming buffer of `side` (parity
 /// `(t + 1) % 2`) and returns how many differ from what the neighbour must have written.
 pub fn check_side(link: &HostLink, shape: &Shape, side: &Side, t: u32) -> u64 {
     let buf = link.buffer(shape, !side.writes_up, read_parity(t));
-    let stream = side.stream_in();
-    let e = shape.edge;
     let mut bad = 0u64;
-    for a in 0..shape.arrays {
-        for y in 0..e {
-            let row = (a * e + y) * e;
-            for x in 0..e {
-                let expect = pattern(t.wrapping_sub(1), stream, (row + x) as u32);
-                bad += u64::from(buf[shape.physical(a, y, x)].load(Ordering::Relaxed) != expect);
-            }
-        }
-    }
+    for_each_word(shape, side.stream_in(), t.wrapping_sub(1), |p, v| {
+        bad += u64::from(buf[p].load(Ordering::Relaxed) != v)
+    });
     bad
 }
 
