@@ -470,10 +470,16 @@ fn worker(
     match cfg.transport {
         Transport::ZeroCopy => {
             for s in &my_sides {
+                // Map the allocation's base and offset from it: the driver documents the mapping
+                // for the pointer `cuMemHostAlloc` returned.
+                let base = ep.mapped(pinned[s.link])?;
+                let dev = |upward: bool, parity: usize| {
+                    base + 4 * buffer_offset(&shape, upward, parity) as u64
+                };
                 let mut p = SidePtrs::empty(*s);
                 for parity in 0..2 {
-                    p.out[parity] = ep.mapped(at(s.link, s.writes_up, parity))?;
-                    p.inp[parity] = ep.mapped(at(s.link, !s.writes_up, parity))?;
+                    p.out[parity] = dev(s.writes_up, parity);
+                    p.inp[parity] = dev(!s.writes_up, parity);
                 }
                 ep.sides.push(p);
             }
