@@ -29,10 +29,7 @@ fn libraries_present() -> Result<(), CommError> {
         (false, _) => "the CUDA driver (libcuda) is not installed",
         (true, false) => "NVRTC (libnvrtc) is not installed",
     };
-    Err(CommError::Device {
-        device: 0,
-        message: format!("{missing}; use --backend cpu"),
-    })
+    Err(CommError::NoCuda(format!("{missing}; use --backend cpu")))
 }
 
 /// Number of CUDA devices.
@@ -112,10 +109,7 @@ fn cubin(cc: (i32, i32)) -> Result<Vec<u8>, String> {
 pub(super) fn compile_check(major: i32, minor: i32) -> Result<usize, CommError> {
     // SAFETY: only probes whether the shared library loads.
     if !unsafe { nvrtc::sys::is_culib_present() } {
-        return Err(CommError::Device {
-            device: 0,
-            message: "NVRTC (libnvrtc) is not installed".into(),
-        });
+        return Err(CommError::NoCuda("NVRTC (libnvrtc) is not installed".into()));
     }
     cubin((major, minor))
         .map(|c| c.len())

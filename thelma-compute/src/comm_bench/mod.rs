@@ -159,6 +159,9 @@ pub enum CommError {
         transport: Transport,
         reason: String,
     },
+    /// The CUDA driver or NVRTC cannot be loaded.
+    #[error("{0}")]
+    NoCuda(String),
     /// A device (or its driver) failed.
     #[error("device {device}: {message}")]
     Device { device: usize, message: String },
