@@ -49,16 +49,16 @@ pub struct CommBenchArgs {
     /// Transposed (non-coalesced) accesses: `--transpose` alone means on. Default off.
     #[arg(long, value_enum, num_args = 0..=1, default_missing_value = "on")]
     pub transpose: Option<TransposeArg>,
-    /// Arrays per link and direction (k). Default 5, the populations crossing a D3Q19 face.
+    /// Arrays per link and direction (k); 5 is the populations crossing a D3Q19 face.
     #[arg(long, value_name = "K", default_value_t = 5)]
     pub arrays: usize,
-    /// Edge of each array in words (L). Default 192.
+    /// Edge of each array in words (L).
     #[arg(long, value_name = "L", default_value_t = 192)]
     pub edge: usize,
-    /// Measured iterations per configuration. Default 50,000 (the paper's).
+    /// Measured iterations per configuration (the paper averaged 50,000).
     #[arg(long, value_name = "N", default_value_t = 50_000)]
     pub iterations: u32,
-    /// Iterations run before the clock starts. Default 500.
+    /// Iterations run before the clock starts.
     #[arg(long, value_name = "N", default_value_t = 500)]
     pub warmup: u32,
     /// Also measure every shorter prefix of the device list (from the graph's smallest size), for
