@@ -3,6 +3,8 @@
 
 use std::sync::Arc;
 
+use thelma_core::compute::Placement;
+
 use super::graph::{links, sides, Side};
 use super::protocol::{
     check_side, for_each_word, read_parity, write_parity, write_side, HostLink, Shape,
@@ -13,6 +15,8 @@ use std::sync::atomic::Ordering;
 /// One virtual device: its sides and, for the copy-engine transport, local staging copies.
 struct CpuEndpoint {
     device: usize,
+    /// Where the thread runs (hwloc).
+    binding: String,
     shape: Shape,
     sides: Vec<Side>,
     memory: Arc<Vec<HostLink>>,
@@ -35,6 +39,7 @@ impl CpuEndpoint {
         };
         Self {
             device,
+            binding: String::new(),
             shape: cfg.shape,
             mismatches: vec![0; sides.len()],
             sides,
@@ -104,7 +109,7 @@ impl Endpoint for CpuEndpoint {
     }
 
     fn describe(&self) -> String {
-        format!("cpu:{} (host thread)", self.device)
+        format!("cpu:{} (host thread, {})", self.device, self.binding)
     }
 }
 
@@ -123,7 +128,12 @@ pub(super) fn run(cfg: &BenchConfig) -> Result<Vec<WorkerReport>, CommError> {
             .collect::<Vec<_>>(),
     );
     run_workers(cfg, |pos, barrier| {
+        let binding = super::bind_worker(&Placement::Cores {
+            share: pos,
+            of: cfg.devices.len(),
+        });
         let mut ep = CpuEndpoint::new(cfg, cfg.devices[pos], sides(&ls, pos), memory.clone());
+        ep.binding = binding;
         super::drive(&mut ep, barrier, cfg)
     })
 }

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{result, sys, CudaContext, CudaFunction, CudaStream, DriverError};
 use cudarc::nvrtc;
+use thelma_core::compute::Placement;
 use thelma_core::runtime::StepBarrier;
 
 use super::graph::{links, sides, Side};
@@ -109,11 +110,38 @@ fn cubin(cc: (i32, i32)) -> Result<Vec<u8>, String> {
 pub(super) fn compile_check(major: i32, minor: i32) -> Result<usize, CommError> {
     // SAFETY: only probes whether the shared library loads.
     if !unsafe { nvrtc::sys::is_culib_present() } {
-        return Err(CommError::NoCuda("NVRTC (libnvrtc) is not installed".into()));
+        return Err(CommError::NoCuda(
+            "NVRTC (libnvrtc) is not installed".into(),
+        ));
     }
     cubin((major, minor))
         .map(|c| c.len())
         .map_err(|message| CommError::Device { device: 0, message })
+}
+
+/// The PCI bus id of `device` as hwloc spells it (`0000:19:00.0`; CUDA gives an 8-digit domain).
+fn pci_bus_id(device: usize) -> Result<String, DriverError> {
+    result::init()?;
+    let dev = result::device::get(device as i32)?;
+    let mut buf = [0 as std::ffi::c_char; 32];
+    // SAFETY: `buf` has room for the 32 bytes passed as its length; the driver NUL-terminates.
+    unsafe { sys::cuDeviceGetPCIBusId(buf.as_mut_ptr(), buf.len() as i32, dev) }.result()?;
+    // SAFETY: the driver wrote a NUL-terminated string into `buf`.
+    let id = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }
+        .to_string_lossy()
+        .to_ascii_lowercase();
+    Ok(normalize_bus_id(&id))
+}
+
+/// `00000000:19:00.0` → `0000:19:00.0`; anything unexpected is passed through.
+fn normalize_bus_id(id: &str) -> String {
+    match id.split_once(':') {
+        Some((domain, rest)) => match u32::from_str_radix(domain, 16) {
+            Ok(d) => format!("{d:04x}:{rest}"),
+            Err(_) => id.to_string(),
+        },
+        None => id.to_string(),
+    }
 }
 
 /// Page-locked, device-mapped, portable host memory for every link (zero-copy and copy-engine
@@ -449,7 +477,12 @@ fn worker(
     let my_sides = sides(&ls, pos);
     let shape = cfg.shape;
     let bytes = shape.bytes();
+    let binding = match pci_bus_id(device) {
+        Ok(id) => super::bind_worker(&Placement::Gpu { pci_bus_id: id }),
+        Err(e) => format!("unbound ({e})"),
+    };
     let mut ep = CudaEndpoint::open(device, shape, cfg.transport)?;
+    ep.describe = format!("{}, {binding}", ep.describe);
     ep.counters = ep.alloc(8 * my_sides.len().max(1))?;
     let at = |link: usize, upward: bool, parity: usize| {
         pinned[link] + 4 * buffer_offset(&shape, upward, parity)
@@ -557,4 +590,16 @@ pub(super) fn run(cfg: &BenchConfig) -> Result<Vec<WorkerReport>, CommError> {
     });
     drop(pinned);
     reports
+}
+
+#[cfg(test)]
+mod tests {
+    use super::normalize_bus_id;
+
+    #[test]
+    fn cuda_bus_ids_take_hwlocs_four_digit_domain() {
+        assert_eq!(normalize_bus_id("00000000:19:00.0"), "0000:19:00.0");
+        assert_eq!(normalize_bus_id("0001:9a:00.0"), "0001:9a:00.0");
+        assert_eq!(normalize_bus_id("odd"), "odd");
+    }
 }

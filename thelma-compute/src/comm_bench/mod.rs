@@ -242,6 +242,15 @@ pub(crate) fn drive(
     })
 }
 
+/// Binds the calling worker thread as `placement` asks (as the solver's runtime does) and says
+/// where it ended up; a failure leaves the thread unbound and is only reported.
+pub(crate) fn bind_worker(placement: &thelma_core::compute::Placement) -> String {
+    match thelma_core::affinity::bind_current_thread(placement) {
+        Ok(b) => b.to_string(),
+        Err(e) => format!("unbound ({e})"),
+    }
+}
+
 /// Runs `work(position, barrier)` on one scoped thread per position. A failing worker aborts the
 /// barrier so that the others stop; the first real error is returned.
 pub(crate) fn run_workers<F>(cfg: &BenchConfig, work: F) -> Result<Vec<WorkerReport>, CommError>
