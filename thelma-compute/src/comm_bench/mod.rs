@@ -245,9 +245,12 @@ pub(crate) fn drive(
 /// Binds the calling worker thread as `placement` asks (as the solver's runtime does) and says
 /// where it ended up; a failure leaves the thread unbound and is only reported.
 pub(crate) fn bind_worker(placement: &thelma_core::compute::Placement) -> String {
-    match thelma_core::affinity::bind_current_thread(placement) {
-        Ok(b) => b.to_string(),
-        Err(e) => format!("unbound ({e})"),
+    // Binding is an optimisation: even a panic inside hwloc's bindings must not stop a measurement.
+    let bound = std::panic::catch_unwind(|| thelma_core::affinity::bind_current_thread(placement));
+    match bound {
+        Ok(Ok(b)) => b.to_string(),
+        Ok(Err(e)) => format!("unbound ({e})"),
+        Err(_) => "unbound (hwloc failed)".into(),
     }
 }
 
