@@ -6,6 +6,7 @@ pub mod app;
 pub mod backend;
 pub mod checkpoint;
 pub mod cli;
+pub mod comm_bench;
 pub mod outputs;
 pub mod preflight;
 pub mod watchdog;

@@ -23,7 +23,9 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run a case: by default the lid-driven cubic cavity at Re = 1000, 48³, to steady state.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
+    /// Inter-GPU communication microbenchmark (TheLMA §6): exchange throughput and the solver model.
+    CommBench(thelma_cli::comm_bench::CommBenchArgs),
 }
 
 fn run(args: RunArgs) -> anyhow::Result<()> {
@@ -184,7 +186,8 @@ fn main() -> ExitCode {
         }
     };
     let result = match cli.command {
-        Command::Run(args) => run(args),
+        Command::Run(args) => run(*args),
+        Command::CommBench(args) => thelma_cli::comm_bench::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

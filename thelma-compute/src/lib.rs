@@ -4,6 +4,7 @@
 //! A new collision model or propagation scheme is a new module here; the runtime, geometry and results
 //! do not change.
 
+pub mod comm_bench;
 pub mod cpu;
 mod params;
 
