@@ -8,3 +8,4 @@ pub mod cpu;
 mod params;
 
 pub use params::ModelParams;
+pub mod cuda;
