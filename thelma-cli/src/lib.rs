@@ -4,4 +4,6 @@
 
 pub mod app;
 pub mod backend;
+pub mod bench;
 pub mod cli;
+pub mod devices;

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 use thelma_cli::app::{run_case, Diverged, Event, UsageError};
+use thelma_cli::bench::{run_bench, BenchArgs};
 use thelma_cli::cli::RunArgs;
 
 /// thelma: lattice Boltzmann (D3Q19) fluid simulation on one or many GPUs, or on the CPU.
@@ -20,6 +21,10 @@ struct Cli {
 enum Command {
     /// Run a case: by default the lid-driven cubic cavity at Re = 1000, 48³, to steady state.
     Run(RunArgs),
+    /// List the CUDA devices: name, memory, compute capability, PCI bus id, nearest cores, peer access.
+    Devices,
+    /// Measure memory bandwidth and LBM throughput (MLUPS) over sizes and 1..N devices.
+    Bench(BenchArgs),
 }
 
 fn run(args: RunArgs) -> anyhow::Result<()> {
@@ -115,6 +120,11 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Run(args) => run(args),
+        Command::Devices => {
+            print!("{}", thelma_cli::devices::report());
+            Ok(())
+        }
+        Command::Bench(args) => run_bench(&args, &mut |line| println!("{line}")).map(|_| ()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -326,12 +326,17 @@ where
             stream,
             ctx,
         };
+        // The rest state, one population at a time (a whole host lattice would double the memory).
         let feq = equilibrium(T::one(), [T::zero(); 3]);
-        let mut init = vec![T::zero(); len];
+        let mut plane = vec![T::zero(); n];
         for i in 0..Q {
-            init[i * n..(i + 1) * n].fill(feq[i]);
+            plane.fill(feq[i]);
+            let mut dst = m.lattices[m.cur].slice_mut(i * n..(i + 1) * n);
+            m.stream
+                .memcpy_htod(&plane, &mut dst)
+                .map_err(dev_err("copy to the device"))?;
+            m.sync()?;
         }
-        m.upload(&init)?;
         Ok(m)
     }
 
