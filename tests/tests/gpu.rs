@@ -52,7 +52,7 @@ fn case(
         c.domain.periodic = [true, false, true];
         c.domain.obstacles = vec![Obstacle::Sphere {
             centre: [nx as f64 * 0.4, ny as f64 * 0.4, nz as f64 * 0.5],
-            radius: nx as f64 * 0.2,
+            radius: 3.5,
         }];
         c.physics.lid_speed = 0.0;
         c.physics.viscosity = Some(0.02);

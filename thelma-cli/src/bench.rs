@@ -328,6 +328,9 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
                         &ids[..k],
                         Arc::new(AtomicBool::new(false)),
                     )?;
+                    if rows.is_empty() && skipped.is_empty() {
+                        progress(&format!("device 0: {}", rt.devices()[0].describe));
+                    }
                     if warmup > 0 {
                         rt.run(warmup)?;
                     }

@@ -262,6 +262,9 @@ where
         let health_k = funcs.pop().expect("three kernels");
         let export = funcs.pop().expect("three kernels");
         let collide = funcs.pop().expect("three kernels");
+        let regs = collide
+            .num_regs()
+            .map_or_else(|_| "?".to_string(), |r| r.to_string());
 
         let n = slab.nodes();
         let len = n
@@ -322,7 +325,13 @@ where
             health_k,
             _image: image,
             shape,
-            describe: format!("cuda:{ordinal} {} {}", info.name, T::NAME),
+            describe: format!(
+                "cuda:{ordinal} {} {} (collision kernel: {} registers, block {})",
+                info.name,
+                T::NAME,
+                regs,
+                shape.block_x
+            ),
             stream,
             ctx,
         };
