@@ -95,6 +95,26 @@ __device__ __forceinline__ void collide_mrt(T f[THELMA_Q]) {
     }
 }
 
+// The value direction i pulls into row (y, z) at source column xs near a y or z edge of the slab
+// (uniform over a block): wrapped on a periodic y axis, zero beyond a y wall (bounce-back then
+// replaces it), and from the neighbour's interface buffer beyond the slab's z faces.
+template <typename T>
+__device__ __forceinline__ T pull_edge(const T* __restrict__ a, const T* below_in, const T* above_in,
+                                       int i, int xs, int y, int z, int nx, int ny, int nz,
+                                       int periodic, size_t n) {
+    int ys = y - cy(i);
+    if (ys < 0 || ys >= ny) {
+        if (!(periodic & 2)) return T(0.0);
+        ys = (ys + ny) % ny;
+    }
+    const int zs = z - cz(i);
+    const size_t plane = (size_t)nx * ny;
+    if (zs >= 0 && zs < nz) return a[(size_t)i * n + (size_t)zs * plane + (size_t)ys * nx + xs];
+    const T* buf = zs < 0 ? below_in : above_in;
+    if (buf == nullptr) return T(0.0);
+    return buf[(size_t)slot_of(i) * plane + (size_t)ys * nx + xs];
+}
+
 // One step for one node: pull f̃_i(x − c_i) from lattice a (or an interface buffer), bounce back
 // where the palette says so, collide (solid nodes keep their populations), store to lattice b and,
 // on a boundary layer, to this step's outgoing interface buffer.
@@ -118,36 +138,35 @@ __device__ __forceinline__ void collide_propagate(
 #pragma unroll
         for (int i = 0; i < THELMA_Q; i++) f[i] = a[(size_t)i * n + p];
     } else {
-        // Source coordinates of the three possible x and y offsets. Beyond a periodic edge they wrap;
-        // beyond a wall the load is clamped in bounds and its value replaced by zero (bounce-back
-        // then overrides it), with selects rather than branches so that the warps holding x = 0 or
-        // x = nx − 1 do not diverge. y and z are uniform over a block, so branches on them are free.
-        const bool px = periodic & 1, py = periodic & 2;
+        // The source column of the three possible x offsets: wrapped across a periodic edge, clamped
+        // in bounds beyond a wall, where the value is then replaced by zero (and bounce-back overrides
+        // it). Selects, not branches, so that the warps holding x = 0 or x = nx − 1 do not diverge.
+        const bool px = periodic & 1;
         const int xm = x > 0 ? x - 1 : (px ? nx - 1 : 0);
         const int xp = x < nx - 1 ? x + 1 : (px ? 0 : nx - 1);
         const bool okxm = x > 0 || px, okxp = x < nx - 1 || px;
-        const int ym = y > 0 ? y - 1 : (py ? ny - 1 : 0);
-        const int yp = y < ny - 1 ? y + 1 : (py ? 0 : ny - 1);
-        const bool okym = y > 0 || py, okyp = y < ny - 1 || py;
+        // y and z are uniform over a block: rows away from the y and z edges take the fast path,
+        // whole blocks at once.
+        const bool inner = y > 0 && y < ny - 1 && z > 0 && z < nz - 1;
+        if (inner) {
 #pragma unroll
-        for (int i = 0; i < THELMA_Q; i++) {
-            const int dx = cx(i), dy = cy(i), dz = cz(i);
-            const int xs = dx == 0 ? x : (dx == 1 ? xm : xp);
-            const bool okx = dx == 0 ? true : (dx == 1 ? okxm : okxp);
-            const int ys = dy == 0 ? y : (dy == 1 ? ym : yp);
-            const bool oky = dy == 0 ? true : (dy == 1 ? okym : okyp);
-            const int zs = z - dz;
-            const T* row;
-            if (zs < 0) {
-                row = below_in == nullptr ? nullptr : below_in + (size_t)slot_of(i) * plane + (size_t)ys * nx;
-            } else if (zs >= nz) {
-                row = above_in == nullptr ? nullptr : above_in + (size_t)slot_of(i) * plane + (size_t)ys * nx;
-            } else {
-                row = a + (size_t)i * n + (size_t)zs * plane + (size_t)ys * nx;
+            for (int i = 0; i < THELMA_Q; i++) {
+                const int dx = cx(i);
+                const int xs = dx == 0 ? x : (dx == 1 ? xm : xp);
+                const bool okx = dx == 0 ? true : (dx == 1 ? okxm : okxp);
+                const T v = __ldg(&a[(size_t)i * n + (size_t)(z - cz(i)) * plane +
+                                     (size_t)(y - cy(i)) * nx + xs]);
+                f[i] = okx ? v : T(0.0);
             }
-            T v = T(0.0);
-            if (row != nullptr && oky) v = row[xs];
-            f[i] = okx ? v : T(0.0);
+        } else {
+#pragma unroll
+            for (int i = 0; i < THELMA_Q; i++) {
+                const int dx = cx(i);
+                const int xs = dx == 0 ? x : (dx == 1 ? xm : xp);
+                const bool okx = dx == 0 ? true : (dx == 1 ? okxm : okxp);
+                const T v = pull_edge(a, below_in, above_in, i, xs, y, z, nx, ny, nz, periodic, n);
+                f[i] = okx ? v : T(0.0);
+            }
         }
         if (mask != 0) {
 #pragma unroll
