@@ -63,7 +63,8 @@ pub struct BenchArgs {
     pub precision: Vec<PrecisionArg>,
     #[arg(long, value_enum, default_value = "weak")]
     pub scaling: Scaling,
-    /// Timed steps per measurement. Default 200 on GPUs, 20 on the CPU.
+    /// Timed steps per measurement. Default on GPUs: 5·10⁹ node updates, 200 to 2,000 steps; 20 on
+    /// the CPU.
     #[arg(long, value_name = "N")]
     pub steps: Option<u64>,
     /// Untimed steps before the timed ones. Default 20 on GPUs, 3 on the CPU.
@@ -234,7 +235,14 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
             format!("{bad} is too small (at least 4)")
         ));
     }
-    let steps = args.steps.unwrap_or(if on_gpu { 200 } else { 20 }).max(1);
+    // Small lattices step in microseconds: time at least about 5·10⁹ node updates on a GPU.
+    let default_steps = |nodes: usize| {
+        if on_gpu {
+            (5e9 / nodes as f64).clamp(200.0, 2000.0) as u64
+        } else {
+            20
+        }
+    };
     let warmup = args.warmup.unwrap_or(if on_gpu { 20 } else { 3 });
 
     let (bandwidth, names) = if on_gpu {
@@ -334,6 +342,10 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
                     if warmup > 0 {
                         rt.run(warmup)?;
                     }
+                    let steps = args
+                        .steps
+                        .unwrap_or_else(|| default_steps(domain.nodes()))
+                        .max(1);
                     let st = rt.run(steps)?;
                     let bad = rt.health()?.iter().find_map(|h| h.non_finite);
                     rt.shutdown();

@@ -73,8 +73,11 @@ pub fn nvrtc_present() -> bool {
     unsafe { nvrtc_sys::is_culib_present() }
 }
 
-fn cache() -> &'static Mutex<HashMap<(String, String), Arc<Vec<u8>>>> {
-    static CACHE: OnceLock<Mutex<HashMap<(String, String), Arc<Vec<u8>>>>> = OnceLock::new();
+/// Compiled images by (source, architecture).
+type CubinCache = Mutex<HashMap<(String, String), Arc<Vec<u8>>>>;
+
+fn cache() -> &'static CubinCache {
+    static CACHE: OnceLock<CubinCache> = OnceLock::new();
     CACHE.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
