@@ -73,9 +73,10 @@ pub struct BenchArgs {
     /// CUDA: threads per block along x of the collision kernel (a power of two).
     #[arg(long, value_name = "N", default_value_t = cuda::DEFAULT_BLOCK_X)]
     pub block: u32,
-    /// CUDA: minimum resident blocks per multiprocessor the kernel is compiled for.
-    #[arg(long, value_name = "N", default_value_t = cuda::DEFAULT_MIN_BLOCKS)]
-    pub min_blocks: u32,
+    /// CUDA: minimum resident blocks per multiprocessor the kernel is compiled for (bounds its
+    /// registers). Default: 1,024 threads' worth.
+    #[arg(long, value_name = "N")]
+    pub min_blocks: Option<u32>,
     /// CPU backend: threads in all (0: one per core).
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub threads: usize,
@@ -306,10 +307,11 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
                     let geometry = Arc::new(Geometry::from_case(&case)?);
                     let params = ModelParams::new(&case, &lat, geometry);
                     let factory: Arc<dyn ModuleFactory> = if on_gpu {
-                        Arc::new(CudaFactory::new(params)?.with_shape(LaunchShape {
-                            block_x: args.block,
-                            min_blocks: args.min_blocks,
-                        }))
+                        let mut shape = LaunchShape::for_block(args.block);
+                        if let Some(m) = args.min_blocks {
+                            shape.min_blocks = m.max(1);
+                        }
+                        Arc::new(CudaFactory::new(params)?.with_shape(shape))
                     } else {
                         Arc::new(CpuFactory::new(params, k, args.threads))
                     };

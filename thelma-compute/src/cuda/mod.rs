@@ -16,6 +16,9 @@ pub use module::{CudaFactory, CudaModule, LaunchShape};
 
 /// Threads per block along x of the collision kernel (TheLMA's 2^n layout; measured in PERFORMANCE.md).
 pub const DEFAULT_BLOCK_X: u32 = 128;
-/// Blocks per multiprocessor the collision kernel's registers are planned for: 8 blocks of 128 cap it at
-/// 64 registers, which measured faster than the 72 the compiler picks alone (PERFORMANCE.md).
-pub const DEFAULT_MIN_BLOCKS: u32 = 8;
+/// Resident threads per multiprocessor the collision kernel's registers are planned for
+/// (`__launch_bounds__`): 1,024 caps it at 64 registers, which measured faster than the 72 the
+/// compiler picks alone, and faster than 40 (PERFORMANCE.md).
+pub const RESIDENT_THREADS: u32 = 1024;
+/// Blocks per multiprocessor for the default block size.
+pub const DEFAULT_MIN_BLOCKS: u32 = RESIDENT_THREADS / DEFAULT_BLOCK_X;

@@ -39,6 +39,16 @@ pub struct LaunchShape {
     pub min_blocks: u32,
 }
 
+impl LaunchShape {
+    /// Blocks of `block_x` threads, with registers planned for [`super::RESIDENT_THREADS`] resident threads.
+    pub fn for_block(block_x: u32) -> Self {
+        Self {
+            block_x,
+            min_blocks: (super::RESIDENT_THREADS / block_x.max(1)).max(1),
+        }
+    }
+}
+
 impl Default for LaunchShape {
     fn default() -> Self {
         Self {
