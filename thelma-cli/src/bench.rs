@@ -74,7 +74,7 @@ pub struct BenchArgs {
     #[arg(long, value_name = "N", default_value_t = cuda::DEFAULT_BLOCK_X)]
     pub block: u32,
     /// CUDA: minimum resident blocks per multiprocessor the kernel is compiled for (bounds its
-    /// registers). Default: 1,024 threads' worth.
+    /// registers). Default: 1,024 threads' worth in f32, 512 in f64.
     #[arg(long, value_name = "N")]
     pub min_blocks: Option<u32>,
     /// CPU backend: threads in all (0: one per core).
@@ -308,9 +308,7 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
                     let params = ModelParams::new(&case, &lat, geometry);
                     let factory: Arc<dyn ModuleFactory> = if on_gpu {
                         let mut shape = LaunchShape::for_block(args.block);
-                        if let Some(m) = args.min_blocks {
-                            shape.min_blocks = m.max(1);
-                        }
+                        shape.min_blocks = args.min_blocks;
                         Arc::new(CudaFactory::new(params)?.with_shape(shape))
                     } else {
                         Arc::new(CpuFactory::new(params, k, args.threads))

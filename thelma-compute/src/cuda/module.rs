@@ -23,7 +23,7 @@ use thelma_core::Real;
 
 use super::launch::{self, Kernel, StepArgs, HEALTH_BLOCKS};
 use super::prelude::{PreludeParams, SOLID_BIT};
-use super::{device, DEFAULT_BLOCK_X, DEFAULT_MIN_BLOCKS};
+use super::{device, DEFAULT_BLOCK_X, RESIDENT_THREADS_F32, RESIDENT_THREADS_F64};
 use crate::params::ModelParams;
 
 fn dev_err(what: &str) -> impl FnOnce(cudarc::driver::DriverError) -> ComputeError + '_ {
@@ -35,26 +35,35 @@ fn dev_err(what: &str) -> impl FnOnce(cudarc::driver::DriverError) -> ComputeErr
 pub struct LaunchShape {
     /// Threads per block along x (a power of two, at most 1024).
     pub block_x: u32,
-    /// `__launch_bounds__` minimum blocks per multiprocessor.
-    pub min_blocks: u32,
+    /// `__launch_bounds__` minimum blocks per multiprocessor; `None`: the measured default of the
+    /// precision ([`RESIDENT_THREADS_F32`] or [`RESIDENT_THREADS_F64`] resident threads).
+    pub min_blocks: Option<u32>,
 }
 
 impl LaunchShape {
-    /// Blocks of `block_x` threads, with registers planned for [`super::RESIDENT_THREADS`] resident threads.
+    /// Blocks of `block_x` threads with the default register plan.
     pub fn for_block(block_x: u32) -> Self {
         Self {
             block_x,
-            min_blocks: (super::RESIDENT_THREADS / block_x.max(1)).max(1),
+            min_blocks: None,
         }
+    }
+
+    /// The minimum blocks per multiprocessor for `precision`.
+    pub fn min_blocks_for(&self, precision: Precision) -> u32 {
+        let threads = match precision {
+            Precision::F32 => RESIDENT_THREADS_F32,
+            Precision::F64 => RESIDENT_THREADS_F64,
+        };
+        self.min_blocks
+            .unwrap_or(threads / self.block_x.max(1))
+            .max(1)
     }
 }
 
 impl Default for LaunchShape {
     fn default() -> Self {
-        Self {
-            block_x: DEFAULT_BLOCK_X,
-            min_blocks: DEFAULT_MIN_BLOCKS,
-        }
+        Self::for_block(DEFAULT_BLOCK_X)
     }
 }
 
@@ -256,7 +265,7 @@ where
             omega: params.omega,
             mrt_rates: params.mrt_rates,
             block_x: shape.block_x,
-            min_blocks: shape.min_blocks,
+            min_blocks: shape.min_blocks_for(T::PRECISION),
         };
         let arch = launch::arch_of(info.compute_capability);
         let cubin = launch::compile_cubin(&launch::lbm_source(&pp), "lbm_d3q19.cu", &arch)?;

@@ -32,7 +32,7 @@ impl PreludeParams {
             omega: 1.6,
             mrt_rates: MrtRates::default(),
             block_x: super::DEFAULT_BLOCK_X,
-            min_blocks: super::DEFAULT_MIN_BLOCKS,
+            min_blocks: super::module::LaunchShape::default().min_blocks_for(precision),
         }
     }
 }
