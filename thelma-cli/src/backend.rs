@@ -7,8 +7,9 @@ use anyhow::{bail, Result};
 use thelma_compute::cpu::CpuFactory;
 use thelma_compute::cuda::{self, CudaFactory};
 use thelma_compute::ModelParams;
-use thelma_core::compute::ModuleFactory;
+use thelma_core::compute::{slab_bytes, ModuleFactory};
 use thelma_core::config::{Backend, CaseConfig, DeviceSpec};
+use thelma_core::domain::{Domain, SlabSpec};
 
 use crate::app::UsageError;
 
@@ -34,6 +35,7 @@ pub fn select(case: &CaseConfig, params: ModelParams) -> Result<Selection> {
         let devices = cuda_devices(case, count)?;
         let factory = CudaFactory::new(params)
             .map_err(|e| UsageError::new("--backend", format!("cuda: {e}")))?;
+        check_memory(case, &factory, &devices)?;
         let note = format!(
             "backend {}cuda ({count} GPU{} present)",
             if hw.backend == Backend::Auto {
@@ -76,6 +78,31 @@ pub fn cuda_devices(case: &CaseConfig, available: usize) -> Result<Vec<usize>> {
         .map_err(|e| UsageError::new("--devices", e))?;
     check_planes(case, ids.len())?;
     Ok(ids)
+}
+
+/// Refuses, before anything is allocated, a lattice whose slabs do not fit in their GPUs' free memory.
+fn check_memory(case: &CaseConfig, factory: &dyn ModuleFactory, devices: &[usize]) -> Result<()> {
+    let domain = Domain::new(case.domain.size, case.domain.periodic);
+    let slabs = SlabSpec::split(domain, devices.len())
+        .map_err(|e| UsageError::new("--devices", e.to_string()))?;
+    for (slab, &d) in slabs.iter().zip(devices) {
+        let need = slab_bytes(slab, case.numerics.precision);
+        if let Some(m) = factory.device_memory(d) {
+            if need > m.free {
+                bail!(UsageError::new(
+                    "--size",
+                    format!(
+                        "slab {} needs {:.1} GiB on cuda:{d}, {:.1} GiB free (largest cube per GPU: {}³)",
+                        slab.index,
+                        need as f64 / (1u64 << 30) as f64,
+                        m.free as f64 / (1u64 << 30) as f64,
+                        crate::devices::largest_cube(m.free, case.numerics.precision)
+                    )
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 fn check_planes(case: &CaseConfig, devices: usize) -> Result<()> {
