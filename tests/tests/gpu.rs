@@ -189,3 +189,41 @@ fn cavity_re1000_at_128_matches_published_data_on_gpus() {
         );
     }
 }
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn on_device_watchdog_agrees_with_the_cpu_module_and_finds_the_first_bad_node() {
+    if gpus().is_none() {
+        return;
+    }
+    for precision in [Precision::F32, Precision::F64] {
+        let c = case([20, 18, 22], false, Collision::Mrt, precision);
+        let d = domain(&c);
+        let mut init = vortex_populations(d, 0.05);
+        let mut cpu = cpu_runtime(&c, 2);
+        let mut gpu = cuda_runtime(&c, &[0, 0]);
+        for rt in [&mut cpu, &mut gpu] {
+            let parts = scatter_populations(rt, &init, precision);
+            rt.write_populations(parts, 0).unwrap();
+        }
+        let (hc, hg) = (cpu.health().unwrap(), gpu.health().unwrap());
+        for (a, b) in hc.iter().zip(&hg) {
+            assert_eq!(a.rho_min, b.rho_min, "{precision:?}");
+            assert_eq!(a.rho_max, b.rho_max, "{precision:?}");
+            assert_eq!(b.non_finite, None);
+        }
+        // Two bad nodes in the upper slab (z ≥ 11): the watchdog names the first in memory order.
+        let (nx, ny) = (d.size[0], d.size[1]);
+        let n = d.nodes();
+        for (x, y, z, i) in [(15usize, 9usize, 16usize, 3usize), (2, 16, 14, 11)] {
+            init[i * n + (z * ny + y) * nx + x] = f64::NAN;
+        }
+        let parts = scatter_populations(&gpu, &init, precision);
+        gpu.write_populations(parts, 0).unwrap();
+        let h = gpu.health().unwrap();
+        assert_eq!(h[0].non_finite, None);
+        assert_eq!(h[1].non_finite, Some([2, 16, 14]), "{precision:?}");
+        cpu.shutdown();
+        gpu.shutdown();
+    }
+}
