@@ -1,12 +1,14 @@
-//! Choosing the compute module for a run: `cpu`, `cuda`, or `auto` (CUDA when a device exists).
+//! Choosing the compute module for a run: `cpu`, `cuda`, or `auto` (CUDA when a driver and a GPU
+//! exist, the CPU module otherwise, said in the run's first line).
 
 use std::sync::Arc;
 
 use anyhow::{bail, Result};
 use thelma_compute::cpu::CpuFactory;
+use thelma_compute::cuda::{self, CudaFactory};
 use thelma_compute::ModelParams;
 use thelma_core::compute::ModuleFactory;
-use thelma_core::config::{Backend, CaseConfig};
+use thelma_core::config::{Backend, CaseConfig, DeviceSpec};
 
 use crate::app::UsageError;
 
@@ -20,32 +22,65 @@ pub struct Selection {
 /// Picks the backend and resolves the device list.
 pub fn select(case: &CaseConfig, params: ModelParams) -> Result<Selection> {
     let hw = &case.hardware;
-    match hw.backend {
-        Backend::Cuda => bail!(UsageError::new(
-            "--backend",
-            "cuda: the CUDA module is not part of this build yet"
-        )),
-        Backend::Auto | Backend::Cpu => {
-            let note = if hw.backend == Backend::Auto {
-                "backend auto: no CUDA device found, using the CPU module".to_string()
+    let cuda_count = match hw.backend {
+        Backend::Cpu => None,
+        Backend::Cuda => match cuda::device_count() {
+            Ok(n) => Some(n),
+            Err(e) => bail!(UsageError::new("--backend", format!("cuda: {e}"))),
+        },
+        Backend::Auto => cuda::device_count().ok(),
+    };
+    if let Some(count) = cuda_count {
+        let devices = cuda_devices(case, count)?;
+        let factory = CudaFactory::new(params)
+            .map_err(|e| UsageError::new("--backend", format!("cuda: {e}")))?;
+        let note = format!(
+            "backend {}cuda ({count} GPU{} present)",
+            if hw.backend == Backend::Auto {
+                "auto: "
             } else {
-                "backend cpu".to_string()
-            };
-            let devices = cpu_devices(case)?;
-            let factory = Arc::new(CpuFactory::new(params, devices.len(), hw.threads));
-            Ok(Selection {
-                factory,
-                devices,
-                note,
-            })
-        }
+                ""
+            },
+            if count == 1 { "" } else { "s" }
+        );
+        return Ok(Selection {
+            factory: Arc::new(factory),
+            devices,
+            note,
+        });
     }
+    let note = if hw.backend == Backend::Auto {
+        let why = cuda::device_count()
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        format!("backend auto: {why}; using the CPU module")
+    } else {
+        "backend cpu".to_string()
+    };
+    let devices = cpu_devices(case)?;
+    let factory = Arc::new(CpuFactory::new(params, devices.len(), hw.threads));
+    Ok(Selection {
+        factory,
+        devices,
+        note,
+    })
+}
+
+/// GPU ordinals in slab order, checked against the GPUs present and the planes to share.
+pub fn cuda_devices(case: &CaseConfig, available: usize) -> Result<Vec<usize>> {
+    let ids = case
+        .hardware
+        .devices
+        .resolve(available)
+        .map_err(|e| UsageError::new("--devices", e))?;
+    // Duplicates and the z-planes per device are checked for every backend by `preflight`.
+    Ok(ids)
 }
 
 /// CPU "devices" are virtual: a count, or the ids `0..N` in the slab order wanted. The list's
 /// duplicates and its length against the z-planes are checked, for every backend, by `preflight`.
 fn cpu_devices(case: &CaseConfig) -> Result<Vec<usize>> {
-    use thelma_core::config::DeviceSpec;
     let count = match &case.hardware.devices {
         DeviceSpec::All => 1,
         DeviceSpec::Count(n) => *n,

@@ -4,9 +4,11 @@
 
 pub mod app;
 pub mod backend;
+pub mod bench;
 pub mod checkpoint;
 pub mod cli;
 pub mod comm_bench;
+pub mod devices;
 pub mod outputs;
 pub mod preflight;
 pub mod watchdog;

@@ -9,6 +9,7 @@ use std::time::Instant;
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use thelma_cli::app::{run_case_from, Diverged, Event, UsageError};
+use thelma_cli::bench::{run_bench, BenchArgs};
 use thelma_cli::cli::RunArgs;
 use thelma_results::report::{clock as clock_text, Convergence, ProgressLine};
 
@@ -26,6 +27,10 @@ enum Command {
     Run(Box<RunArgs>),
     /// Inter-GPU communication microbenchmark (TheLMA §6): exchange throughput and the solver model.
     CommBench(thelma_cli::comm_bench::CommBenchArgs),
+    /// List the CUDA devices: name, memory, compute capability, PCI bus id, nearest cores, peer access.
+    Devices,
+    /// Measure memory bandwidth and LBM throughput (MLUPS) over sizes and 1..N devices.
+    Bench(BenchArgs),
 }
 
 fn run(args: RunArgs) -> anyhow::Result<()> {
@@ -188,6 +193,11 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => run(*args),
         Command::CommBench(args) => thelma_cli::comm_bench::run(args),
+        Command::Devices => {
+            print!("{}", thelma_cli::devices::report());
+            Ok(())
+        }
+        Command::Bench(args) => run_bench(&args, &mut |line| println!("{line}")).map(|_| ()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

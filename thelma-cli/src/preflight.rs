@@ -34,11 +34,12 @@ pub fn check(
                 return Err(UsageError::new(
                     "--size",
                     format!(
-                        "{size} needs {} on device {device} (slab z {}..{}), {} free: use more devices or a smaller lattice",
+                        "{size} needs {} on device {device} (slab z {}..{}), {} free: use more devices or a smaller lattice (largest cube per device: {}³)",
                         gib(need),
                         slab.z.start,
                         slab.z.end,
-                        gib(mem.free)
+                        gib(mem.free),
+                        crate::devices::largest_cube(mem.free, precision)
                     ),
                 )
                 .into());

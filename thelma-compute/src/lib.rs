@@ -9,3 +9,4 @@ pub mod cpu;
 mod params;
 
 pub use params::ModelParams;
+pub mod cuda;

@@ -105,6 +105,33 @@ fn list_of(display: &str) -> String {
     }
 }
 
+/// The cores and NUMA nodes nearest the PCI device `pci_bus_id` (what a GPU's worker is bound to),
+/// without binding anything; for `thelma devices`.
+pub fn pci_locality(pci_bus_id: &str) -> Result<Binding, String> {
+    let topology = Topology::builder()
+        .with_io_type_filter(TypeFilter::KeepImportant)
+        .map_err(|e| format!("hwloc: {e}"))?
+        .build()
+        .map_err(|e| format!("hwloc: cannot load the topology: {e}"))?;
+    let dev = topology
+        .pci_device_by_bus_id_string(pci_bus_id)
+        .map_err(|e| format!("hwloc: bad PCI bus id {pci_bus_id}: {e}"))?
+        .ok_or_else(|| format!("hwloc does not see PCI device {pci_bus_id}"))?;
+    let near = dev
+        .first_non_io_ancestor()
+        .ok_or_else(|| format!("hwloc: PCI device {pci_bus_id} has no CPU-side ancestor"))?;
+    Ok(Binding {
+        cpus: near
+            .cpuset()
+            .map(|c| list_of(&c.to_string()))
+            .unwrap_or_default(),
+        numa: near
+            .nodeset()
+            .map(|n| list_of(&n.to_string()))
+            .unwrap_or_default(),
+    })
+}
+
 /// The cores of share `share` out of `of` equal contiguous shares (at least one core each; shares
 /// wrap around when there are more shares than cores).
 fn core_share(topology: &Topology, share: usize, of: usize) -> Result<(CpuSet, NodeSet), String> {

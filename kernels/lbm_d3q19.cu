@@ -1,0 +1,282 @@
+// D3Q19 lattice Boltzmann kernels of thelma: the fused pull collide-and-propagate step (BGK and MRT),
+// the export of a slab's boundary layers into interface buffers, and the watchdog's reduction.
+//
+// Compiled at run time by NVRTC after a prelude generated from thelma-core (thelma_compute::cuda::prelude)
+// that defines `real`, THELMA_NAME, the direction table (cx, cy, cz, opp, weight, slot_of, up_dir,
+// down_dir), the MRT matrix (mrt_m, mrt_scaled), the flag bits and the block size. Nothing here may
+// restate that table: the direction order has one source of truth.
+//
+// Layout: populations f[i][z][y][x], x fastest; one thread per node, blocks of THELMA_BLOCK_X threads
+// along x, grid (ceil(nx / block), ny, nz). Interface buffers are [population slot (5)][y][x] planes in
+// page-locked host memory mapped into the device: the boundary layers store their outgoing populations
+// straight into them and load the neighbours' from them, so no copy is ever enqueued between steps.
+
+// acc + c·x for a compile-time integer c (the loops below are fully unrolled, so the choice folds away).
+template <typename T>
+__device__ __forceinline__ T mac(T acc, int c, T x) {
+    return c == 0 ? acc : (c == 1 ? acc + x : (c == -1 ? acc - x : acc + T(c) * x));
+}
+
+// The second-order equilibrium, in the same operation order as thelma_core::collision::equilibrium.
+template <typename T>
+__device__ __forceinline__ void equilibrium(T rho, T ux, T uy, T uz, T feq[THELMA_Q]) {
+    const T u2 = ux * ux + uy * uy + uz * uz;
+    const T base = T(1.0) - T(1.5) * u2;
+#pragma unroll
+    for (int i = 0; i < THELMA_Q; i++) {
+        const T cu = mac(mac(mac(T(0.0), cx(i), ux), cy(i), uy), cz(i), uz);
+        feq[i] = T(weight(i)) * rho * (base + cu * (T(3.0) + T(4.5) * cu));
+    }
+}
+
+template <typename T>
+__device__ __forceinline__ void density_momentum(const T f[THELMA_Q], T& rho, T& jx, T& jy, T& jz) {
+    rho = f[0];
+    jx = T(0.0);
+    jy = T(0.0);
+    jz = T(0.0);
+#pragma unroll
+    for (int i = 1; i < THELMA_Q; i++) {
+        rho = rho + f[i];
+        jx = mac(jx, cx(i), f[i]);
+        jy = mac(jy, cy(i), f[i]);
+        jz = mac(jz, cz(i), f[i]);
+    }
+}
+
+// BGK: f ← f − ω (f − f_eq).
+template <typename T>
+__device__ __forceinline__ void collide_bgk(T f[THELMA_Q]) {
+    T rho, jx, jy, jz;
+    density_momentum(f, rho, jx, jy, jz);
+    const T inv = T(1.0) / rho;
+    T feq[THELMA_Q];
+    equilibrium(rho, jx * inv, jy * inv, jz * inv, feq);
+    const T omega = T(THELMA_OMEGA);
+#pragma unroll
+    for (int i = 0; i < THELMA_Q; i++) f[i] = f[i] - omega * (f[i] - feq[i]);
+}
+
+// MRT (d'Humières et al. 2002): f ← f − Mᵀ diag(s_k / ‖M_k‖²) (M f − m_eq), as
+// thelma_core::collision::collide_mrt.
+template <typename T>
+__device__ __forceinline__ void collide_mrt(T f[THELMA_Q]) {
+    T m[THELMA_Q];
+#pragma unroll
+    for (int k = 0; k < THELMA_Q; k++) {
+        T acc = f[0] * T(mrt_m(k, 0));
+#pragma unroll
+        for (int i = 1; i < THELMA_Q; i++) acc = mac(acc, mrt_m(k, i), f[i]);
+        m[k] = acc;
+    }
+    const T rho = m[0], jx = m[3], jy = m[5], jz = m[7];
+    const T inv = T(1.0) / rho;
+    const T jj = (jx * jx + jy * jy + jz * jz) * inv;
+    const T pxx3 = (T(3.0) * jx * jx) * inv - jj;
+    const T pww = (jy * jy - jz * jz) * inv;
+    const T half = T(0.5);
+    T meq[THELMA_Q] = {
+        rho, T(-11.0) * rho + T(19.0) * jj, T(3.0) * rho - T(5.5) * jj,
+        jx, T(-2.0 / 3.0) * jx, jy, T(-2.0 / 3.0) * jy, jz, T(-2.0 / 3.0) * jz,
+        pxx3, -half * pxx3, pww, -half * pww,
+        jx * jy * inv, jy * jz * inv, jx * jz * inv,
+        T(0.0), T(0.0), T(0.0)};
+    T d[THELMA_Q];
+#pragma unroll
+    for (int k = 0; k < THELMA_Q; k++) d[k] = (m[k] - meq[k]) * T(mrt_scaled(k));
+#pragma unroll
+    for (int i = 0; i < THELMA_Q; i++) {
+        T acc = T(0.0);
+#pragma unroll
+        for (int k = 0; k < THELMA_Q; k++) {
+            if (!mrt_conserved(k)) acc = mac(acc, mrt_m(k, i), d[k]);
+        }
+        f[i] = f[i] - acc;
+    }
+}
+
+// The value direction i pulls into row (y, z) at source column xs near a y or z edge of the slab
+// (uniform over a block): wrapped on a periodic y axis, zero beyond a y wall (bounce-back then
+// replaces it), and from the neighbour's interface buffer beyond the slab's z faces.
+template <typename T>
+__device__ __forceinline__ T pull_edge(const T* __restrict__ a, const T* below_in, const T* above_in,
+                                       int i, int xs, int y, int z, int nx, int ny, int nz,
+                                       int periodic, size_t n) {
+    int ys = y - cy(i);
+    if (ys < 0 || ys >= ny) {
+        if (!(periodic & 2)) return T(0.0);
+        ys = (ys + ny) % ny;
+    }
+    const int zs = z - cz(i);
+    const size_t plane = (size_t)nx * ny;
+    if (zs >= 0 && zs < nz) return a[(size_t)i * n + (size_t)zs * plane + (size_t)ys * nx + xs];
+    const T* buf = zs < 0 ? below_in : above_in;
+    if (buf == nullptr) return T(0.0);
+    return buf[(size_t)slot_of(i) * plane + (size_t)ys * nx + xs];
+}
+
+// One step for one node: pull f̃_i(x − c_i) from lattice a (or an interface buffer), bounce back
+// where the palette says so, collide (solid nodes keep their populations), store to lattice b and,
+// on a boundary layer, to this step's outgoing interface buffer.
+template <typename T, bool MRT>
+__device__ __forceinline__ void collide_propagate(
+    const T* __restrict__ a, T* __restrict__ b, const unsigned char* __restrict__ index,
+    const unsigned int* __restrict__ pal_mask, const T* __restrict__ pal_term,
+    const T* below_in, const T* above_in, T* above_out, T* below_out,
+    int nx, int ny, int nz, int periodic) {
+    const int x = blockIdx.x * blockDim.x + threadIdx.x;
+    const int y = blockIdx.y;
+    // The two boundary layers first (grid z 0 → plane 0, 1 → plane nz − 1, then the interior in
+    // order): blocks are dispatched roughly in grid order, so the slow zero-copy loads and stores of
+    // the interface overlap the interior's work instead of trailing it.
+    const int bz = blockIdx.z;
+    const int z = bz == 0 ? 0 : (bz == 1 ? nz - 1 : bz - 1);
+    if (x >= nx) return;
+    const size_t plane = (size_t)nx * ny;
+    const size_t n = plane * nz;
+    const size_t p = (size_t)z * plane + (size_t)y * nx + x;
+    const unsigned int k = index[p];
+    const unsigned int mask = pal_mask[k];
+    T f[THELMA_Q];
+    if (mask & THELMA_SOLID_BIT) {
+#pragma unroll
+        for (int i = 0; i < THELMA_Q; i++) f[i] = a[(size_t)i * n + p];
+    } else {
+        // The source column of the three possible x offsets: wrapped across a periodic edge, clamped
+        // in bounds beyond a wall, where the value is then replaced by zero (and bounce-back overrides
+        // it). Selects, not branches, so that the warps holding x = 0 or x = nx − 1 do not diverge.
+        const bool px = periodic & 1;
+        const int xm = x > 0 ? x - 1 : (px ? nx - 1 : 0);
+        const int xp = x < nx - 1 ? x + 1 : (px ? 0 : nx - 1);
+        const bool okxm = x > 0 || px, okxp = x < nx - 1 || px;
+        // y and z are uniform over a block: rows away from the y and z edges take the fast path,
+        // whole blocks at once.
+        const bool inner = y > 0 && y < ny - 1 && z > 0 && z < nz - 1;
+        if (inner) {
+#pragma unroll
+            for (int i = 0; i < THELMA_Q; i++) {
+                const int dx = cx(i);
+                const int xs = dx == 0 ? x : (dx == 1 ? xm : xp);
+                const bool okx = dx == 0 ? true : (dx == 1 ? okxm : okxp);
+                const T v = __ldg(&a[(size_t)i * n + (size_t)(z - cz(i)) * plane +
+                                     (size_t)(y - cy(i)) * nx + xs]);
+                f[i] = okx ? v : T(0.0);
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < THELMA_Q; i++) {
+                const int dx = cx(i);
+                const int xs = dx == 0 ? x : (dx == 1 ? xm : xp);
+                const bool okx = dx == 0 ? true : (dx == 1 ? okxm : okxp);
+                const T v = pull_edge(a, below_in, above_in, i, xs, y, z, nx, ny, nz, periodic, n);
+                f[i] = okx ? v : T(0.0);
+            }
+        }
+        if (mask != 0) {
+#pragma unroll
+            for (int i = 0; i < THELMA_Q; i++) {
+                if (mask & (1u << i)) f[i] = a[(size_t)opp(i) * n + p] + pal_term[k * THELMA_Q + i];
+            }
+        }
+        if (MRT) {
+            collide_mrt(f);
+        } else {
+            collide_bgk(f);
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < THELMA_Q; i++) b[(size_t)i * n + p] = f[i];
+    const size_t q = (size_t)y * nx + x;
+    if (z == nz - 1 && above_out != nullptr) {
+#pragma unroll
+        for (int s = 0; s < THELMA_CROSSING; s++) above_out[(size_t)s * plane + q] = f[up_dir(s)];
+    }
+    if (z == 0 && below_out != nullptr) {
+#pragma unroll
+        for (int s = 0; s < THELMA_CROSSING; s++) below_out[(size_t)s * plane + q] = f[down_dir(s)];
+    }
+}
+
+#define THELMA_COLLIDE_ARGS                                                                        \
+    const real *__restrict__ a, real *__restrict__ b, const unsigned char *__restrict__ index,      \
+        const unsigned int *__restrict__ pal_mask, const real *__restrict__ pal_term,              \
+        const real *below_in, const real *above_in, real *above_out, real *below_out, int nx,      \
+        int ny, int nz, int periodic
+
+extern "C" __global__ void __launch_bounds__(THELMA_BLOCK_X, THELMA_MIN_BLOCKS)
+THELMA_NAME(collide_propagate_d3q19_bgk)(THELMA_COLLIDE_ARGS) {
+    collide_propagate<real, false>(a, b, index, pal_mask, pal_term, below_in, above_in, above_out,
+                                   below_out, nx, ny, nz, periodic);
+}
+
+extern "C" __global__ void __launch_bounds__(THELMA_BLOCK_X, THELMA_MIN_BLOCKS)
+THELMA_NAME(collide_propagate_d3q19_mrt)(THELMA_COLLIDE_ARGS) {
+    collide_propagate<real, true>(a, b, index, pal_mask, pal_term, below_in, above_in, above_out,
+                                  below_out, nx, ny, nz, periodic);
+}
+
+// Copies the crossing populations of the slab's top layer (c_z = +1) into up_out and of its bottom
+// layer (c_z = −1) into down_out: how attach and write_populations publish a state the next step reads.
+extern "C" __global__ void THELMA_NAME(export_faces_d3q19)(const real *__restrict__ a, real *up_out,
+                                                           real *down_out, int nx, int ny, int nz) {
+    const size_t plane = (size_t)nx * ny;
+    const size_t n = plane * nz;
+    for (size_t q = blockIdx.x * (size_t)blockDim.x + threadIdx.x; q < plane;
+         q += (size_t)gridDim.x * blockDim.x) {
+#pragma unroll
+        for (int s = 0; s < THELMA_CROSSING; s++) {
+            if (up_out != nullptr)
+                up_out[(size_t)s * plane + q] = a[(size_t)up_dir(s) * n + (size_t)(nz - 1) * plane + q];
+            if (down_out != nullptr) down_out[(size_t)s * plane + q] = a[(size_t)down_dir(s) * n + q];
+        }
+    }
+}
+
+// The watchdog: per block, the smallest and largest density of finite fluid nodes (summed in double,
+// as the CPU module does) and the smallest index of a fluid node with a non-finite population.
+// out[3·block + 0..3] = min, max, first bad index (−1 when none).
+extern "C" __global__ void __launch_bounds__(256)
+THELMA_NAME(health_d3q19)(const real *__restrict__ a, const unsigned char *__restrict__ index,
+                          const unsigned int *__restrict__ pal_mask, unsigned long long n,
+                          double *out) {
+    __shared__ double smin[256];
+    __shared__ double smax[256];
+    __shared__ unsigned long long sbad[256];
+    double lo = __longlong_as_double(0x7ff0000000000000ll), hi = -lo;
+    unsigned long long bad = ~0ull;
+    for (unsigned long long p = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; p < n;
+         p += (unsigned long long)gridDim.x * blockDim.x) {
+        if (pal_mask[index[p]] & THELMA_SOLID_BIT) continue;
+        double rho = 0.0;
+        bool finite = true;
+#pragma unroll
+        for (int i = 0; i < THELMA_Q; i++) {
+            const double v = (double)a[(size_t)i * n + p];
+            finite = finite && isfinite(v);
+            rho += v;
+        }
+        if (finite) {
+            lo = fmin(lo, rho);
+            hi = fmax(hi, rho);
+        } else if (p < bad) {
+            bad = p;
+        }
+    }
+    smin[threadIdx.x] = lo;
+    smax[threadIdx.x] = hi;
+    sbad[threadIdx.x] = bad;
+    __syncthreads();
+    for (unsigned int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) {
+            smin[threadIdx.x] = fmin(smin[threadIdx.x], smin[threadIdx.x + s]);
+            smax[threadIdx.x] = fmax(smax[threadIdx.x], smax[threadIdx.x + s]);
+            sbad[threadIdx.x] = min(sbad[threadIdx.x], sbad[threadIdx.x + s]);
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        out[3 * blockIdx.x] = smin[0];
+        out[3 * blockIdx.x + 1] = smax[0];
+        out[3 * blockIdx.x + 2] = sbad[0] == ~0ull ? -1.0 : (double)sbad[0];
+    }
+}

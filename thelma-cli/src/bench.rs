@@ -1,0 +1,422 @@
+//! `thelma bench`: the measured memory bandwidth of each device (a copy kernel on a GPU, a threaded
+//! copy on the CPU) and LBM throughput in MLUPS over lattice sizes and 1..N devices (weak scaling:
+//! each device gets size³; strong: size³ shared), with the share of the bandwidth roofline
+//! (2·19·sizeof(real) + 1 bytes per node and step) and the parallel efficiency.
+//!
+//! Figures are means over the timed steps after warm-up steps; the runtime synchronises every device
+//! before it stops the clock.
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, ValueEnum};
+use serde::Serialize;
+use thelma_compute::cpu::CpuFactory;
+use thelma_compute::cuda::{self, CudaFactory, LaunchShape};
+use thelma_compute::ModelParams;
+use thelma_core::collision::Collision;
+use thelma_core::compute::{slab_bytes, ModuleFactory};
+use thelma_core::config::{CaseConfig, DeviceSpec, Precision};
+use thelma_core::domain::{Domain, SlabSpec};
+use thelma_core::runtime::Runtime;
+use thelma_geometry::Geometry;
+
+use crate::app::UsageError;
+use crate::cli::{BackendArg, CollisionArg, PrecisionArg};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scaling {
+    /// Each device gets size³ (the domain grows with the device count).
+    Weak,
+    /// size³ in all, shared by the devices.
+    Strong,
+}
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// Compute module: auto picks CUDA when a GPU is present.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub backend: BackendArg,
+    /// Devices in slab order (`all`, a count, or ids `0,1,2,3`); runs use the first 1, 2, … of them.
+    #[arg(long, value_name = "SPEC", value_parser = DeviceSpec::parse, default_value = "all")]
+    pub devices: DeviceSpec,
+    /// Slabs per device (2: two slabs on each GPU, exchanging through the same interface protocol);
+    /// measures what the exchange costs against one slab per device.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub slabs_per_device: usize,
+    /// Only the run on all the listed devices (no 1..N sweep).
+    #[arg(long)]
+    pub no_sweep: bool,
+    /// Edge lengths N of the cubes (per device under weak scaling). Default 128,256,384,512 on GPUs,
+    /// 64 on the CPU.
+    #[arg(long, value_name = "N,N,...", value_delimiter = ',')]
+    pub sizes: Vec<usize>,
+    /// Collision operators to measure.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "mrt")]
+    pub collision: Vec<CollisionArg>,
+    /// Precisions to measure.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "f32")]
+    pub precision: Vec<PrecisionArg>,
+    #[arg(long, value_enum, default_value = "weak")]
+    pub scaling: Scaling,
+    /// Timed steps per measurement. Default on GPUs: 5·10⁹ node updates, 200 to 2,000 steps; 20 on
+    /// the CPU.
+    #[arg(long, value_name = "N")]
+    pub steps: Option<u64>,
+    /// Untimed steps before the timed ones. Default 20 on GPUs, 3 on the CPU.
+    #[arg(long, value_name = "N")]
+    pub warmup: Option<u64>,
+    /// CUDA: threads per block along x of the collision kernel (a power of two).
+    #[arg(long, value_name = "N", default_value_t = cuda::DEFAULT_BLOCK_X)]
+    pub block: u32,
+    /// CUDA: minimum resident blocks per multiprocessor the kernel is compiled for (bounds its
+    /// registers). Default: 1,024 threads' worth in f32, 512 in f64.
+    #[arg(long, value_name = "N")]
+    pub min_blocks: Option<u32>,
+    /// CPU backend: threads in all (0: one per core).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub threads: usize,
+    /// Size of the buffer of the bandwidth copy, in MiB.
+    #[arg(long, value_name = "MIB", default_value_t = 1024)]
+    pub bandwidth_mib: usize,
+    /// Also write the results as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+/// One measurement.
+#[derive(Clone, Debug, Serialize)]
+pub struct BenchRow {
+    pub collision: String,
+    pub precision: String,
+    /// Edge of the cube per device (weak) or in all (strong).
+    pub size: usize,
+    pub devices: usize,
+    pub lattice: [usize; 3],
+    pub steps: u64,
+    pub wall_s: f64,
+    pub mlups: f64,
+    pub mlups_per_device: f64,
+    /// Bandwidth roofline of the devices used: devices × bandwidth / bytes per node.
+    pub roofline_mlups: f64,
+    pub roofline_fraction: f64,
+    /// MLUPS on k devices over k × MLUPS on one (same size), when the 1-device run was measured.
+    pub parallel_efficiency: Option<f64>,
+}
+
+/// What `thelma bench` measured.
+#[derive(Clone, Debug, Serialize)]
+pub struct BenchReport {
+    pub backend: String,
+    pub devices: Vec<String>,
+    /// Effective copy bandwidth (read + write) of the first device, bytes per second.
+    pub bandwidth_bytes_per_s: f64,
+    pub scaling: Scaling,
+    pub rows: Vec<BenchRow>,
+    /// Measurements that were skipped, with why (too large for the device, say).
+    pub skipped: Vec<String>,
+    pub date_utc: String,
+}
+
+fn bytes_per_node(p: Precision) -> f64 {
+    (2 * thelma_core::lattice::Q * p.bytes() + 1) as f64
+}
+
+/// Host copy bandwidth: every core copies its share of a large buffer.
+fn cpu_bandwidth(bytes: usize, threads: usize) -> f64 {
+    let threads = if threads == 0 {
+        thelma_core::affinity::core_count()
+    } else {
+        threads
+    }
+    .max(1);
+    let n = bytes / 8;
+    let src = vec![1u64; n];
+    let mut dst = vec![0u64; n];
+    let chunk = n.div_ceil(threads);
+    let copy = |dst: &mut [u64]| {
+        std::thread::scope(|s| {
+            for (d, c) in dst.chunks_mut(chunk).zip(src.chunks(chunk)) {
+                s.spawn(move || d.copy_from_slice(c));
+            }
+        })
+    };
+    copy(&mut dst);
+    let iters = 5;
+    let t = Instant::now();
+    for _ in 0..iters {
+        copy(&mut dst);
+    }
+    let secs = t.elapsed().as_secs_f64();
+    std::hint::black_box(&dst);
+    2.0 * (n * 8) as f64 * iters as f64 / secs
+}
+
+fn utc_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Runs the benchmark; `progress` receives each row as it is measured.
+pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<BenchReport> {
+    let gpus = match args.backend {
+        BackendArg::Cpu => None,
+        BackendArg::Cuda => match cuda::device_count() {
+            Ok(n) => Some(n),
+            Err(e) => bail!(UsageError::new("--backend", format!("cuda: {e}"))),
+        },
+        BackendArg::Auto => match cuda::device_count() {
+            Ok(n) => Some(n),
+            Err(e) => {
+                progress(&format!("backend auto: {e}; using the CPU module"));
+                None
+            }
+        },
+    };
+    let on_gpu = gpus.is_some();
+    let ids: Vec<usize> = match gpus {
+        Some(n) => args
+            .devices
+            .resolve(n)
+            .map_err(|e| UsageError::new("--devices", e))?,
+        None => match &args.devices {
+            DeviceSpec::All => vec![0],
+            DeviceSpec::Count(n) => (0..*n).collect(),
+            DeviceSpec::List(l) => l.clone(),
+        },
+    };
+    if args.slabs_per_device == 0 {
+        bail!(UsageError::new("--slabs-per-device", "must be at least 1"));
+    }
+    let ids: Vec<usize> = ids
+        .iter()
+        .flat_map(|&d| std::iter::repeat_n(d, args.slabs_per_device))
+        .collect();
+    if on_gpu && (!args.block.is_power_of_two() || args.block > 1024 || args.block < 32) {
+        bail!(UsageError::new(
+            "--block",
+            format!("{} is not a power of two in 32..=1024", args.block)
+        ));
+    }
+    let sizes = if args.sizes.is_empty() {
+        if on_gpu {
+            vec![128, 256, 384, 512]
+        } else {
+            vec![64]
+        }
+    } else {
+        args.sizes.clone()
+    };
+    if let Some(bad) = sizes.iter().find(|&&s| s < 4) {
+        bail!(UsageError::new(
+            "--sizes",
+            format!("{bad} is too small (at least 4)")
+        ));
+    }
+    // Small lattices step in microseconds: time at least about 5·10⁹ node updates on a GPU.
+    let default_steps = |nodes: usize| {
+        if on_gpu {
+            (5e9 / nodes as f64).clamp(200.0, 2000.0) as u64
+        } else {
+            20
+        }
+    };
+    let warmup = args.warmup.unwrap_or(if on_gpu { 20 } else { 3 });
+
+    let (bandwidth, names) = if on_gpu {
+        let bw = cuda::bench::copy_bandwidth(ids[0], args.bandwidth_mib << 20, 20)
+            .with_context(|| format!("bandwidth probe on cuda:{}", ids[0]))?;
+        let names: Vec<String> = ids
+            .iter()
+            .map(|&d| {
+                cuda::gpu_info(d)
+                    .map(|g| format!("cuda:{d} {}", g.name))
+                    .unwrap_or_else(|_| format!("cuda:{d}"))
+            })
+            .collect();
+        (bw, names)
+    } else {
+        let bw = cpu_bandwidth(args.bandwidth_mib << 20, args.threads);
+        (bw, ids.iter().map(|d| format!("cpu:{d}")).collect())
+    };
+    progress(&format!(
+        "bandwidth (copy, read + write) on {}: {:.1} GB/s",
+        names[0],
+        bandwidth / 1e9
+    ));
+    progress(&header());
+
+    let counts: Vec<usize> = if args.no_sweep {
+        vec![ids.len()]
+    } else {
+        (1..=ids.len()).collect()
+    };
+    let mut rows: Vec<BenchRow> = Vec::new();
+    let mut skipped = Vec::new();
+    for p in &args.precision {
+        let precision = match p {
+            PrecisionArg::F32 => Precision::F32,
+            PrecisionArg::F64 => Precision::F64,
+        };
+        for c in &args.collision {
+            let collision = match c {
+                CollisionArg::Bgk => Collision::Bgk,
+                CollisionArg::Mrt => Collision::Mrt,
+            };
+            for &s in &sizes {
+                let mut one: Option<f64> = None;
+                for &k in &counts {
+                    let lattice = match args.scaling {
+                        Scaling::Weak => [s, s, s * k],
+                        Scaling::Strong => [s, s, s],
+                    };
+                    if lattice[2] < k {
+                        skipped.push(format!("{s}: {k} devices for {} planes", lattice[2]));
+                        continue;
+                    }
+                    let mut case = CaseConfig::default();
+                    case.domain.size = lattice;
+                    case.numerics.collision = collision;
+                    case.numerics.precision = precision;
+                    let lat = case
+                        .validate()
+                        .map_err(|e| UsageError::new(e.flag, e.message))?;
+                    let geometry = Arc::new(Geometry::from_case(&case)?);
+                    let params = ModelParams::new(&case, &lat, geometry);
+                    let factory: Arc<dyn ModuleFactory> = if on_gpu {
+                        let mut shape = LaunchShape::for_block(args.block);
+                        shape.min_blocks = args.min_blocks;
+                        Arc::new(CudaFactory::new(params)?.with_shape(shape))
+                    } else {
+                        Arc::new(CpuFactory::new(params, k, args.threads))
+                    };
+                    let domain = Domain::new(lattice, case.domain.periodic);
+                    let slabs = SlabSpec::split(domain, k)?;
+                    let too_big = slabs.iter().zip(&ids).find_map(|(sl, &d)| {
+                        let need = slab_bytes(sl, precision);
+                        factory
+                            .device_memory(d)
+                            .filter(|m| need > m.free - m.free / 20)
+                            .map(|m| format!("{need} bytes needed on device {d}, {} free", m.free))
+                    });
+                    if let Some(why) = too_big {
+                        skipped.push(format!(
+                            "{} {} {s} on {k}: {why}",
+                            collision.name(),
+                            precision.name()
+                        ));
+                        continue;
+                    }
+                    let mut rt = Runtime::start(
+                        factory,
+                        domain,
+                        &ids[..k],
+                        Arc::new(AtomicBool::new(false)),
+                    )?;
+                    if rows.is_empty() && skipped.is_empty() {
+                        progress(&format!("device 0: {}", rt.devices()[0].describe));
+                    }
+                    if warmup > 0 {
+                        rt.run(warmup)?;
+                    }
+                    let steps = args
+                        .steps
+                        .unwrap_or_else(|| default_steps(domain.nodes()))
+                        .max(1);
+                    let st = rt.run(steps)?;
+                    let bad = rt.health()?.iter().find_map(|h| h.non_finite);
+                    rt.shutdown();
+                    if let Some(node) = bad {
+                        bail!("the benchmark diverged at node {node:?}");
+                    }
+                    let wall = st.wall.as_secs_f64();
+                    let mlups = domain.nodes() as f64 * st.steps as f64 / wall / 1e6;
+                    if k == 1 {
+                        one = Some(mlups);
+                    }
+                    let roofline = k as f64 * bandwidth / bytes_per_node(precision) / 1e6;
+                    let row = BenchRow {
+                        collision: collision.name().into(),
+                        precision: precision.name().into(),
+                        size: s,
+                        devices: k,
+                        lattice,
+                        steps: st.steps,
+                        wall_s: wall,
+                        mlups,
+                        mlups_per_device: mlups / k as f64,
+                        roofline_mlups: roofline,
+                        roofline_fraction: mlups / roofline,
+                        parallel_efficiency: one.map(|m1| mlups / (k as f64 * m1)),
+                    };
+                    progress(&format_row(&row));
+                    rows.push(row);
+                }
+            }
+        }
+    }
+    let report = BenchReport {
+        backend: if on_gpu { "cuda" } else { "cpu" }.into(),
+        devices: names,
+        bandwidth_bytes_per_s: bandwidth,
+        scaling: args.scaling,
+        rows,
+        skipped,
+        date_utc: utc_now(),
+    };
+    if let Some(path) = &args.json {
+        let json = serde_json::to_string_pretty(&report)?;
+        thelma_results::output::write_bytes_atomic(path, json.as_bytes())
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(report)
+}
+
+/// The table's header line.
+pub fn header() -> String {
+    format!(
+        "{:<4} {:<4} {:>5} {:>4} {:>16} {:>11} {:>11} {:>9} {:>6}",
+        "coll", "prec", "size", "dev", "lattice", "MLUPS", "MLUPS/dev", "roofline", "eff"
+    )
+}
+
+/// One row of the table.
+pub fn format_row(r: &BenchRow) -> String {
+    format!(
+        "{:<4} {:<4} {:>5} {:>4} {:>16} {:>11.1} {:>11.1} {:>8.1}% {:>6}",
+        r.collision,
+        r.precision,
+        r.size,
+        r.devices,
+        format!("{}x{}x{}", r.lattice[0], r.lattice[1], r.lattice[2]),
+        r.mlups,
+        r.mlups_per_device,
+        100.0 * r.roofline_fraction,
+        r.parallel_efficiency
+            .map(|e| format!("{:.1}%", 100.0 * e))
+            .unwrap_or_else(|| "-".into())
+    )
+}

@@ -1,0 +1,136 @@
+//! `thelma devices`: every GPU the CUDA driver sees (name, memory, compute capability, PCI bus id,
+//! nearest cores and NUMA nodes, the largest cubic domain that fits) and the peer-access matrix.
+
+use std::fmt::Write as _;
+
+use thelma_compute::cuda::{self, device};
+use thelma_core::compute::slab_bytes;
+use thelma_core::config::Precision;
+use thelma_core::domain::{Domain, SlabSpec};
+
+/// The largest edge `s` such that one slab of `s³` nodes in `precision` fits in `free` bytes (leaving
+/// 5 % for the context and kernels).
+pub fn largest_cube(free: u64, precision: Precision) -> usize {
+    let budget = free - free / 20;
+    let fits = |s: usize| {
+        let slab = SlabSpec {
+            index: 0,
+            count: 1,
+            domain: Domain::new([s; 3], [false; 3]),
+            z: 0..s,
+        };
+        slab_bytes(&slab, precision) <= budget
+    };
+    let (mut lo, mut hi) = (0usize, 8192usize);
+    while lo < hi {
+        let mid = (lo + hi).div_ceil(2);
+        if fits(mid) {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    lo
+}
+
+/// The report `thelma devices` prints; a machine without a driver or GPU gets one line saying so.
+pub fn report() -> String {
+    let count = match cuda::device_count() {
+        Ok(n) => n,
+        Err(e) => return format!("no CUDA devices: {e}\n"),
+    };
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{count} CUDA device{}",
+        if count == 1 { "" } else { "s" }
+    );
+    for d in 0..count {
+        match cuda::gpu_info(d) {
+            Ok(g) => {
+                let mem = device::memory(d).ok();
+                let near = match thelma_core::affinity::pci_locality(&g.pci_bus_id) {
+                    Ok(b) if !b.cpus.is_empty() => b.to_string(),
+                    Ok(_) => "unknown".into(),
+                    Err(e) => format!("unknown ({e})"),
+                };
+                let _ = writeln!(
+                    out,
+                    "cuda:{d}  {}  {:.1} GiB{}  sm_{}{}  {} SMs  pci {}  near {}",
+                    g.name,
+                    g.total_bytes as f64 / (1u64 << 30) as f64,
+                    mem.map(|m| format!(" ({:.1} GiB free)", m.free as f64 / (1u64 << 30) as f64))
+                        .unwrap_or_default(),
+                    g.compute_capability.0,
+                    g.compute_capability.1,
+                    g.multiprocessors,
+                    g.pci_bus_id,
+                    near
+                );
+                if let Some(m) = mem {
+                    let _ = writeln!(
+                        out,
+                        "        largest cube per GPU: {}³ in f32, {}³ in f64",
+                        largest_cube(m.free, Precision::F32),
+                        largest_cube(m.free, Precision::F64)
+                    );
+                }
+            }
+            Err(e) => {
+                let _ = writeln!(out, "cuda:{d}  error: {e}");
+            }
+        }
+    }
+    if count > 1 {
+        let _ = writeln!(out, "peer access (row can access column):");
+        let mut head = String::from("       ");
+        for b in 0..count {
+            let _ = write!(head, "{b:>4}");
+        }
+        let _ = writeln!(out, "{head}");
+        for a in 0..count {
+            let mut row = format!("cuda:{a:<2}");
+            for b in 0..count {
+                let v = if a == b {
+                    "-".to_string()
+                } else {
+                    match device::can_access_peer(a, b) {
+                        Ok(true) => "1".into(),
+                        Ok(false) => "0".into(),
+                        Err(_) => "?".into(),
+                    }
+                };
+                let _ = write!(row, "{v:>4}");
+            }
+            let _ = writeln!(out, "{row}");
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_largest_cube_fits_and_one_more_plane_each_way_does_not() {
+        let free = 140u64 << 30;
+        let s = largest_cube(free, Precision::F32);
+        // 2·19·4 + 1 = 153 bytes per node: about 950³ nodes in 140 GiB.
+        assert!((900..1000).contains(&s), "{s}");
+        let bytes = |s: usize| {
+            slab_bytes(
+                &SlabSpec {
+                    index: 0,
+                    count: 1,
+                    domain: Domain::new([s; 3], [false; 3]),
+                    z: 0..s,
+                },
+                Precision::F32,
+            )
+        };
+        assert!(bytes(s) <= free - free / 20);
+        assert!(bytes(s + 1) > free - free / 20);
+        assert!(largest_cube(free, Precision::F64) < s);
+    }
+}

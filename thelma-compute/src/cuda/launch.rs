@@ -1,0 +1,315 @@
+//! The registry of CUDA kernels, their NVRTC compilation to a cubin for the device's architecture, and
+//! every kernel launch of the CUDA module: the one place with `unsafe` launches.
+//!
+//! Kernel sources are embedded (`include_str!`) and compiled at run time after the generated prelude;
+//! a cubin for the exact architecture (`sm_90` on H100/H200) avoids any PTX-version mismatch with the
+//! driver. Compiled images are cached per source and architecture for the life of the process, so that
+//! many modules of one run (several slabs on one GPU, say) compile once.
+
+use std::collections::HashMap;
+use std::ffi::{c_char, CStr, CString};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use cudarc::driver::{CudaFunction, CudaModule, CudaStream, LaunchConfig, PushKernelArg};
+use cudarc::nvrtc::{result as nvrtc, sys as nvrtc_sys, Ptx};
+use thelma_core::compute::ComputeError;
+use thelma_core::config::Precision;
+
+use super::prelude::{prelude, PreludeParams};
+
+/// The D3Q19 kernels (collision, face export, watchdog), compiled after the prelude.
+pub const LBM_SOURCE: &str = include_str!("../../../kernels/lbm_d3q19.cu");
+/// The bandwidth probe of `thelma bench`, compiled alone.
+pub const BANDWIDTH_SOURCE: &str = include_str!("../../../kernels/bandwidth.cu");
+
+/// Every kernel of the project, by what it does. Names of precision-generic kernels get `_f32`/`_f64`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kernel {
+    CollidePropagateBgk,
+    CollidePropagateMrt,
+    ExportFaces,
+    Health,
+    BandwidthCopy,
+}
+
+impl Kernel {
+    pub const ALL: [Kernel; 5] = [
+        Kernel::CollidePropagateBgk,
+        Kernel::CollidePropagateMrt,
+        Kernel::ExportFaces,
+        Kernel::Health,
+        Kernel::BandwidthCopy,
+    ];
+
+    /// The symbol in the compiled image.
+    pub fn name(self, precision: Precision) -> String {
+        let suffix = match precision {
+            Precision::F32 => "f32",
+            Precision::F64 => "f64",
+        };
+        match self {
+            Kernel::CollidePropagateBgk => format!("collide_propagate_d3q19_bgk_{suffix}"),
+            Kernel::CollidePropagateMrt => format!("collide_propagate_d3q19_mrt_{suffix}"),
+            Kernel::ExportFaces => format!("export_faces_d3q19_{suffix}"),
+            Kernel::Health => format!("health_d3q19_{suffix}"),
+            Kernel::BandwidthCopy => "bandwidth_copy".to_string(),
+        }
+    }
+
+    /// Whether the kernel lives in the LBM source (after the prelude) or the bandwidth source.
+    pub fn in_lbm_source(self) -> bool {
+        !matches!(self, Kernel::BandwidthCopy)
+    }
+}
+
+/// The complete LBM source for `p`: prelude, then the kernels.
+pub fn lbm_source(p: &PreludeParams) -> String {
+    format!("{}\n#line 1 \"lbm_d3q19.cu\"\n{LBM_SOURCE}", prelude(p))
+}
+
+/// Whether the NVRTC library can be loaded (without it, compiling would panic inside cudarc).
+pub fn nvrtc_present() -> bool {
+    // SAFETY: only tries to open the shared library.
+    unsafe { nvrtc_sys::is_culib_present() }
+}
+
+/// Compiled images by (source, architecture).
+type CubinCache = Mutex<HashMap<(String, String), Arc<Vec<u8>>>>;
+
+fn cache() -> &'static CubinCache {
+    static CACHE: OnceLock<CubinCache> = OnceLock::new();
+    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// Compiles `source` to a cubin for `arch` (`sm_90`); a failure carries NVRTC's log.
+pub fn compile_cubin(source: &str, name: &str, arch: &str) -> Result<Arc<Vec<u8>>, ComputeError> {
+    if !nvrtc_present() {
+        return Err(ComputeError::Compile(
+            "the NVRTC library (libnvrtc.so) cannot be loaded".into(),
+        ));
+    }
+    let key = (source.to_string(), arch.to_string());
+    if let Some(c) = cache().lock().map_err(|_| poisoned())?.get(&key) {
+        return Ok(c.clone());
+    }
+    let src =
+        CString::new(source).map_err(|_| ComputeError::Compile("NUL in kernel source".into()))?;
+    let cname =
+        CString::new(name).map_err(|_| ComputeError::Compile("NUL in kernel name".into()))?;
+    let prog = nvrtc::create_program(&src, Some(&cname))
+        .map_err(|e| ComputeError::Compile(format!("{name}: cannot create the program: {e:?}")))?;
+    let options = vec![
+        format!("--gpu-architecture={arch}"),
+        "--std=c++17".to_string(),
+        "--extra-device-vectorization".to_string(),
+    ];
+    // SAFETY: `prog` was created above and is destroyed exactly once below; the log and the cubin are
+    // copied into buffers of the sizes NVRTC reports.
+    let outcome = unsafe {
+        let compiled = nvrtc::compile_program(prog, &options);
+        let result = match compiled {
+            Err(e) => {
+                let log = nvrtc::get_program_log(prog)
+                    .map(|l| CStr::from_ptr(l.as_ptr()).to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                Err(ComputeError::Compile(format!(
+                    "{name} for {arch}: {e:?}\n{log}"
+                )))
+            }
+            Ok(()) => {
+                let mut size = 0usize;
+                let r = nvrtc_sys::nvrtcGetCUBINSize(prog, &mut size);
+                if r != nvrtc_sys::nvrtcResult::NVRTC_SUCCESS || size == 0 {
+                    Err(ComputeError::Compile(format!("{name}: no cubin ({r:?})")))
+                } else {
+                    let mut buf = vec![0u8; size];
+                    let r = nvrtc_sys::nvrtcGetCUBIN(prog, buf.as_mut_ptr() as *mut c_char);
+                    if r != nvrtc_sys::nvrtcResult::NVRTC_SUCCESS {
+                        Err(ComputeError::Compile(format!(
+                            "{name}: cannot read the cubin ({r:?})"
+                        )))
+                    } else {
+                        Ok(buf)
+                    }
+                }
+            }
+        };
+        let _ = nvrtc::destroy_program(prog);
+        result
+    };
+    let cubin = Arc::new(outcome?);
+    cache()
+        .lock()
+        .map_err(|_| poisoned())?
+        .insert(key, cubin.clone());
+    Ok(cubin)
+}
+
+fn poisoned() -> ComputeError {
+    ComputeError::Compile("the kernel cache is poisoned by an earlier panic".into())
+}
+
+/// `sm_XY` for compute capability (X, Y).
+pub fn arch_of(cc: (i32, i32)) -> String {
+    format!("sm_{}{}", cc.0, cc.1)
+}
+
+/// Loads a compiled image into the context of `stream` and looks up `kernels` in it.
+pub fn load(
+    stream: &Arc<CudaStream>,
+    cubin: &[u8],
+    names: &[String],
+) -> Result<(Arc<CudaModule>, Vec<CudaFunction>), ComputeError> {
+    let module = stream
+        .context()
+        .load_module(Ptx::from_binary(cubin.to_vec()))
+        .map_err(|e| ComputeError::Device(format!("cannot load the kernels: {e}")))?;
+    let funcs = names
+        .iter()
+        .map(|n| {
+            module.load_function(n).map_err(|e| {
+                ComputeError::Device(format!("kernel {n} missing from the image: {e}"))
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((module, funcs))
+}
+
+fn launch_err(what: &str) -> impl FnOnce(cudarc::driver::DriverError) -> ComputeError + '_ {
+    move |e| ComputeError::Device(format!("launch of {what} failed: {e}"))
+}
+
+/// Device addresses and sizes of one collide-and-propagate launch. Null (0) interface addresses mean
+/// "no neighbour on that side".
+#[derive(Clone, Copy, Debug)]
+pub struct StepArgs {
+    pub a: u64,
+    pub b: u64,
+    pub index: u64,
+    pub pal_mask: u64,
+    pub pal_term: u64,
+    pub below_in: u64,
+    pub above_in: u64,
+    pub above_out: u64,
+    pub below_out: u64,
+    pub size: [i32; 3],
+    /// Bit 0: x periodic; bit 1: y periodic.
+    pub periodic: i32,
+    pub block_x: u32,
+}
+
+/// Enqueues one collide-and-propagate step on `stream`.
+pub fn collide_propagate(
+    stream: &CudaStream,
+    f: &CudaFunction,
+    s: &StepArgs,
+) -> Result<(), ComputeError> {
+    let [nx, ny, nz] = s.size;
+    let cfg = LaunchConfig {
+        grid_dim: ((nx as u32).div_ceil(s.block_x), ny as u32, nz as u32),
+        block_dim: (s.block_x, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let mut b = stream.launch_builder(f);
+    b.arg(&s.a)
+        .arg(&s.b)
+        .arg(&s.index)
+        .arg(&s.pal_mask)
+        .arg(&s.pal_term)
+        .arg(&s.below_in)
+        .arg(&s.above_in)
+        .arg(&s.above_out)
+        .arg(&s.below_out)
+        .arg(&nx)
+        .arg(&ny)
+        .arg(&nz)
+        .arg(&s.periodic);
+    // SAFETY: the argument list matches THELMA_COLLIDE_ARGS in kernels/lbm_d3q19.cu (nine device
+    // addresses, four ints). `a`, `b` are lattices of 19·nx·ny·nz values of the kernel's precision,
+    // `index` holds nx·ny·nz palette indices, all below the palette length of `pal_mask`/`pal_term`;
+    // interface addresses are null or point at planes of 5·nx·ny values in mapped, page-locked memory
+    // that outlives the launch (the module holds it and synchronises before dropping it). The grid
+    // covers each node once; threads past nx return.
+    unsafe { b.launch(cfg) }
+        .map(|_| ())
+        .map_err(launch_err("collide_propagate"))
+}
+
+/// Enqueues the export of lattice `a`'s crossing populations into `up_out`/`down_out` (null: skipped).
+pub fn export_faces(
+    stream: &CudaStream,
+    f: &CudaFunction,
+    a: u64,
+    up_out: u64,
+    down_out: u64,
+    size: [i32; 3],
+) -> Result<(), ComputeError> {
+    let [nx, ny, nz] = size;
+    let plane = (nx as u64) * (ny as u64);
+    let cfg = LaunchConfig {
+        grid_dim: (plane.div_ceil(256).clamp(1, 65_535) as u32, 1, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let mut b = stream.launch_builder(f);
+    b.arg(&a)
+        .arg(&up_out)
+        .arg(&down_out)
+        .arg(&nx)
+        .arg(&ny)
+        .arg(&nz);
+    // SAFETY: matches export_faces_d3q19's parameters; `a` is a lattice of 19·nx·ny·nz values and each
+    // non-null output is a buffer of 5·nx·ny values in mapped memory that outlives the launch.
+    unsafe { b.launch(cfg) }
+        .map(|_| ())
+        .map_err(launch_err("export_faces"))
+}
+
+/// Blocks of the watchdog's reduction (each writes three doubles).
+pub const HEALTH_BLOCKS: u32 = 1024;
+
+/// Enqueues the watchdog's reduction of lattice `a` into `out` (3·[`HEALTH_BLOCKS`] doubles).
+pub fn health(
+    stream: &CudaStream,
+    f: &CudaFunction,
+    a: u64,
+    index: u64,
+    pal_mask: u64,
+    nodes: u64,
+    out: u64,
+) -> Result<(), ComputeError> {
+    let cfg = LaunchConfig {
+        grid_dim: (HEALTH_BLOCKS, 1, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let mut b = stream.launch_builder(f);
+    b.arg(&a).arg(&index).arg(&pal_mask).arg(&nodes).arg(&out);
+    // SAFETY: matches health_d3q19's parameters; `a` holds 19·nodes values, `index` nodes entries
+    // below the palette length of `pal_mask`, and `out` 3·HEALTH_BLOCKS doubles.
+    unsafe { b.launch(cfg) }
+        .map(|_| ())
+        .map_err(launch_err("health"))
+}
+
+/// Enqueues a copy of `n16` 16-byte vectors from `src` to `dst`.
+pub fn bandwidth_copy(
+    stream: &CudaStream,
+    f: &CudaFunction,
+    src: u64,
+    dst: u64,
+    n16: u64,
+    blocks: u32,
+) -> Result<(), ComputeError> {
+    let cfg = LaunchConfig {
+        grid_dim: (blocks, 1, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let mut b = stream.launch_builder(f);
+    b.arg(&src).arg(&dst).arg(&n16);
+    // SAFETY: matches bandwidth_copy's parameters; both buffers hold at least n16 16-byte vectors.
+    unsafe { b.launch(cfg) }
+        .map(|_| ())
+        .map_err(launch_err("bandwidth_copy"))
+}

@@ -1,0 +1,593 @@
+//! The CUDA compute module: one slab on one GPU, stepped by the fused pull collide-and-propagate
+//! kernel, exchanging its boundary layers through page-locked, device-mapped interface buffers that
+//! the kernel stores to and loads from directly (TheLMA's zero-copy exchange: no copy between steps).
+//!
+//! Semantics are those of the CPU oracle (`crate::cpu`): same layout, same step protocol and parities,
+//! same bounce-back and moving-wall terms, solid nodes keep their populations.
+
+use std::sync::Arc;
+
+use cudarc::driver::{
+    result, sys, CudaContext, CudaFunction, CudaModule as CuModule, CudaSlice, CudaStream,
+    DevicePtr, DeviceRepr, ValidAsZeroBits,
+};
+use thelma_core::collision::{equilibrium, moments, Arith};
+use thelma_core::compute::{
+    interface_offset, ComputeError, ComputeModule, Fields, Health, InterfaceMemory, MemoryInfo,
+    ModuleFactory, Placement,
+};
+use thelma_core::config::Precision;
+use thelma_core::domain::SlabSpec;
+use thelma_core::lattice::Q;
+use thelma_core::Real;
+
+use super::launch::{self, Kernel, StepArgs, HEALTH_BLOCKS};
+use super::prelude::{PreludeParams, SOLID_BIT};
+use super::{device, DEFAULT_BLOCK_X, RESIDENT_THREADS_F32, RESIDENT_THREADS_F64};
+use crate::params::ModelParams;
+
+fn dev_err(what: &str) -> impl FnOnce(cudarc::driver::DriverError) -> ComputeError + '_ {
+    move |e| ComputeError::Device(format!("{what}: {e}"))
+}
+
+/// Launch shape of the collision kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LaunchShape {
+    /// Threads per block along x (a power of two, at most 1024).
+    pub block_x: u32,
+    /// `__launch_bounds__` minimum blocks per multiprocessor; `None`: the measured default of the
+    /// precision ([`RESIDENT_THREADS_F32`] or [`RESIDENT_THREADS_F64`] resident threads).
+    pub min_blocks: Option<u32>,
+}
+
+impl LaunchShape {
+    /// Blocks of `block_x` threads with the default register plan.
+    pub fn for_block(block_x: u32) -> Self {
+        Self {
+            block_x,
+            min_blocks: None,
+        }
+    }
+
+    /// The minimum blocks per multiprocessor for `precision`.
+    pub fn min_blocks_for(&self, precision: Precision) -> u32 {
+        let threads = match precision {
+            Precision::F32 => RESIDENT_THREADS_F32,
+            Precision::F64 => RESIDENT_THREADS_F64,
+        };
+        self.min_blocks
+            .unwrap_or(threads / self.block_x.max(1))
+            .max(1)
+    }
+}
+
+impl Default for LaunchShape {
+    fn default() -> Self {
+        Self::for_block(DEFAULT_BLOCK_X)
+    }
+}
+
+/// Creates CUDA modules; device ids are CUDA ordinals.
+pub struct CudaFactory {
+    params: ModelParams,
+    shape: LaunchShape,
+}
+
+impl CudaFactory {
+    /// A factory, or why CUDA cannot be used here (no driver, no GPU).
+    pub fn new(params: ModelParams) -> Result<Self, device::Unavailable> {
+        device::device_count()?;
+        Ok(Self {
+            params,
+            shape: LaunchShape::default(),
+        })
+    }
+
+    /// Uses `shape` for the collision kernel (for tuning).
+    pub fn with_shape(mut self, shape: LaunchShape) -> Self {
+        self.shape = shape;
+        self
+    }
+}
+
+impl ModuleFactory for CudaFactory {
+    fn backend(&self) -> &'static str {
+        "cuda"
+    }
+    fn placement(&self, device: usize, _slab: &SlabSpec) -> Placement {
+        match device::pci_bus_id(device) {
+            Ok(pci_bus_id) => Placement::Gpu { pci_bus_id },
+            Err(_) => Placement::Anywhere,
+        }
+    }
+    fn create(
+        &self,
+        device: usize,
+        slab: &SlabSpec,
+    ) -> Result<Box<dyn ComputeModule>, ComputeError> {
+        Ok(match self.params.precision {
+            Precision::F32 => Box::new(CudaModule::<f32>::new(
+                &self.params,
+                self.shape,
+                device,
+                slab.clone(),
+            )?),
+            Precision::F64 => Box::new(CudaModule::<f64>::new(
+                &self.params,
+                self.shape,
+                device,
+                slab.clone(),
+            )?),
+        })
+    }
+    fn device_memory(&self, device: usize) -> Option<MemoryInfo> {
+        device::memory(device).ok()
+    }
+}
+
+/// Page-locked host memory mapped into every context (PORTABLE | DEVICEMAP): one interface's four
+/// buffers, stored to and loaded from by the kernels of both neighbouring slabs.
+pub struct MappedInterface {
+    ptr: *mut u8,
+    bytes: usize,
+    ctx: Arc<CudaContext>,
+}
+
+// SAFETY: the memory is a page-locked allocation owned by this value and valid in every context
+// (PORTABLE). Concurrent access follows the step protocol: within a step each buffer is written by
+// exactly one kernel and the other parity is only read; the barrier orders steps. The context handle
+// is only used to bind a context for the free.
+unsafe impl Send for MappedInterface {}
+unsafe impl Sync for MappedInterface {}
+
+impl MappedInterface {
+    fn new(ctx: &Arc<CudaContext>, bytes: usize) -> Result<Self, ComputeError> {
+        ctx.bind_to_thread().map_err(dev_err("bind context"))?;
+        // SAFETY: a plain allocation request; the pointer is checked and zeroed before use.
+        let ptr = unsafe {
+            result::malloc_host(
+                bytes.max(1),
+                sys::CU_MEMHOSTALLOC_DEVICEMAP | sys::CU_MEMHOSTALLOC_PORTABLE,
+            )
+        }
+        .map_err(|e| ComputeError::OutOfMemory(format!("mapped interface of {bytes} bytes: {e}")))?
+            as *mut u8;
+        // SAFETY: `ptr` points at `bytes` writable bytes.
+        unsafe { std::ptr::write_bytes(ptr, 0, bytes) };
+        Ok(Self {
+            ptr,
+            bytes,
+            ctx: ctx.clone(),
+        })
+    }
+}
+
+impl Drop for MappedInterface {
+    fn drop(&mut self) {
+        // Freeing page-locked memory needs a current context; any context of the process will do.
+        let _ = self.ctx.bind_to_thread();
+        // SAFETY: allocated by cuMemHostAlloc in `new`; every module using it has synchronised its
+        // stream before releasing its handle.
+        let _ = unsafe { result::free_host(self.ptr as *mut std::ffi::c_void) };
+    }
+}
+
+impl InterfaceMemory for MappedInterface {
+    fn as_ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+    fn bytes(&self) -> usize {
+        self.bytes
+    }
+}
+
+/// The device address of mapped host memory in the current context.
+fn device_address(ctx: &Arc<CudaContext>, m: &dyn InterfaceMemory) -> Result<u64, ComputeError> {
+    ctx.bind_to_thread().map_err(dev_err("bind context"))?;
+    let mut d: sys::CUdeviceptr = 0;
+    // SAFETY: `d` is a valid out pointer; the driver rejects memory that is not mapped page-locked.
+    let r = unsafe { sys::cuMemHostGetDevicePointer_v2(&mut d, m.as_ptr() as *mut _, 0) };
+    if r != sys::cudaError_enum::CUDA_SUCCESS {
+        return Err(ComputeError::Invalid(format!(
+            "interface memory is not mapped into the device ({r:?})"
+        )));
+    }
+    Ok(d)
+}
+
+/// An interface this slab uses: the shared memory and its address in this module's context.
+struct Attached {
+    _mem: Arc<dyn InterfaceMemory>,
+    dev: u64,
+}
+
+/// The CUDA module for one slab in precision `T`.
+///
+/// Field order is drop order: device buffers and interfaces go before the stream and context.
+pub struct CudaModule<T: Real + DeviceRepr> {
+    lattices: [CudaSlice<T>; 2],
+    ptrs: [u64; 2],
+    /// Which lattice holds the current state.
+    cur: usize,
+    /// Palette index per node, palette masks and moving-wall terms: owned here, used by address.
+    _index: CudaSlice<u8>,
+    _pal_mask: CudaSlice<u32>,
+    _pal_term: CudaSlice<T>,
+    health_out: CudaSlice<f64>,
+    /// Addresses of the index, the palette masks and terms, the watchdog's output.
+    addr: [u64; 4],
+    below: Option<Attached>,
+    above: Option<Attached>,
+    host_solid: Vec<bool>,
+    slab: SlabSpec,
+    collide: CudaFunction,
+    export: CudaFunction,
+    health_k: CudaFunction,
+    _image: Arc<CuModule>,
+    shape: LaunchShape,
+    describe: String,
+    stream: Arc<CudaStream>,
+    ctx: Arc<CudaContext>,
+}
+
+impl<T> CudaModule<T>
+where
+    T: Real + Arith<Scalar = T> + DeviceRepr + ValidAsZeroBits + bytemuck::Pod,
+{
+    pub fn new(
+        params: &ModelParams,
+        shape: LaunchShape,
+        ordinal: usize,
+        slab: SlabSpec,
+    ) -> Result<Self, ComputeError> {
+        if !shape.block_x.is_power_of_two() || shape.block_x > 1024 {
+            return Err(ComputeError::Invalid(format!(
+                "block size {} is not a power of two up to 1024",
+                shape.block_x
+            )));
+        }
+        let info = device::gpu_info(ordinal)?;
+        let flags = params
+            .geometry
+            .slab(slab.z.clone())
+            .map_err(|e| ComputeError::Geometry(e.to_string()))?;
+        let ctx = CudaContext::new(ordinal).map_err(dev_err("cannot create a CUDA context"))?;
+        // Steps are ordered by hand (one stream, explicit synchronisation before the barrier): no
+        // per-buffer event tracking.
+        // SAFETY: called before any allocation in this context object.
+        unsafe { ctx.disable_event_tracking() };
+        let stream = ctx
+            .new_stream()
+            .map_err(dev_err("cannot create a stream"))?;
+
+        let pp = PreludeParams {
+            precision: T::PRECISION,
+            omega: params.omega,
+            mrt_rates: params.mrt_rates,
+            block_x: shape.block_x,
+            min_blocks: shape.min_blocks_for(T::PRECISION),
+        };
+        let arch = launch::arch_of(info.compute_capability);
+        let cubin = launch::compile_cubin(&launch::lbm_source(&pp), "lbm_d3q19.cu", &arch)?;
+        let collide_kind = match params.collision {
+            thelma_core::collision::Collision::Bgk => Kernel::CollidePropagateBgk,
+            thelma_core::collision::Collision::Mrt => Kernel::CollidePropagateMrt,
+        };
+        let names: Vec<String> = [collide_kind, Kernel::ExportFaces, Kernel::Health]
+            .iter()
+            .map(|k| k.name(T::PRECISION))
+            .collect();
+        let (image, mut funcs) = launch::load(&stream, &cubin, &names)?;
+        let health_k = funcs.pop().expect("three kernels");
+        let export = funcs.pop().expect("three kernels");
+        let collide = funcs.pop().expect("three kernels");
+        let regs = collide
+            .num_regs()
+            .map_or_else(|_| "?".to_string(), |r| r.to_string());
+
+        let n = slab.nodes();
+        let len = n
+            .checked_mul(Q)
+            .ok_or_else(|| ComputeError::OutOfMemory("lattice size overflows".into()))?;
+        let oom = |what: &'static str| {
+            move |e: cudarc::driver::DriverError| {
+                ComputeError::OutOfMemory(format!(
+                    "cuda:{ordinal}: {what} ({} MiB): {e}",
+                    (len * std::mem::size_of::<T>()) >> 20
+                ))
+            }
+        };
+        let a = stream.alloc_zeros::<T>(len).map_err(oom("lattice A"))?;
+        let b = stream.alloc_zeros::<T>(len).map_err(oom("lattice B"))?;
+        let index = stream.clone_htod(&flags.index).map_err(oom("flag index"))?;
+        let mask: Vec<u32> = flags
+            .palette
+            .flags
+            .iter()
+            .map(|f| f.bounce_mask() | if f.is_solid() { SOLID_BIT } else { 0 })
+            .collect();
+        let term: Vec<T> = flags
+            .palette
+            .moving_term
+            .iter()
+            .flat_map(|t| t.iter().map(|&v| T::of(v)))
+            .collect();
+        let pal_mask = stream.clone_htod(&mask).map_err(oom("palette"))?;
+        let pal_term = stream.clone_htod(&term).map_err(oom("palette"))?;
+        let health_out = stream
+            .alloc_zeros::<f64>(3 * HEALTH_BLOCKS as usize)
+            .map_err(oom("watchdog buffer"))?;
+        let solid: Vec<bool> = flags.palette.flags.iter().map(|f| f.is_solid()).collect();
+        let host_solid: Vec<bool> = flags.index.iter().map(|&k| solid[k as usize]).collect();
+        let ptrs = [raw(&a, &stream), raw(&b, &stream)];
+        let addr = [
+            raw(&index, &stream),
+            raw(&pal_mask, &stream),
+            raw(&pal_term, &stream),
+            raw(&health_out, &stream),
+        ];
+        let mut m = Self {
+            lattices: [a, b],
+            ptrs,
+            cur: 0,
+            _index: index,
+            _pal_mask: pal_mask,
+            _pal_term: pal_term,
+            health_out,
+            addr,
+            below: None,
+            above: None,
+            host_solid,
+            slab,
+            collide,
+            export,
+            health_k,
+            _image: image,
+            shape,
+            describe: format!(
+                "cuda:{ordinal} {} {} (collision kernel: {} registers, block {})",
+                info.name,
+                T::NAME,
+                regs,
+                shape.block_x
+            ),
+            stream,
+            ctx,
+        };
+        // The rest state, one population at a time (a whole host lattice would double the memory).
+        let feq = equilibrium(T::one(), [T::zero(); 3]);
+        let mut plane = vec![T::zero(); n];
+        for i in 0..Q {
+            plane.fill(feq[i]);
+            let mut dst = m.lattices[m.cur].slice_mut(i * n..(i + 1) * n);
+            m.stream
+                .memcpy_htod(&plane, &mut dst)
+                .map_err(dev_err("copy to the device"))?;
+            m.sync()?;
+        }
+        Ok(m)
+    }
+
+    fn size(&self) -> [i32; 3] {
+        [
+            self.slab.nx() as i32,
+            self.slab.ny() as i32,
+            self.slab.nz() as i32,
+        ]
+    }
+
+    fn sync(&self) -> Result<(), ComputeError> {
+        self.stream
+            .synchronize()
+            .map_err(dev_err("the device reported an error"))
+    }
+
+    fn upload(&mut self, vals: &[T]) -> Result<(), ComputeError> {
+        self.stream
+            .memcpy_htod(vals, &mut self.lattices[self.cur])
+            .map_err(dev_err("copy to the device"))?;
+        self.sync()
+    }
+
+    fn download(&self) -> Result<Vec<T>, ComputeError> {
+        self.sync()?;
+        let mut out = vec![T::zero(); self.lattices[self.cur].len()];
+        self.stream
+            .memcpy_dtoh(&self.lattices[self.cur], &mut out)
+            .map_err(dev_err("copy from the device"))?;
+        self.sync()?;
+        Ok(out)
+    }
+
+    /// Byte offset of buffer `up[parity]`/`down[parity]` inside an interface.
+    fn offset(&self, upward: bool, parity: usize) -> u64 {
+        (interface_offset(self.slab.interface_values(), upward, parity) * std::mem::size_of::<T>())
+            as u64
+    }
+
+    /// Publishes the boundary layers of the current lattice into the buffers of `parity`.
+    fn publish(&self, parity: usize) -> Result<(), ComputeError> {
+        let up = self
+            .above
+            .as_ref()
+            .map_or(0, |a| a.dev + self.offset(true, parity));
+        let down = self
+            .below
+            .as_ref()
+            .map_or(0, |b| b.dev + self.offset(false, parity));
+        if up != 0 || down != 0 {
+            launch::export_faces(
+                &self.stream,
+                &self.export,
+                self.ptrs[self.cur],
+                up,
+                down,
+                self.size(),
+            )?;
+        }
+        self.sync()
+    }
+}
+
+/// The raw device address of a buffer (event tracking is off, so no synchronisation is attached).
+fn raw<U>(s: &CudaSlice<U>, stream: &CudaStream) -> u64 {
+    let (p, _guard) = s.device_ptr(stream);
+    p
+}
+
+impl<T> ComputeModule for CudaModule<T>
+where
+    T: Real + Arith<Scalar = T> + DeviceRepr + ValidAsZeroBits + bytemuck::Pod,
+{
+    fn describe(&self) -> String {
+        self.describe.clone()
+    }
+
+    fn allocate_interface(
+        &mut self,
+        values_per_buffer: usize,
+    ) -> Result<Arc<dyn InterfaceMemory>, ComputeError> {
+        Ok(Arc::new(MappedInterface::new(
+            &self.ctx,
+            4 * values_per_buffer * std::mem::size_of::<T>(),
+        )?))
+    }
+
+    fn attach(
+        &mut self,
+        below: Option<Arc<dyn InterfaceMemory>>,
+        above: Option<Arc<dyn InterfaceMemory>>,
+    ) -> Result<(), ComputeError> {
+        let need = 4 * self.slab.interface_values() * std::mem::size_of::<T>();
+        let att = |m: Option<Arc<dyn InterfaceMemory>>| -> Result<Option<Attached>, ComputeError> {
+            m.map(|mem| {
+                if mem.bytes() < need {
+                    return Err(ComputeError::Invalid(format!(
+                        "interface of {} bytes, {need} needed",
+                        mem.bytes()
+                    )));
+                }
+                let dev = device_address(&self.ctx, mem.as_ref())?;
+                Ok(Attached { _mem: mem, dev })
+            })
+            .transpose()
+        };
+        let below = att(below)?;
+        let above = att(above)?;
+        self.sync()?;
+        self.below = below;
+        self.above = above;
+        self.publish(1)
+    }
+
+    fn step(&mut self, t: u64) -> Result<(), ComputeError> {
+        let rin = ((t + 1) % 2) as usize;
+        let rout = (t % 2) as usize;
+        let at = |m: &Option<Attached>, up: bool, parity: usize| {
+            m.as_ref().map_or(0, |a| a.dev + self.offset(up, parity))
+        };
+        let p = self.slab.domain.periodic;
+        let args = StepArgs {
+            a: self.ptrs[self.cur],
+            b: self.ptrs[1 - self.cur],
+            index: self.addr[0],
+            pal_mask: self.addr[1],
+            pal_term: self.addr[2],
+            below_in: at(&self.below, true, rin),
+            above_in: at(&self.above, false, rin),
+            above_out: at(&self.above, true, rout),
+            below_out: at(&self.below, false, rout),
+            size: self.size(),
+            periodic: i32::from(p[0]) | (i32::from(p[1]) << 1),
+            block_x: self.shape.block_x,
+        };
+        launch::collide_propagate(&self.stream, &self.collide, &args)?;
+        self.cur = 1 - self.cur;
+        Ok(())
+    }
+
+    fn synchronize(&mut self) -> Result<(), ComputeError> {
+        self.sync()
+    }
+
+    fn read_fields(&mut self) -> Result<Fields, ComputeError> {
+        let (nx, ny, nz) = (self.slab.nx(), self.slab.ny(), self.slab.nz());
+        let a = self.download()?;
+        let n = self.slab.nodes();
+        let mut out = Fields::zeros([nx, ny, nz], self.slab.z.start);
+        for p in 0..n {
+            if self.host_solid[p] {
+                out.solid[p] = true;
+                continue;
+            }
+            let f: [T; Q] = std::array::from_fn(|i| a[i * n + p]);
+            let m = moments::<T>(&f);
+            out.rho[p] = m.rho.to_f64();
+            out.ux[p] = m.u[0].to_f64();
+            out.uy[p] = m.u[1].to_f64();
+            out.uz[p] = m.u[2].to_f64();
+        }
+        Ok(out)
+    }
+
+    fn health(&mut self) -> Result<Health, ComputeError> {
+        let n = self.slab.nodes();
+        launch::health(
+            &self.stream,
+            &self.health_k,
+            self.ptrs[self.cur],
+            self.addr[0],
+            self.addr[1],
+            n as u64,
+            self.addr[3],
+        )?;
+        self.sync()?;
+        let mut out = vec![0.0f64; 3 * HEALTH_BLOCKS as usize];
+        self.stream
+            .memcpy_dtoh(&self.health_out, &mut out)
+            .map_err(dev_err("copy from the device"))?;
+        self.sync()?;
+        let mut h = Health {
+            non_finite: None,
+            rho_min: f64::INFINITY,
+            rho_max: f64::NEG_INFINITY,
+        };
+        let mut bad: Option<usize> = None;
+        for b in out.chunks_exact(3) {
+            h.rho_min = h.rho_min.min(b[0]);
+            h.rho_max = h.rho_max.max(b[1]);
+            if b[2] >= 0.0 {
+                let p = b[2] as usize;
+                bad = Some(bad.map_or(p, |q| q.min(p)));
+            }
+        }
+        let (nx, ny) = (self.slab.nx(), self.slab.ny());
+        h.non_finite = bad.map(|p| [p % nx, (p / nx) % ny, self.slab.z.start + p / (nx * ny)]);
+        Ok(h)
+    }
+
+    fn read_populations(&mut self) -> Result<Vec<u8>, ComputeError> {
+        Ok(bytemuck::cast_slice(&self.download()?).to_vec())
+    }
+
+    fn write_populations(&mut self, bytes: &[u8], next_step: u64) -> Result<(), ComputeError> {
+        let want = self.lattices[self.cur].len() * std::mem::size_of::<T>();
+        if bytes.len() != want {
+            return Err(ComputeError::Invalid(format!(
+                "populations of {} bytes, {want} expected",
+                bytes.len()
+            )));
+        }
+        let mut vals = vec![T::zero(); bytes.len() / std::mem::size_of::<T>()];
+        bytemuck::cast_slice_mut::<T, u8>(&mut vals).copy_from_slice(bytes);
+        self.upload(&vals)?;
+        self.publish(((next_step + 1) % 2) as usize)
+    }
+}
+
+impl<T: Real + DeviceRepr> Drop for CudaModule<T> {
+    fn drop(&mut self) {
+        // Kernels may still store into interface memory that this module's handles keep alive.
+        let _ = self.stream.synchronize();
+    }
+}
