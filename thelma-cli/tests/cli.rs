@@ -2,17 +2,8 @@
 
 use std::process::Command;
 
-fn thelma(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_thelma"))
-        .args(args)
-        .output()
-        .expect("thelma runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
-}
+mod common;
+use common::thelma;
 
 #[test]
 fn run_help_documents_every_option() {

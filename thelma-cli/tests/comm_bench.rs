@@ -1,19 +1,8 @@
 //! `thelma comm-bench` end to end on the CPU backend: the table, the JSON report and the PNG plot,
 //! and one-line errors with exit status 2 for bad options.
 
-use std::process::Command;
-
-fn thelma(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_thelma"))
-        .args(args)
-        .output()
-        .expect("thelma runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
-}
+mod common;
+use common::thelma;
 
 #[test]
 fn a_cpu_sweep_prints_the_tables_and_writes_json_and_png() {

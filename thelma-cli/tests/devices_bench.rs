@@ -1,19 +1,8 @@
 //! `thelma devices` and `thelma bench` end to end: both work without a GPU (the CPU figures come from
 //! the same command), write their JSON, and reject bad input with one line and exit code 2.
 
-use std::process::Command;
-
-fn thelma(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_thelma"))
-        .args(args)
-        .output()
-        .expect("thelma runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
-}
+mod common;
+use common::thelma;
 
 fn has_gpu() -> bool {
     thelma_compute::cuda::device_count().is_ok()

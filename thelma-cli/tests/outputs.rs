@@ -3,19 +3,9 @@
 //! terminal; physical units; bad output options.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-fn thelma(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_thelma"))
-        .args(args)
-        .output()
-        .expect("thelma runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
-}
+mod common;
+use common::thelma;
 
 fn example(name: &str) -> String {
     format!("{}/../examples/{name}", env!("CARGO_MANIFEST_DIR"))
