@@ -150,6 +150,9 @@ pub fn run_case_from(
     let step0 = rt.step();
     // The run's outputs (their time series included) also receive the last healthy state on divergence.
     let mut outputs = Outputs::new(case);
+    if resume.is_some() {
+        outputs.resume_series(step0);
+    }
     let mut prev = rt.fields()?;
     // `prev` is the newest state that passed the watchdog, held in memory.
     let mut prev_step = step0;

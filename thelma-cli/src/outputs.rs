@@ -55,6 +55,29 @@ impl Outputs {
         }
     }
 
+    /// Continues the `.pvd` series of a resumed run: the field outputs already in the folder up to
+    /// step `upto` (named `fields_<step>.vti` or `.pvti`) stay in it.
+    pub fn resume_series(&mut self, upto: u64) {
+        let Ok(entries) = std::fs::read_dir(&self.cfg.dir) else {
+            return;
+        };
+        let mut found: Vec<(u64, String)> = entries
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter_map(|name| {
+                let stem = name
+                    .strip_suffix(".pvti")
+                    .or_else(|| name.strip_suffix(".vti"))?;
+                let step: u64 = stem.strip_prefix("fields_")?.parse().ok()?;
+                (step <= upto).then_some((step, name))
+            })
+            .collect();
+        found.sort();
+        self.series = found
+            .into_iter()
+            .map(|(step, name)| (self.dt.map_or(step as f64, |dt| step as f64 * dt), name))
+            .collect();
+    }
+
     /// `chunk` shortened so that stepping stops on the next output step.
     pub fn clamp_chunk(&self, step: u64, chunk: u64) -> u64 {
         match self.cfg.every {
@@ -227,5 +250,30 @@ mod tests {
         let o = Outputs::new(&case);
         assert_eq!(o.clamp_chunk(240, 100), 100);
         assert!(!o.due(0) && !o.due(500));
+    }
+
+    #[test]
+    fn a_resumed_series_keeps_the_outputs_up_to_the_checkpoint() {
+        let dir = tempfile::tempdir().unwrap();
+        for f in [
+            "fields_00000100.vti",
+            "fields_00000200.pvti",
+            "fields_00000200_0.vti",
+            "fields_00000300.vti",
+            "notes.txt",
+        ] {
+            std::fs::write(dir.path().join(f), "").unwrap();
+        }
+        let mut case = CaseConfig::default();
+        case.output.dir = dir.path().to_path_buf();
+        let mut o = Outputs::new(&case);
+        o.resume_series(200);
+        assert_eq!(
+            o.series,
+            vec![
+                (100.0, "fields_00000100.vti".to_string()),
+                (200.0, "fields_00000200.pvti".to_string())
+            ]
+        );
     }
 }
