@@ -41,7 +41,7 @@ fn an_unstable_run_stops_at_a_check_with_the_node_and_writes_the_initial_state()
     let tmp = tempfile::tempdir().unwrap();
     let d = diverge(&unstable(tmp.path()));
     assert!(
-        d.step < 2000 && d.step % 10 == 0,
+        d.step < 2000 && d.step.is_multiple_of(10),
         "stopped at step {}",
         d.step
     );
@@ -62,7 +62,7 @@ fn with_checkpoints_the_last_healthy_checkpoint_is_what_remains() {
     let d = diverge(&c);
     let good = d.last_good.expect("a healthy state was written");
     assert!(
-        good > 0 && good % 20 == 0 && good < d.step,
+        good > 0 && good.is_multiple_of(20) && good < d.step,
         "{good} / {}",
         d.step
     );
@@ -167,7 +167,11 @@ fn a_case_without_field_outputs_points_to_its_checkpoint_as_the_healthy_state() 
     .expect("the vortex must blow up");
     let d = e.downcast::<Diverged>().expect("a divergence");
     let good = d.last_good.expect("the checkpoint is the healthy state");
-    assert!(good < d.step && good % 20 == 0, "{good} / {}", d.step);
+    assert!(
+        good < d.step && good.is_multiple_of(20),
+        "{good} / {}",
+        d.step
+    );
     assert_eq!(checkpoint::read_header(tmp.path()).unwrap().step, good);
     assert!(!tmp.path().join("profiles.csv").exists());
 }

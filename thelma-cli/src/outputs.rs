@@ -88,7 +88,7 @@ impl Outputs {
 
     /// Whether a periodic field output falls on `step`.
     pub fn due(&self, step: u64) -> bool {
-        self.cfg.every > 0 && step % self.cfg.every == 0 && self.last != Some(step)
+        self.cfg.every > 0 && step.is_multiple_of(self.cfg.every) && self.last != Some(step)
     }
 
     fn fields_wanted(&self) -> bool {

@@ -3,8 +3,11 @@
 //! Same data layout and step protocol as the GPU (DESIGN §2–3): two lattices `[i][z][y][x]`, a fused
 //! pull collide-and-propagate that reads lattice A (and the neighbours' interface buffers of the
 //! previous step's parity) and writes lattice B (and this step's interface buffers), then swaps A and B.
-//! Rows `(z, y)` are spread over a rayon pool; each row is handled in chunks of [`CHUNK`] nodes along
-//! x so that the collision loop over x vectorises.
+//! Rows `(z, y)` are spread over a rayon pool; each row is handled in bundles of nodes along x,
+//! collided together as vectors: [`LANES`] nodes (one or two AVX2 registers), or [`WIDE_LANES`] on a
+//! CPU with AVX-512, detected at run time (one register in f32, and 32 registers instead of 16).
+//! Both widths compute every node with the same operations in the same order, so they agree bit for
+//! bit.
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::sync::Arc;
@@ -25,11 +28,25 @@ use thelma_core::Real;
 
 use crate::params::ModelParams;
 
-/// Nodes along x pulled, bounced and stored together.
-pub const CHUNK: usize = 32;
 /// Nodes along x collided together as one bundle of lanes (one or two AVX2 registers).
 pub const LANES: usize = 8;
-const _: () = assert!(CHUNK % LANES == 0);
+/// The bundle on a CPU with AVX-512: one 64-byte register (a cache line) of f32 per population.
+pub const WIDE_LANES: usize = 16;
+
+/// Whether this CPU runs the AVX-512 build of the row loop.
+fn avx512_available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512vl")
+            && std::arch::is_x86_feature_detected!("avx512dq")
+            && std::arch::is_x86_feature_detected!("avx512bw")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
 
 /// A bundle of `L` values handled lane by lane; the collision maths, written once over [`Arith`],
 /// becomes vector code on it.
@@ -122,47 +139,73 @@ impl ModuleFactory for CpuFactory {
     }
 }
 
-/// Plain, zeroed, cache-line aligned host memory for one interface.
-struct HostInterface {
-    ptr: *mut u8,
+/// Zeroed host memory aligned to a cache line (64 bytes): the lattices, so that where nx is a multiple
+/// of the bundle the wide row loop's stores never straddle two lines, and the interface buffers.
+struct AlignedBuf<T> {
+    ptr: *mut T,
+    len: usize,
     layout: Layout,
 }
 
-// SAFETY: the memory is a plain allocation owned by this value. Concurrent access follows the step
-// protocol: within a step, each buffer of an interface is written by exactly one module and the
-// buffers of the other parity are only read; the runtime's barrier (a mutex) orders one step's
-// writes before the next step's reads.
-unsafe impl Send for HostInterface {}
-unsafe impl Sync for HostInterface {}
+// SAFETY: the memory is a plain allocation owned by this value, accessed through `&`/`&mut` as a
+// slice like a `Vec`. (The interface buffers' shared use is covered at `HostInterface`.)
+unsafe impl<T: Send> Send for AlignedBuf<T> {}
+unsafe impl<T: Sync> Sync for AlignedBuf<T> {}
 
-impl HostInterface {
-    fn new(bytes: usize) -> Result<Self, ComputeError> {
-        let layout = Layout::from_size_align(bytes.max(1), 64)
-            .map_err(|e| ComputeError::Geometry(e.to_string()))?;
-        // SAFETY: the layout has a non-zero size.
-        let ptr = unsafe { alloc_zeroed(layout) };
+impl<T: bytemuck::Zeroable> AlignedBuf<T> {
+    /// `len` zeroed values; `what` names the buffer in the out-of-memory error.
+    fn zeroed(len: usize, what: &str) -> Result<Self, ComputeError> {
+        let oom = || {
+            ComputeError::OutOfMemory(format!(
+                "cannot allocate {what} of {} MiB",
+                len.saturating_mul(std::mem::size_of::<T>()) >> 20
+            ))
+        };
+        let bytes = len.checked_mul(std::mem::size_of::<T>()).ok_or_else(oom)?;
+        let layout = Layout::from_size_align(bytes.max(1), 64).map_err(|_| oom())?;
+        // SAFETY: the layout has a non-zero size; all-zero bytes are a valid T (Zeroable).
+        let ptr = unsafe { alloc_zeroed(layout) } as *mut T;
         if ptr.is_null() {
-            return Err(ComputeError::OutOfMemory(format!(
-                "interface buffer of {bytes} bytes"
-            )));
+            return Err(oom());
         }
-        Ok(Self { ptr, layout })
+        Ok(Self { ptr, len, layout })
     }
 }
 
-impl Drop for HostInterface {
+impl<T> Drop for AlignedBuf<T> {
     fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this layout.
-        unsafe { dealloc(self.ptr, self.layout) }
+        // SAFETY: allocated in `zeroed` with this layout.
+        unsafe { dealloc(self.ptr as *mut u8, self.layout) }
     }
 }
+
+impl<T> std::ops::Deref for AlignedBuf<T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        // SAFETY: `len` initialised (zeroed) values owned by this buffer.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+}
+
+impl<T> std::ops::DerefMut for AlignedBuf<T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        // SAFETY: as above, borrowed mutably through `&mut self`.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+/// Plain, zeroed, cache-line aligned host memory for one interface. Modules on several threads write
+/// it through `as_ptr`, following the step protocol: within a step, each buffer of an interface is
+/// written by exactly one module and the buffers of the other parity are only read; the runtime's
+/// barrier (a mutex) orders one step's writes before the next step's reads.
+struct HostInterface(AlignedBuf<u8>);
 
 impl InterfaceMemory for HostInterface {
     fn as_ptr(&self) -> *mut u8 {
-        self.ptr
+        self.0.ptr
     }
     fn bytes(&self) -> usize {
-        self.layout.size()
+        self.0.len
     }
 }
 
@@ -193,12 +236,14 @@ pub struct CpuModule<T: Real + Arith<Scalar = T>> {
     index: Vec<u8>,
     palette: Vec<Entry<T>>,
     coll: CollisionParams<T>,
-    a: Vec<T>,
-    b: Vec<T>,
+    a: AlignedBuf<T>,
+    b: AlignedBuf<T>,
     below: Option<Arc<dyn InterfaceMemory>>,
     above: Option<Arc<dyn InterfaceMemory>>,
     pool: rayon::ThreadPool,
     threads: usize,
+    /// Bundles of [`WIDE_LANES`] with AVX-512 (when the CPU has it) rather than [`LANES`].
+    wide: bool,
 }
 
 impl<T: Real + Arith<Scalar = T>> CpuModule<T> {
@@ -228,8 +273,8 @@ impl<T: Real + Arith<Scalar = T>> CpuModule<T> {
         let len = n
             .checked_mul(Q)
             .ok_or_else(|| ComputeError::OutOfMemory("lattice size overflows".into()))?;
-        let a = try_vec(len)?;
-        let b = try_vec(len)?;
+        let a = AlignedBuf::zeroed(len, "a lattice")?;
+        let b = AlignedBuf::zeroed(len, "a lattice")?;
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .thread_name({
@@ -250,6 +295,7 @@ impl<T: Real + Arith<Scalar = T>> CpuModule<T> {
             above: None,
             pool,
             threads,
+            wide: avx512_available(),
         };
         m.fill_equilibrium(T::one(), [T::zero(); 3]);
         Ok(m)
@@ -324,28 +370,46 @@ impl<T: Real + Arith<Scalar = T>> CpuModule<T> {
             below_out: ptr_at(&self.below, false, rout),
         };
         let rows = ctx.nz * ctx.ny;
+        let ny = ctx.ny;
+        #[cfg(target_arch = "x86_64")]
+        if self.wide {
+            self.pool.install(|| {
+                (0..rows).into_par_iter().with_min_len(4).for_each_init(
+                    Scratch::<T, WIDE_LANES>::new,
+                    |scratch, r| {
+                        // SAFETY: `wide` is set only where the CPU has these AVX-512 subsets.
+                        unsafe { row_avx512::<T, K>(&ctx, scratch, r / ny, r % ny) }
+                    },
+                );
+            });
+            std::mem::swap(&mut self.a, &mut self.b);
+            return;
+        }
         self.pool.install(|| {
             (0..rows)
                 .into_par_iter()
                 .with_min_len(4)
-                .for_each_init(Scratch::new, |scratch, r| {
-                    ctx.row::<K>(scratch, r / ctx.ny, r % ctx.ny)
+                .for_each_init(Scratch::<T, LANES>::new, |scratch, r| {
+                    ctx.row::<K, LANES>(scratch, r / ny, r % ny)
                 });
         });
         std::mem::swap(&mut self.a, &mut self.b);
     }
 }
 
-fn try_vec<T: Real>(len: usize) -> Result<Vec<T>, ComputeError> {
-    let mut v = Vec::new();
-    v.try_reserve_exact(len).map_err(|_| {
-        ComputeError::OutOfMemory(format!(
-            "cannot allocate a lattice of {} MiB",
-            (len * std::mem::size_of::<T>()) >> 20
-        ))
-    })?;
-    v.resize(len, T::zero());
-    Ok(v)
+/// Stores the first `len` lanes of `v` at `dst`: a whole bundle as one fixed-size (vector) store.
+///
+/// # Safety
+/// `dst` must be valid for `len ≤ L` writes that no other thread performs concurrently.
+#[inline(always)]
+unsafe fn store<T: Copy, const L: usize>(v: &Lanes<T, L>, dst: *mut T, len: usize) {
+    if len == L {
+        // SAFETY: the caller guarantees L writable values; unaligned, as a row need not be.
+        unsafe { (dst as *mut [T; L]).write_unaligned(v.0) }
+    } else {
+        // SAFETY: as above, for len values.
+        unsafe { std::ptr::copy_nonoverlapping(v.0.as_ptr(), dst, len) }
+    }
 }
 
 /// A raw pointer that may be shared by the pool's threads: every thread writes disjoint rows.
@@ -375,20 +439,34 @@ impl<T: Real> Kernel<T> for Mrt {
     }
 }
 
-/// Per-task buffers of one chunk: the pulled populations and the collided ones. Allocated once per
-/// rayon task rather than per row, because zeroing them per row cost a third of the step on small rows.
-struct Scratch<T> {
-    fin: Box<[[T; CHUNK]; Q]>,
-    fout: Box<[[T; CHUNK]; Q]>,
+/// Per-task buffer of one bundle that needs the general path (an x edge, a bounce-back or solid node,
+/// a wall row): the pulled populations, gathered node by node. Allocated once per rayon task.
+struct Scratch<T, const L: usize> {
+    fin: Box<[[T; L]; Q]>,
 }
 
-impl<T: Real> Scratch<T> {
+impl<T: Real, const L: usize> Scratch<T, L> {
     fn new() -> Self {
         Self {
-            fin: Box::new([[T::zero(); CHUNK]; Q]),
-            fout: Box::new([[T::zero(); CHUNK]; Q]),
+            fin: Box::new([[T::zero(); L]; Q]),
         }
     }
+}
+
+/// The row loop compiled for AVX-512, in bundles of [`WIDE_LANES`]: everything it calls is inlined
+/// into it, so the whole collision is built for the wider registers.
+///
+/// # Safety
+/// The CPU must support AVX-512 F, VL, DQ and BW ([`avx512_available`]).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512vl,avx512dq,avx512bw")]
+unsafe fn row_avx512<T: Real + Arith<Scalar = T>, K: Kernel<T>>(
+    ctx: &StepCtx<'_, T>,
+    scratch: &mut Scratch<T, WIDE_LANES>,
+    z: usize,
+    y: usize,
+) {
+    ctx.row::<K, WIDE_LANES>(scratch, z, y)
 }
 
 struct StepCtx<'a, T: Real + Arith<Scalar = T>> {
@@ -438,132 +516,152 @@ impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
         Some(unsafe { std::slice::from_raw_parts(buf.0.add(SLOT[i] * plane + ys * nx), nx) })
     }
 
+    /// Pulls the populations of the `len ≤ L` nodes from `x0` of row (z, y) into `fin`, with the
+    /// bounce-back of their flags; returns whether one of them is solid.
     #[inline(always)]
-    fn row<K: Kernel<T>>(&self, scratch: &mut Scratch<T>, z: usize, y: usize) {
+    fn gather<const L: usize>(
+        &self,
+        fin: &mut [[T; L]; Q],
+        sources: &[Option<&[T]>; Q],
+        row0: usize,
+        x0: usize,
+        len: usize,
+    ) -> bool {
+        let nx = self.nx;
+        let n = nx * self.ny * self.nz;
+        // Pull: f_i(x) = f̃_i(x − c_i). From a wall row, or across a non-periodic x boundary, the
+        // value is unused (bounced below) and set to zero.
+        for i in 0..Q {
+            let dst = &mut fin[i][..len];
+            let Some(src) = sources[i] else {
+                dst.fill(T::zero());
+                continue;
+            };
+            let lo = x0 as isize - C[i][0] as isize;
+            if len == L && lo >= 0 && lo as usize + L <= nx {
+                // Fixed-size copy: inline vector moves rather than a memmove call.
+                fin[i] = src[lo as usize..lo as usize + L]
+                    .try_into()
+                    .expect("bundle");
+            } else if lo >= 0 && lo as usize + len <= nx {
+                dst.copy_from_slice(&src[lo as usize..lo as usize + len]);
+            } else {
+                // One node pulls from across the x boundary (|c_x| = 1): copy the in-range part,
+                // then the wrapped (periodic) or unused (wall) end.
+                let (a, b) = (lo.max(0) as usize, ((lo + len as isize) as usize).min(nx));
+                let off = (a as isize - lo) as usize;
+                dst[off..off + (b - a)].copy_from_slice(&src[a..b]);
+                let edge = |xs: isize| {
+                    if self.periodic[0] {
+                        src[xs.rem_euclid(nx as isize) as usize]
+                    } else {
+                        T::zero()
+                    }
+                };
+                if lo < 0 {
+                    dst[0] = edge(lo);
+                }
+                if lo + len as isize > nx as isize {
+                    dst[len - 1] = edge(lo + len as isize - 1);
+                }
+            }
+        }
+        // Bounce-back: f_i(x) = f̃_ī(x) + 6 w_i ρ_w (c_i · u_w) where x − c_i is a wall.
+        let mut any_solid = false;
+        for x in 0..len {
+            let e = &self.palette[self.index[row0 + x0 + x] as usize];
+            any_solid |= e.solid;
+            let mut m = e.bounce;
+            while m != 0 {
+                let i = m.trailing_zeros() as usize;
+                m &= m - 1;
+                fin[i][x] = self.a[OPP[i] * n + row0 + x0 + x] + e.term[i];
+            }
+        }
+        any_solid
+    }
+
+    /// Stores the first `len` nodes of a collided bundle at x0 of row (z, y) to lattice B and, on a
+    /// boundary layer, to the interface buffers.
+    #[inline(always)]
+    fn put<const L: usize>(&self, f: &[Lanes<T, L>; Q], z: usize, y: usize, x0: usize, len: usize) {
+        let (nx, ny, nz) = (self.nx, self.ny, self.nz);
+        let plane = nx * ny;
+        let n = plane * nz;
+        let at = (z * ny + y) * nx + x0;
+        for i in 0..Q {
+            // SAFETY: row (z, y) of lattice B is written by this task alone; x0 + len ≤ nx.
+            unsafe { store(&f[i], self.b.0.add(i * n + at), len) }
+        }
+        if z + 1 == nz {
+            if let Some(out) = self.above_out {
+                for (k, &i) in UP.iter().enumerate() {
+                    // SAFETY: slot k of buffer up[t%2]; this row's values are written by this task alone.
+                    unsafe { store(&f[i], out.0.add(k * plane + y * nx + x0), len) }
+                }
+            }
+        }
+        if z == 0 {
+            if let Some(out) = self.below_out {
+                for (k, &i) in DOWN.iter().enumerate() {
+                    // SAFETY: as above, buffer down[t%2].
+                    unsafe { store(&f[i], out.0.add(k * plane + y * nx + x0), len) }
+                }
+            }
+        }
+    }
+
+    /// One row (z, y): bundles of `L` nodes along x are pulled, collided and stored to lattice B
+    /// (and, on a boundary layer, to the interface buffers). A bundle of plain fluid nodes whose
+    /// sources all lie inside the row's source rows (the bulk) loads its populations straight from
+    /// lattice A; any other bundle goes through [`Self::gather`].
+    #[inline(always)]
+    fn row<K: Kernel<T>, const L: usize>(&self, scratch: &mut Scratch<T, L>, z: usize, y: usize) {
         let (nx, ny, nz) = (self.nx, self.ny, self.nz);
         let plane = nx * ny;
         let n = plane * nz;
         let row0 = (z * ny + y) * nx;
-        let Scratch { fin, fout } = scratch;
+        let fin = &mut *scratch.fin;
         let sources: [Option<&[T]>; Q] = std::array::from_fn(|i| self.source_row(i, z, y));
+        let all_sources = sources.iter().all(Option::is_some);
+        // Where every source row exists: the address of x = 0 shifted by −c_x, so that bundle x0 of
+        // direction i loads from `pulled[i] + x0` (in bounds for the bulk bundles, 1 ≤ x0 < nx − L).
+        let pulled: [*const T; Q] = std::array::from_fn(|i| match sources[i] {
+            Some(src) => src.as_ptr().wrapping_offset(-(C[i][0] as isize)),
+            None => std::ptr::null(),
+        });
+        let flags = &self.index[row0..row0 + nx];
         let mut x0 = 0;
         while x0 < nx {
-            let len = CHUNK.min(nx - x0);
-            // Pull: f_i(x) = f̃_i(x − c_i).
-            for i in 0..Q {
-                let dst = &mut fin[i][..len];
-                match sources[i] {
-                    None => dst.fill(T::zero()),
-                    Some(src) => {
-                        let lo = x0 as isize - C[i][0] as isize;
-                        if len == CHUNK && lo >= 0 && lo as usize + CHUNK <= nx {
-                            // Fixed-size copy: inline vector moves rather than a memmove call.
-                            let row: &[T; CHUNK] = src[lo as usize..lo as usize + CHUNK]
-                                .try_into()
-                                .expect("chunk");
-                            fin[i] = *row;
-                        } else if lo >= 0 && lo as usize + len <= nx {
-                            dst.copy_from_slice(&src[lo as usize..lo as usize + len]);
-                        } else {
-                            // One node of the chunk pulls from across the x boundary (|c_x| = 1):
-                            // copy the in-range part, then the wrapped (periodic) or unused (wall,
-                            // bounced below) end.
-                            let (a, b) =
-                                (lo.max(0) as usize, ((lo + len as isize) as usize).min(nx));
-                            let off = (a as isize - lo) as usize;
-                            dst[off..off + (b - a)].copy_from_slice(&src[a..b]);
-                            let edge = |xs: isize| {
-                                if self.periodic[0] {
-                                    src[xs.rem_euclid(nx as isize) as usize]
-                                } else {
-                                    T::zero()
-                                }
-                            };
-                            if lo < 0 {
-                                dst[0] = edge(lo);
-                            }
-                            if lo + len as isize > nx as isize {
-                                dst[len - 1] = edge(lo + len as isize - 1);
-                            }
-                        }
-                    }
-                }
-            }
-            // Bounce-back: f_i(x) = f̃_ī(x) + 6 w_i ρ_w (c_i · u_w) where x − c_i is a wall.
-            let mut any_solid = false;
-            for x in 0..len {
-                let k = self.index[row0 + x0 + x] as usize;
-                if k == 0 {
-                    continue;
-                }
-                let e = &self.palette[k];
-                any_solid |= e.solid;
-                let mut m = e.bounce;
-                while m != 0 {
-                    let i = m.trailing_zeros() as usize;
-                    m &= m - 1;
-                    fin[i][x] = self.a[OPP[i] * n + row0 + x0 + x] + e.term[i];
-                }
-            }
-            // Collide, LANES nodes at a time (lanes past `len` hold stale values and are not stored).
-            let mut x = 0;
-            while x < len {
-                let mut f: [Lanes<T, LANES>; Q] =
-                    std::array::from_fn(|i| Lanes(fin[i][x..x + LANES].try_into().expect("lanes")));
+            let len = L.min(nx - x0);
+            let bulk = all_sources
+                && x0 >= 1
+                && x0 + L < nx
+                && flags[x0..x0 + L].iter().fold(0, |acc, &k| acc | k) == 0;
+            if bulk {
+                // SAFETY: every source row exists and holds nx values; 1 ≤ x0 and x0 + L ≤ nx − 1,
+                // so x0 − c_x .. x0 − c_x + L lies within it for |c_x| ≤ 1.
+                let mut f: [Lanes<T, L>; Q] = std::array::from_fn(|i| unsafe {
+                    Lanes(pulled[i].add(x0).cast::<[T; L]>().read_unaligned())
+                });
                 K::collide(&mut f, self.coll);
-                for i in 0..Q {
-                    fout[i][x..x + LANES].copy_from_slice(&f[i].0);
-                }
-                x += LANES;
-            }
-            // Solid nodes keep their populations.
-            if any_solid {
-                for x in 0..len {
-                    if self.palette[self.index[row0 + x0 + x] as usize].solid {
-                        for i in 0..Q {
-                            fout[i][x] = self.a[i * n + row0 + x0 + x];
+                self.put::<L>(&f, z, y, x0, len);
+            } else {
+                let any_solid = self.gather(fin, &sources, row0, x0, len);
+                // Lanes past `len` hold stale values; they are collided but never stored.
+                let mut f: [Lanes<T, L>; Q] = std::array::from_fn(|i| Lanes(fin[i]));
+                K::collide(&mut f, self.coll);
+                // Solid nodes keep their populations.
+                if any_solid {
+                    for x in 0..len {
+                        if self.palette[flags[x0 + x] as usize].solid {
+                            for i in 0..Q {
+                                f[i].0[x] = self.a[i * n + row0 + x0 + x];
+                            }
                         }
                     }
                 }
-            }
-            // Store to lattice B and, on the boundary layers, to the interface buffers.
-            for i in 0..Q {
-                // SAFETY: row (z, y) of lattice B is written by this task alone.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        fout[i].as_ptr(),
-                        self.b.0.add(i * n + row0 + x0),
-                        len,
-                    )
-                }
-            }
-            if z + 1 == nz {
-                if let Some(out) = self.above_out {
-                    for (k, &i) in UP.iter().enumerate() {
-                        // SAFETY: slot k of buffer up[t%2]; this row's values are written by this task alone.
-                        unsafe {
-                            std::ptr::copy_nonoverlapping(
-                                fout[i].as_ptr(),
-                                out.0.add(k * plane + y * nx + x0),
-                                len,
-                            )
-                        }
-                    }
-                }
-            }
-            if z == 0 {
-                if let Some(out) = self.below_out {
-                    for (k, &i) in DOWN.iter().enumerate() {
-                        // SAFETY: as above, buffer down[t%2].
-                        unsafe {
-                            std::ptr::copy_nonoverlapping(
-                                fout[i].as_ptr(),
-                                out.0.add(k * plane + y * nx + x0),
-                                len,
-                            )
-                        }
-                    }
-                }
+                self.put::<L>(&f, z, y, x0, len);
             }
             x0 += len;
         }
@@ -584,9 +682,11 @@ impl<T: Real + Arith<Scalar = T>> ComputeModule for CpuModule<T> {
         &mut self,
         values_per_buffer: usize,
     ) -> Result<Arc<dyn InterfaceMemory>, ComputeError> {
-        Ok(Arc::new(HostInterface::new(
-            4 * values_per_buffer * std::mem::size_of::<T>(),
-        )?))
+        let bytes = 4 * values_per_buffer * std::mem::size_of::<T>();
+        Ok(Arc::new(HostInterface(AlignedBuf::zeroed(
+            bytes,
+            "an interface buffer",
+        )?)))
     }
 
     fn attach(
@@ -742,9 +842,21 @@ mod tests {
         b
     }
 
+    /// The bundle widths this CPU can run: the portable one, and the AVX-512 one where available.
+    fn widths() -> Vec<bool> {
+        let mut w = vec![false];
+        if avx512_available() {
+            w.push(true);
+        }
+        w
+    }
+
     #[test]
     fn the_vectorised_step_equals_the_node_by_node_definition() {
-        for nx in [7, 33, 70] {
+        for (nx, wide) in [7, 33, 70, 64]
+            .into_iter()
+            .flat_map(|nx| widths().into_iter().map(move |w| (nx, w)))
+        {
             for periodic in [
                 [true, true, true],
                 [false, false, false],
@@ -771,6 +883,7 @@ mod tests {
                     };
                     let slab = SlabSpec::split(domain, 1).unwrap().remove(0);
                     let mut m = CpuModule::<f32>::new(&params, slab.clone(), 2).unwrap();
+                    m.wide = wide;
                     if periodic[2] {
                         let itf = m.allocate_interface(slab.interface_values()).unwrap();
                         m.attach(Some(itf.clone()), Some(itf)).unwrap();
@@ -801,7 +914,7 @@ mod tests {
                         .iter()
                         .zip(&want)
                         .position(|(g, w)| g.to_bits() != w.to_bits());
-                    assert!(bad.is_none(), "nx {nx}, periodic {periodic:?}, {collision:?}: first difference at value {bad:?}");
+                    assert!(bad.is_none(), "nx {nx}, wide {wide}, periodic {periodic:?}, {collision:?}: first difference at value {bad:?}");
                 }
             }
         }
