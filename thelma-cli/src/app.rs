@@ -103,7 +103,6 @@ pub fn run_case_from(
     let lattice = case
         .validate()
         .map_err(|e| UsageError::new(e.flag, e.message))?;
-    prepare_output(&case.output.dir)?;
     let geometry = Arc::new(
         Geometry::from_case(case).map_err(|e| UsageError::new("--config", e.to_string()))?,
     );
@@ -115,6 +114,8 @@ pub fn run_case_from(
         &sel.devices,
         sel.factory.backend() == "cpu",
     )?;
+    // Created only once everything else is known to be right, so refused input leaves no folder.
+    prepare_output(&case.output.dir)?;
     let resumed = match resume {
         Some(path) => Some(load_resume(case, path)?),
         None => None,
@@ -266,6 +267,7 @@ pub fn run_case_from(
                 nodes: d.slab.nodes(),
                 compute_s: c,
                 wait_s: wait[k].as_secs_f64(),
+                step_ms: 1e3 * c / (rt.step() - step0).max(1) as f64,
                 mlups: d.slab.nodes() as f64 * (rt.step() - step0) as f64 / c.max(1e-12) / 1e6,
                 exchange_bytes_per_step: (usize::from(d.slab.has_below())
                     + usize::from(d.slab.has_above()))
@@ -287,7 +289,7 @@ pub fn run_case_from(
         mlups: domain.nodes() as f64 * (rt.step() - step0) as f64
             / stepping.as_secs_f64().max(1e-12)
             / 1e6,
-        parallel_efficiency: if busy + idle > 0.0 {
+        compute_share: if busy + idle > 0.0 {
             busy / (busy + idle)
         } else {
             1.0

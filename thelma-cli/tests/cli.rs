@@ -119,8 +119,9 @@ fn bad_values_give_one_line_naming_the_option_and_exit_2() {
             out.is_empty() || !out.contains("step"),
             "{args:?} started running"
         );
+        // Refused input creates nothing: the output folder is made only once the case is accepted.
+        assert!(!tmp.exists(), "{args:?} left {} behind", tmp.display());
     }
-    let _ = std::fs::remove_dir_all(tmp);
 }
 
 #[test]
@@ -143,15 +144,34 @@ fn a_three_device_cpu_run_prints_bindings_and_per_device_statistics() {
     ]);
     assert_eq!(code, 0, "{err}");
     for d in 0..3 {
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(&format!("device  {d}: slab {d}")))
+            .unwrap_or_else(|| panic!("no line for device {d}:\n{out}"));
+        // The thread binding: the cores and NUMA node it was pinned to, or why it is unbound.
         assert!(
-            out.contains(&format!("device  {d}: slab {d}")),
-            "no binding line for device {d}:\n{out}"
+            line.contains("cpus ") || line.contains("unbound ("),
+            "no binding on {line:?}"
         );
     }
     assert!(
-        out.contains("MLUPS") && out.contains("parallel efficiency"),
+        out.contains("MLUPS") && out.contains("% of device time computing"),
         "{out}"
     );
+    // Per device: its step time, and the bytes it exchanges (each slab has at least one neighbour).
+    for l in out
+        .lines()
+        .filter(|l| l.trim_start().starts_with("device ") && l.contains("compute"))
+    {
+        assert!(l.contains("ms/step"), "{l}");
+        let bytes: u64 = l
+            .split("exchange ")
+            .nth(1)
+            .and_then(|r| r.split(' ').next())
+            .and_then(|b| b.parse().ok())
+            .unwrap_or_else(|| panic!("no exchange figure in {l:?}"));
+        assert!(bytes > 0, "{l}");
+    }
     assert_eq!(
         out.lines()
             .filter(|l| l.trim_start().starts_with("device ") && l.contains("compute"))

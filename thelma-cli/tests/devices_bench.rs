@@ -61,7 +61,17 @@ fn bench_on_the_cpu_measures_bandwidth_and_scaling_and_writes_json() {
             "weak scaling grows the lattice along z"
         );
         assert!(r["roofline_fraction"].as_f64().unwrap() > 0.0);
-        assert!(r["parallel_efficiency"].as_f64().is_some());
+        // Efficiency against one device of the same collision and size: k devices' MLUPS over k
+        // times the one-device MLUPS (exactly 1 for the one-device row).
+        let one = rows
+            .iter()
+            .find(|o| {
+                o["devices"] == 1 && o["size"] == r["size"] && o["collision"] == r["collision"]
+            })
+            .expect("a one-device row for every configuration");
+        let want = r["mlups"].as_f64().unwrap() / (d as f64 * one["mlups"].as_f64().unwrap());
+        let got = r["parallel_efficiency"].as_f64().unwrap();
+        assert!((got - want).abs() < 1e-12, "{got} vs {want}: {r}");
     }
 }
 

@@ -22,6 +22,8 @@ pub struct DeviceSummary {
     pub compute_s: f64,
     /// Seconds waiting at the step barrier.
     pub wait_s: f64,
+    /// Mean compute time of one step, ms.
+    pub step_ms: f64,
     /// Million lattice-node updates per second of compute time.
     pub mlups: f64,
     /// Bytes crossing this device's interfaces per step (both directions, both faces).
@@ -43,8 +45,9 @@ pub struct RunSummary {
     pub wall_s: f64,
     /// Aggregate million lattice-node updates per second (all devices, wall time of the stepping).
     pub mlups: f64,
-    /// Share of device time spent computing rather than waiting at the barrier (1 = no loss).
-    pub parallel_efficiency: f64,
+    /// Share of device time spent computing rather than waiting at the step barrier (1 = no wait).
+    /// Not the parallel efficiency against one device, which `thelma bench` measures.
+    pub compute_share: f64,
     pub devices: Vec<DeviceSummary>,
     /// Total fluid mass at the start and at the end.
     pub mass: [f64; 2],
@@ -95,19 +98,19 @@ impl RunSummary {
     pub fn text(&self) -> String {
         let mut s = String::new();
         s += &format!(
-            "steps {}{}, {:.2} s, {:.1} MLUPS on {} {} device(s), parallel efficiency {:.1}%\n",
+            "steps {}{}, {:.2} s, {:.1} MLUPS on {} {} device(s), {:.1}% of device time computing (the rest waits at the step barrier)\n",
             self.steps,
             if self.converged { " (converged)" } else { "" },
             self.wall_s,
             self.mlups,
             self.devices.len(),
             self.backend,
-            100.0 * self.parallel_efficiency
+            100.0 * self.compute_share
         );
         for d in &self.devices {
             s += &format!(
-                "  device {:>2} z {:>4}..{:<4} {:>8.1} MLUPS  compute {:>7.2} s  wait {:>6.2} s  exchange {} B/step  [{}] {}\n",
-                d.device, d.z[0], d.z[1], d.mlups, d.compute_s, d.wait_s, d.exchange_bytes_per_step, d.binding, d.describe
+                "  device {:>2} z {:>4}..{:<4} {:>8.1} MLUPS  compute {:>7.2} s ({:.3} ms/step)  wait {:>6.2} s  exchange {} B/step  [{}] {}\n",
+                d.device, d.z[0], d.z[1], d.mlups, d.compute_s, d.step_ms, d.wait_s, d.exchange_bytes_per_step, d.binding, d.describe
             );
         }
         s += &format!(
@@ -369,7 +372,7 @@ mod tests {
             last_change: None,
             wall_s: 4.0,
             mlups: 27.6,
-            parallel_efficiency: 0.95,
+            compute_share: 0.95,
             devices: vec![DeviceSummary {
                 device: 0,
                 describe: "CPU".into(),
@@ -378,6 +381,7 @@ mod tests {
                 nodes: 48 * 48 * 48,
                 compute_s: 3.9,
                 wait_s: 0.1,
+                step_ms: 3.9,
                 mlups: 28.0,
                 exchange_bytes_per_step: 0,
             }],
