@@ -60,6 +60,18 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
             devices,
             nodes,
         } => {
+            // Where hwloc could not pin a worker the run goes on unpinned: say so once, on stderr,
+            // so that it shows under --quiet and in a redirected run too.
+            if let Some((d, e)) = devices
+                .iter()
+                .find_map(|d| d.binding.as_ref().err().map(|e| (d.device, e)))
+            {
+                let n = devices.iter().filter(|d| d.binding.is_err()).count();
+                eprintln!(
+                    "warning: {n} of {} worker thread(s) run unpinned (device {d}: {e}); performance may suffer",
+                    devices.len()
+                );
+            }
             if quiet {
                 return;
             }
@@ -94,7 +106,9 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
                 );
             }
             clock = Instant::now();
-            if std::io::stderr().is_terminal() {
+            // The bar draws on stderr; plain lines go to stdout. A bar only where both are a
+            // terminal, so that `thelma run > log` keeps its progress lines in the log.
+            if std::io::stderr().is_terminal() && std::io::stdout().is_terminal() {
                 // A run to convergence has no known end: a spinner with the step count instead.
                 let (len, template) = match case.run.steps {
                     Some(n) => (
