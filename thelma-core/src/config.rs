@@ -637,6 +637,9 @@ impl CaseConfig {
         if r.max_steps == 0 {
             return Err(bad("run.max_steps", "--max-steps", "must be at least 1"));
         }
+        if self.output.dir.as_os_str().is_empty() {
+            return Err(bad("output.dir", "--output", "must name a folder"));
+        }
         if self.output.slice.axis > 2 {
             return Err(bad(
                 "output.slice",
@@ -753,8 +756,18 @@ impl CaseConfig {
 
     /// Parses a case file, TOML or JSON by extension; errors carry line and column.
     pub fn from_file(path: &std::path::Path) -> anyhow::Result<Self> {
-        let text = std::fs::read_to_string(path)
+        let bytes = std::fs::read(path)
             .map_err(|e| anyhow::anyhow!("cannot read case file {}: {e}", path.display()))?;
+        let text = String::from_utf8(bytes).map_err(|e| {
+            // Where the text stops being UTF-8, as a line and column of the valid part before it.
+            let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+            let valid = std::str::from_utf8(valid).unwrap_or_default();
+            let (line, col) = line_column(valid, valid.len());
+            anyhow::anyhow!(
+                "{}: line {line}, column {col}: the file is not UTF-8 text",
+                path.display()
+            )
+        })?;
         let is_json = path
             .extension()
             .is_some_and(|e| e.eq_ignore_ascii_case("json"));
@@ -820,6 +833,26 @@ mod tests {
         assert!((p.viscosity - 0.1 * 48.0 / 1000.0).abs() < 1e-15);
         assert!((p.tau - (3.0 * 0.0048 + 0.5)).abs() < 1e-15);
         assert!((p.reynolds - 1000.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_case_file_that_is_not_utf8_is_refused_with_its_position() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("case.toml");
+        std::fs::write(&path, b"[domain]\nsize = [16, 16, \xff16]\n").unwrap();
+        let e = CaseConfig::from_file(&path).unwrap_err().to_string();
+        assert!(
+            e.contains("line 2, column 17") && e.contains("not UTF-8"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn an_empty_output_folder_is_refused() {
+        let mut c = CaseConfig::default();
+        c.output.dir = PathBuf::new();
+        let e = c.validate().unwrap_err();
+        assert_eq!(e.flag, "--output", "{e:?}");
     }
 
     #[test]
