@@ -139,13 +139,24 @@ impl ModuleFactory for CpuFactory {
     }
 }
 
-/// Zeroed host memory aligned to a cache line (64 bytes): the lattices, so that where nx is a multiple
-/// of the bundle the wide row loop's stores never straddle two lines, and the interface buffers.
+/// Zeroed host memory aligned to a cache line (64 bytes), with optional zeroed padding on both sides:
+/// the lattices (where nx is a multiple of the bundle the wide row loop's stores never straddle two
+/// lines, and the padding lets a bundle load up to [`LATTICE_PAD`] values past either end of the
+/// lattice), and the interface buffers.
 struct AlignedBuf<T> {
+    /// The allocation; `ptr − pad`.
+    base: *mut T,
+    /// The first of the `len` values.
     ptr: *mut T,
     len: usize,
     layout: Layout,
 }
+
+/// Values of padding before and after each lattice: more than a bundle plus one, so that a bundle's
+/// load `x0 − c_x .. x0 − c_x + L` of any row stays inside the allocation; a multiple of 16, so that
+/// the lattice itself stays 64-byte aligned in f32 and f64.
+const LATTICE_PAD: usize = 64;
+const _: () = assert!(LATTICE_PAD > WIDE_LANES + 1 && LATTICE_PAD % 16 == 0);
 
 // SAFETY: the memory is a plain allocation owned by this value, accessed through `&`/`&mut` as a
 // slice like a `Vec`. (The interface buffers' shared use is covered at `HostInterface`.)
@@ -153,29 +164,40 @@ unsafe impl<T: Send> Send for AlignedBuf<T> {}
 unsafe impl<T: Sync> Sync for AlignedBuf<T> {}
 
 impl<T: bytemuck::Zeroable> AlignedBuf<T> {
-    /// `len` zeroed values; `what` names the buffer in the out-of-memory error.
-    fn zeroed(len: usize, what: &str) -> Result<Self, ComputeError> {
+    /// `len` zeroed values, with `pad` more before and after; `what` names the buffer in the
+    /// out-of-memory error. `pad · size_of::<T>()` must be a multiple of 64.
+    fn zeroed(len: usize, pad: usize, what: &str) -> Result<Self, ComputeError> {
         let oom = || {
             ComputeError::OutOfMemory(format!(
                 "cannot allocate {what} of {} MiB",
                 len.saturating_mul(std::mem::size_of::<T>()) >> 20
             ))
         };
-        let bytes = len.checked_mul(std::mem::size_of::<T>()).ok_or_else(oom)?;
+        let bytes = len
+            .checked_add(2 * pad)
+            .and_then(|n| n.checked_mul(std::mem::size_of::<T>()))
+            .ok_or_else(oom)?;
         let layout = Layout::from_size_align(bytes.max(1), 64).map_err(|_| oom())?;
         // SAFETY: the layout has a non-zero size; all-zero bytes are a valid T (Zeroable).
-        let ptr = unsafe { alloc_zeroed(layout) } as *mut T;
-        if ptr.is_null() {
+        let base = unsafe { alloc_zeroed(layout) } as *mut T;
+        if base.is_null() {
             return Err(oom());
         }
-        Ok(Self { ptr, len, layout })
+        // SAFETY: pad ≤ the allocation's length in values.
+        let ptr = unsafe { base.add(pad) };
+        Ok(Self {
+            base,
+            ptr,
+            len,
+            layout,
+        })
     }
 }
 
 impl<T> Drop for AlignedBuf<T> {
     fn drop(&mut self) {
         // SAFETY: allocated in `zeroed` with this layout.
-        unsafe { dealloc(self.ptr as *mut u8, self.layout) }
+        unsafe { dealloc(self.base as *mut u8, self.layout) }
     }
 }
 
@@ -273,8 +295,8 @@ impl<T: Real + Arith<Scalar = T>> CpuModule<T> {
         let len = n
             .checked_mul(Q)
             .ok_or_else(|| ComputeError::OutOfMemory("lattice size overflows".into()))?;
-        let a = AlignedBuf::zeroed(len, "a lattice")?;
-        let b = AlignedBuf::zeroed(len, "a lattice")?;
+        let a = AlignedBuf::zeroed(len, LATTICE_PAD, "a lattice")?;
+        let b = AlignedBuf::zeroed(len, LATTICE_PAD, "a lattice")?;
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .thread_name({
@@ -360,6 +382,7 @@ impl<T: Real + Arith<Scalar = T>> CpuModule<T> {
             nz: self.slab.nz(),
             periodic: self.slab.domain.periodic,
             a: &self.a,
+            a_raw: SyncPtr(self.a.ptr),
             b: SyncPtr(self.b.as_mut_ptr()),
             index: &self.index,
             palette: &self.palette,
@@ -475,6 +498,9 @@ struct StepCtx<'a, T: Real + Arith<Scalar = T>> {
     nz: usize,
     periodic: [bool; 3],
     a: &'a [T],
+    /// Lattice A as a raw pointer to the whole padded allocation, for bundle loads that may reach
+    /// past a row's ends into the neighbouring rows or the padding.
+    a_raw: SyncPtr<T>,
     b: SyncPtr<T>,
     index: &'a [u8],
     palette: &'a [Entry<T>],
@@ -490,10 +516,10 @@ struct StepCtx<'a, T: Real + Arith<Scalar = T>> {
 }
 
 impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
-    /// The row of `nx` values that direction `i` pulls from for destination row (z, y), or `None`
-    /// when the whole source row is a wall.
+    /// Where direction `i` pulls from for destination row (z, y): a row of lattice A (its offset), a
+    /// row of an interface buffer (`Err(ys)`, the source row's y), or `None` for a wall.
     #[inline]
-    fn source_row(&self, i: usize, z: usize, y: usize) -> Option<&[T]> {
+    fn source(&self, i: usize, z: usize, y: usize) -> Option<Result<usize, usize>> {
         let (nx, ny, nz) = (self.nx, self.ny, self.nz);
         let mut ys = y as isize - C[i][1] as isize;
         if ys < 0 || ys >= ny as isize {
@@ -504,13 +530,26 @@ impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
         }
         let ys = ys as usize;
         let zs = z as isize - C[i][2] as isize;
-        let plane = nx * ny;
         if zs >= 0 && (zs as usize) < nz {
-            let n = plane * nz;
-            let start = i * n + (zs as usize * ny + ys) * nx;
-            return Some(&self.a[start..start + nx]);
+            return Some(Ok(i * nx * ny * nz + (zs as usize * ny + ys) * nx));
         }
-        let buf = if zs < 0 { self.below_in } else { self.above_in }?;
+        let buf = if zs < 0 { self.below_in } else { self.above_in };
+        buf.map(|_| Err(ys))
+    }
+
+    /// The row of `nx` values that direction `i` pulls from for destination row (z, y), or `None`
+    /// when the whole source row is a wall.
+    #[inline]
+    fn source_row(&self, i: usize, z: usize, y: usize) -> Option<&[T]> {
+        let (nx, ny) = (self.nx, self.ny);
+        let plane = nx * ny;
+        let ys = match self.source(i, z, y)? {
+            Ok(start) => return Some(&self.a[start..start + nx]),
+            Err(ys) => ys,
+        };
+        // The source plane z − c_z lies below the slab (z = 0, c_z = +1) or above it.
+        let below = (z as isize) < C[i][2] as isize;
+        let buf = if below { self.below_in } else { self.above_in }?;
         // SAFETY: the buffer holds 5 planes of `plane` values; SLOT[i] < 5 and ys < ny. The neighbour
         // wrote it in the previous step, ordered before this step by the barrier.
         Some(unsafe { std::slice::from_raw_parts(buf.0.add(SLOT[i] * plane + ys * nx), nx) })
@@ -611,58 +650,151 @@ impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
         }
     }
 
+    /// Corrects the bundle at x0 of row (z, y), loaded whole from its source rows, where that load
+    /// is not the pull: lanes that pull across an x boundary (wrapped on a periodic axis, otherwise
+    /// zero, as such a node bounces back there) and nodes with bounce-back. Returns whether one of
+    /// the `len` nodes is solid.
+    #[inline(always)]
+    fn patch<const L: usize>(
+        &self,
+        f: &mut [Lanes<T, L>; Q],
+        starts: &[Option<usize>; Q],
+        row0: usize,
+        x0: usize,
+        len: usize,
+    ) -> bool {
+        let nx = self.nx;
+        let n = nx * self.ny * self.nz;
+        for i in 0..Q {
+            let Some(start) = starts[i] else { continue };
+            // Node 0 pulls from x = −1 for c_x = +1; node nx − 1 from x = nx for c_x = −1.
+            if x0 == 0 && C[i][0] == 1 {
+                f[i].0[0] = if self.periodic[0] {
+                    self.a[start + nx - 1]
+                } else {
+                    T::zero()
+                };
+            }
+            if x0 + len == nx && C[i][0] == -1 {
+                f[i].0[len - 1] = if self.periodic[0] {
+                    self.a[start]
+                } else {
+                    T::zero()
+                };
+            }
+        }
+        // Bounce-back: f_i(x) = f̃_ī(x) + 6 w_i ρ_w (c_i · u_w) where x − c_i is a wall.
+        let mut any_solid = false;
+        for x in 0..len {
+            let k = self.index[row0 + x0 + x] as usize;
+            if k == 0 {
+                continue;
+            }
+            let e = &self.palette[k];
+            any_solid |= e.solid;
+            let mut m = e.bounce;
+            while m != 0 {
+                let i = m.trailing_zeros() as usize;
+                m &= m - 1;
+                f[i].0[x] = self.a[OPP[i] * n + row0 + x0 + x] + e.term[i];
+            }
+        }
+        any_solid
+    }
+
+    /// Solid nodes among the `len` of the bundle at x0 keep their populations.
+    #[inline(always)]
+    fn keep_solids<const L: usize>(
+        &self,
+        f: &mut [Lanes<T, L>; Q],
+        row0: usize,
+        x0: usize,
+        len: usize,
+    ) {
+        let n = self.nx * self.ny * self.nz;
+        for x in 0..len {
+            if self.palette[self.index[row0 + x0 + x] as usize].solid {
+                for i in 0..Q {
+                    f[i].0[x] = self.a[i * n + row0 + x0 + x];
+                }
+            }
+        }
+    }
+
     /// One row (z, y): bundles of `L` nodes along x are pulled, collided and stored to lattice B
-    /// (and, on a boundary layer, to the interface buffers). A bundle of plain fluid nodes whose
-    /// sources all lie inside the row's source rows (the bulk) loads its populations straight from
-    /// lattice A; any other bundle goes through [`Self::gather`].
+    /// (and, on a boundary layer, to the interface buffers).
+    ///
+    /// Rows that pull only from lattice A (all but a slab's boundary layers next to a neighbour) load
+    /// every bundle whole, 19 vector loads, then [`Self::patch`] the few lanes where that load is not
+    /// the pull (x edges, bounce-back, next to obstacles): the lattice's padding keeps the loads of
+    /// the edge bundles inside the allocation. Rows that pull from an interface buffer gather their
+    /// bundles through [`Self::gather`].
     #[inline(always)]
     fn row<K: Kernel<T>, const L: usize>(&self, scratch: &mut Scratch<T, L>, z: usize, y: usize) {
         let (nx, ny, nz) = (self.nx, self.ny, self.nz);
-        let plane = nx * ny;
-        let n = plane * nz;
         let row0 = (z * ny + y) * nx;
-        let fin = &mut *scratch.fin;
-        let sources: [Option<&[T]>; Q] = std::array::from_fn(|i| self.source_row(i, z, y));
-        let all_sources = sources.iter().all(Option::is_some);
-        // Where every source row exists: the address of x = 0 shifted by −c_x, so that bundle x0 of
-        // direction i loads from `pulled[i] + x0` (in bounds for the bulk bundles, 1 ≤ x0 < nx − L).
-        let pulled: [*const T; Q] = std::array::from_fn(|i| match sources[i] {
-            Some(src) => src.as_ptr().wrapping_offset(-(C[i][0] as isize)),
-            None => std::ptr::null(),
-        });
         let flags = &self.index[row0..row0 + nx];
-        let mut x0 = 0;
-        while x0 < nx {
-            let len = L.min(nx - x0);
-            let bulk = all_sources
-                && x0 >= 1
-                && x0 + L < nx
-                && flags[x0..x0 + L].iter().fold(0, |acc, &k| acc | k) == 0;
-            if bulk {
-                // SAFETY: every source row exists and holds nx values; 1 ≤ x0 and x0 + L ≤ nx − 1,
-                // so x0 − c_x .. x0 − c_x + L lies within it for |c_x| ≤ 1.
-                let mut f: [Lanes<T, L>; Q] = std::array::from_fn(|i| unsafe {
-                    Lanes(pulled[i].add(x0).cast::<[T; L]>().read_unaligned())
-                });
-                K::collide(&mut f, self.coll);
-                self.put::<L>(&f, z, y, x0, len);
-            } else {
+        let from_neighbour =
+            (z == 0 && self.below_in.is_some()) || (z + 1 == nz && self.above_in.is_some());
+        if from_neighbour {
+            let fin = &mut *scratch.fin;
+            let sources: [Option<&[T]>; Q] = std::array::from_fn(|i| self.source_row(i, z, y));
+            let mut x0 = 0;
+            while x0 < nx {
+                let len = L.min(nx - x0);
                 let any_solid = self.gather(fin, &sources, row0, x0, len);
                 // Lanes past `len` hold stale values; they are collided but never stored.
                 let mut f: [Lanes<T, L>; Q] = std::array::from_fn(|i| Lanes(fin[i]));
                 K::collide(&mut f, self.coll);
-                // Solid nodes keep their populations.
                 if any_solid {
-                    for x in 0..len {
-                        if self.palette[flags[x0 + x] as usize].solid {
-                            for i in 0..Q {
-                                f[i].0[x] = self.a[i * n + row0 + x0 + x];
-                            }
-                        }
-                    }
+                    self.keep_solids(&mut f, row0, x0, len);
                 }
                 self.put::<L>(&f, z, y, x0, len);
+                x0 += len;
             }
+            return;
+        }
+        // Offsets of the source rows in lattice A (no interface: see above), `None` for a wall.
+        let starts: [Option<usize>; Q] =
+            std::array::from_fn(|i| self.source(i, z, y).map(|s| s.unwrap_or_default()));
+        // Where bundle x0 of direction i loads from: `pulled[i] + x0`, the source row shifted by −c_x.
+        let pulled: [*const T; Q] = std::array::from_fn(|i| match starts[i] {
+            Some(start) => self
+                .a_raw
+                .0
+                .wrapping_add(start)
+                .wrapping_sub(C[i][0] as usize) as *const T,
+            None => std::ptr::null(),
+        });
+        // SAFETY (of every load below): a lattice row starts at least LATTICE_PAD values after the
+        // allocation's start and ends at least LATTICE_PAD before its end, and a load reads
+        // x0 − c_x .. x0 − c_x + L with 0 ≤ x0 < nx, |c_x| ≤ 1 and L + 1 < LATTICE_PAD: inside the
+        // allocation, whose values are all initialised; lattice A is not written during the step.
+        let load = |x0: usize| -> [Lanes<T, L>; Q] {
+            std::array::from_fn(|i| {
+                if pulled[i].is_null() {
+                    Lanes::splat(T::zero())
+                } else {
+                    Lanes(unsafe { pulled[i].wrapping_add(x0).cast::<[T; L]>().read_unaligned() })
+                }
+            })
+        };
+        let mut x0 = 0;
+        while x0 < nx {
+            let len = L.min(nx - x0);
+            let plain =
+                x0 > 0 && x0 + L < nx && flags[x0..x0 + L].iter().fold(0, |a, &k| a | k) == 0;
+            let mut f = load(x0);
+            if plain {
+                K::collide(&mut f, self.coll);
+            } else {
+                let any_solid = self.patch(&mut f, &starts, row0, x0, len);
+                K::collide(&mut f, self.coll);
+                if any_solid {
+                    self.keep_solids(&mut f, row0, x0, len);
+                }
+            }
+            self.put::<L>(&f, z, y, x0, len);
             x0 += len;
         }
     }
@@ -685,6 +817,7 @@ impl<T: Real + Arith<Scalar = T>> ComputeModule for CpuModule<T> {
         let bytes = 4 * values_per_buffer * std::mem::size_of::<T>();
         Ok(Arc::new(HostInterface(AlignedBuf::zeroed(
             bytes,
+            0,
             "an interface buffer",
         )?)))
     }
