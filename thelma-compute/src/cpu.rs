@@ -156,7 +156,7 @@ struct AlignedBuf<T> {
 /// load `x0 − c_x .. x0 − c_x + L` of any row stays inside the allocation; a multiple of 16, so that
 /// the lattice itself stays 64-byte aligned in f32 and f64.
 const LATTICE_PAD: usize = 64;
-const _: () = assert!(LATTICE_PAD > WIDE_LANES + 1 && LATTICE_PAD % 16 == 0);
+const _: () = assert!(LATTICE_PAD > WIDE_LANES + 1 && LATTICE_PAD.is_multiple_of(16));
 
 // SAFETY: the memory is a plain allocation owned by this value, accessed through `&`/`&mut` as a
 // slice like a `Vec`. (The interface buffers' shared use is covered at `HostInterface`.)
