@@ -1,6 +1,7 @@
-//! `thelma run` argument handling never panics: random argument vectors go through clap, the
-//! translation into a case, validation, the backend choice and the pre-run checks, and every error on
-//! the way is one line (for clap's, the first line the binary prints).
+//! `thelma run` argument and case-file handling never panics: random argument vectors and mutated
+//! example case files go through clap or the case parser, the translation into a case, validation,
+//! the geometry, the backend choice and the pre-run checks, and every error on the way is one line
+//! (for clap's, the first line the binary prints).
 
 use clap::Parser;
 use proptest::prelude::*;
@@ -38,6 +39,14 @@ const FLAGS: &[&str] = &[
     "-o",
     "--quiet",
     "-q",
+    "--output-every",
+    "--vtk-pieces",
+    "--no-vtk",
+    "--no-images",
+    "--slice",
+    "--phys-length",
+    "--phys-velocity",
+    "--phys-viscosity",
 ];
 
 const VALUES: &[&str] = &[
@@ -82,6 +91,15 @@ const VALUES: &[&str] = &[
     "--size",
     "-",
     "4096,4096,4096",
+    "z=10",
+    "x=0",
+    "y=99",
+    "w=1",
+    "z=",
+    "=3",
+    "0.096",
+    "1e-6",
+    "1e-300",
 ];
 
 fn token() -> impl Strategy<Value = String> {
@@ -114,21 +132,26 @@ fn drive(argv: &[String]) {
         Ok(c) => c,
         Err(e) => return one_line(&format!("{e:#}")),
     };
+    drive_case(&case);
+}
+
+/// Everything `thelma run` does with a case before it allocates a lattice.
+fn drive_case(case: &thelma_core::config::CaseConfig) {
     let lattice = match case.validate() {
         Ok(l) => l,
         Err(e) => return one_line(&e.to_string()),
     };
     let _ = case.resolved_check_every();
-    let geometry = match Geometry::from_case(&case) {
+    let geometry = match Geometry::from_case(case) {
         Ok(g) => std::sync::Arc::new(g),
         Err(e) => return one_line(&e.to_string()),
     };
-    let params = ModelParams::new(&case, &lattice, geometry);
-    let sel = match thelma_cli::backend::select(&case, params) {
+    let params = ModelParams::new(case, &lattice, geometry);
+    let sel = match thelma_cli::backend::select(case, params) {
         Ok(s) => s,
         Err(e) => return one_line(&format!("{e:#}")),
     };
-    if let Err(e) = thelma_cli::preflight::check(&case, &*sel.factory, &sel.devices, true) {
+    if let Err(e) = thelma_cli::preflight::check(case, &*sel.factory, &sel.devices, true) {
         one_line(&format!("{e:#}"));
     }
 }
@@ -150,4 +173,36 @@ proptest! {
             .collect();
         drive(&argv);
     }
+
+    /// The example case files, mutated (a range replaced by a token or random text), go through the
+    /// parser and then, where they parse, through validation, the geometry and the pre-run checks.
+    #[test]
+    fn mutated_case_files_never_panic(
+        file in 0..EXAMPLES.len(),
+        at in 0.0..1.0f64,
+        cut in 0usize..12,
+        insert in prop_oneof![token(), "\\PC{0,12}"],
+    ) {
+        let chars: Vec<char> = EXAMPLES[file].chars().collect();
+        let start = ((chars.len() as f64) * at) as usize;
+        let end = (start + cut).min(chars.len());
+        let mutated: String = chars[..start]
+            .iter()
+            .copied()
+            .chain(insert.chars())
+            .chain(chars[end..].iter().copied())
+            .collect();
+        match thelma_core::config::CaseConfig::parse(&mutated, false) {
+            Ok(case) => drive_case(&case),
+            Err(e) => one_line(&e),
+        }
+    }
 }
+
+/// The commented example cases shipped under `examples/`.
+const EXAMPLES: &[&str] = &[
+    include_str!("../../examples/cavity.toml"),
+    include_str!("../../examples/cavity-re100.toml"),
+    include_str!("../../examples/cavity-re1000.toml"),
+    include_str!("../../examples/channel-sphere.toml"),
+];

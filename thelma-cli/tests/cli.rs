@@ -188,6 +188,45 @@ fn a_three_device_cpu_run_prints_bindings_and_per_device_statistics() {
 }
 
 #[test]
+fn the_device_order_given_is_the_slab_order() {
+    let tmp = std::env::temp_dir().join(format!("thelma-cli-order-{}", std::process::id()));
+    let (code, out, err) = thelma(&[
+        "run",
+        "--size",
+        "12",
+        "--steps",
+        "10",
+        "--backend",
+        "cpu",
+        "--devices",
+        "2,0,1",
+        "--no-vtk",
+        "--no-images",
+        "-o",
+        tmp.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    // 12 planes over 3 slabs: device 2 owns the bottom four, device 1 the top four.
+    for (device, slab, z) in [(2, 0, "0..4"), (0, 1, "4..8"), (1, 2, "8..12")] {
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with(&format!("device  {device}: slab {slab} z {z} "))),
+            "device {device} is not slab {slab} (z {z}):\n{out}"
+        );
+    }
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(tmp.join("summary.json")).unwrap()).unwrap();
+    let order: Vec<u64> = summary["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["device"].as_u64().unwrap())
+        .collect();
+    assert_eq!(order, [2, 0, 1]);
+    let _ = std::fs::remove_dir_all(tmp);
+}
+
+#[test]
 fn ctrl_c_stops_after_the_current_step_and_still_writes_the_outputs() {
     let tmp = std::env::temp_dir().join(format!("thelma-cli-int-{}", std::process::id()));
     let child = Command::new(env!("CARGO_BIN_EXE_thelma"))

@@ -575,7 +575,41 @@ mod tests {
         let m: Vec<f64> = (0..NM)
             .map(|k| (0..Q).map(|i| M[k][i] as f64 * g[i]).sum())
             .collect();
-        let meq = equilibrium_moments(m[0], [m[3], m[5], m[7]]);
+        // The equilibrium moments of d'Humières et al. (2002), eq. (B1) with ω_ε = 3, ω_εj = −11/2,
+        // ω_xx = −1/2, written out for this node: ρ = 361/360, j = (0.1/36, −0.1/36, 0).
+        let rho = 361.0 / 360.0;
+        let (jx, jy, jz) = (0.1 / 36.0, -0.1 / 36.0, 0.0);
+        let jj = (jx * jx + jy * jy + jz * jz) / rho;
+        let pxx3 = (2.0 * jx * jx - jy * jy - jz * jz) / rho;
+        let pww = (jy * jy - jz * jz) / rho;
+        let meq = [
+            rho,
+            -11.0 * rho + 19.0 * jj,
+            3.0 * rho - 5.5 * jj,
+            jx,
+            -2.0 / 3.0 * jx,
+            jy,
+            -2.0 / 3.0 * jy,
+            jz,
+            -2.0 / 3.0 * jz,
+            pxx3,
+            -0.5 * pxx3,
+            pww,
+            -0.5 * pww,
+            jx * jy / rho,
+            jy * jz / rho,
+            jx * jz / rho,
+            0.0,
+            0.0,
+            0.0,
+        ];
+        for (k, want) in [(0, rho), (3, jx), (5, jy), (7, jz)] {
+            assert!(
+                (m[k] - want).abs() < 1e-15,
+                "conserved moment {k}: {}",
+                m[k]
+            );
+        }
         let mstar: Vec<f64> = (0..NM).map(|k| m[k] - s[k] * (m[k] - meq[k])).collect();
         let expect: Vec<f64> = (0..Q)
             .map(|i| {
