@@ -370,3 +370,29 @@ fn a_checkpointed_run_resumes_to_its_new_target() {
     assert_eq!(summary["steps"], 50);
     assert_eq!(summary["case"]["run"]["checkpoint_every"], 20);
 }
+
+#[test]
+fn a_relaxation_time_close_to_one_half_is_warned_about() {
+    let tmp = std::env::temp_dir().join(format!("thelma-cli-tau-{}", std::process::id()));
+    let o = tmp.to_str().unwrap();
+    // Re = 1000 at 8³: τ = 0.5024. At 48³: τ = 0.5144, no warning.
+    for (size, warned) in [("8", true), ("48", false)] {
+        let (code, _, err) = thelma(&[
+            "run",
+            "--size",
+            size,
+            "--steps",
+            "1",
+            "--backend",
+            "cpu",
+            "--no-vtk",
+            "--no-images",
+            "-q",
+            "-o",
+            o,
+        ]);
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(err.contains("warning: tau = 0.50"), warned, "{size}: {err}");
+    }
+    let _ = std::fs::remove_dir_all(tmp);
+}

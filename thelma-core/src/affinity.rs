@@ -200,6 +200,23 @@ mod tests {
     }
 
     #[test]
+    fn a_gpu_that_hwloc_cannot_find_is_an_error_not_a_binding() {
+        // Bus 0xff, device 0x1f of domain 0xffff exists on no machine; a malformed id neither.
+        for id in ["ffff:ff:1f.7", "not-a-bus-id"] {
+            let r = std::thread::spawn(move || {
+                bind_current_thread(&Placement::Gpu {
+                    pci_bus_id: id.to_string(),
+                })
+            })
+            .join()
+            .expect("binding never panics");
+            let e = r.expect_err(id);
+            assert!(e.starts_with("hwloc"), "{id}: {e}");
+            assert_eq!(e.lines().count(), 1, "{e}");
+        }
+    }
+
+    #[test]
     fn anywhere_binds_nothing() {
         let b = bind_current_thread(&Placement::Anywhere).unwrap();
         assert_eq!(b.to_string(), "unbound");
