@@ -396,40 +396,23 @@ impl<T: Real + Arith<Scalar = T>> CpuModule<T> {
             below_out: ptr_at(&self.below, false, rout),
         };
         let (rows, ny) = (ctx.nz * ctx.ny, ctx.ny);
-        // Rows go to the pool's threads in runs of at least 4, each task with its own scratch.
-        #[cfg(target_arch = "x86_64")]
-        if self.wide {
-            if std::mem::size_of::<T>() == 4 {
-                self.pool.install(|| {
-                    (0..rows).into_par_iter().with_min_len(4).for_each_init(
-                        Scratch::<T, WIDE_LANES_F32>::new,
-                        // SAFETY: `wide` is set only where the CPU has these AVX-512 subsets.
-                        |s, r| unsafe {
-                            row_avx512::<T, K, WIDE_LANES_F32>(&ctx, s, r / ny, r % ny)
-                        },
-                    );
-                });
-            } else {
-                self.pool.install(|| {
-                    (0..rows).into_par_iter().with_min_len(4).for_each_init(
-                        Scratch::<T, WIDE_LANES_F64>::new,
-                        // SAFETY: as above.
-                        |s, r| unsafe {
-                            row_avx512::<T, K, WIDE_LANES_F64>(&ctx, s, r / ny, r % ny)
-                        },
-                    );
-                });
-            }
-            std::mem::swap(&mut self.a, &mut self.b);
-            return;
-        }
+        // Rows go to the pool's threads in runs of at least 4.
+        let rows = || (0..rows).into_par_iter().with_min_len(4);
         self.pool.install(|| {
-            (0..rows)
-                .into_par_iter()
-                .with_min_len(4)
-                .for_each_init(Scratch::<T, LANES>::new, |s, r| {
-                    ctx.row::<K, LANES>(s, r / ny, r % ny)
-                });
+            #[cfg(target_arch = "x86_64")]
+            if self.wide {
+                // SAFETY: `wide` is set only where the CPU has these AVX-512 subsets.
+                return if std::mem::size_of::<T>() == 4 {
+                    rows().for_each(|r| unsafe {
+                        row_avx512::<T, K, WIDE_LANES_F32>(&ctx, r / ny, r % ny)
+                    })
+                } else {
+                    rows().for_each(|r| unsafe {
+                        row_avx512::<T, K, WIDE_LANES_F64>(&ctx, r / ny, r % ny)
+                    })
+                };
+            }
+            rows().for_each(|r| ctx.row::<K, LANES>(r / ny, r % ny))
         });
         std::mem::swap(&mut self.a, &mut self.b);
     }
@@ -477,20 +460,6 @@ impl<T: Real> Kernel<T> for Mrt {
     }
 }
 
-/// Per-task buffer of one bundle that needs the general path (an x edge, a bounce-back or solid node,
-/// a wall row): the pulled populations, gathered node by node. Allocated once per rayon task.
-struct Scratch<T, const L: usize> {
-    fin: Box<[[T; L]; Q]>,
-}
-
-impl<T: Real, const L: usize> Scratch<T, L> {
-    fn new() -> Self {
-        Self {
-            fin: Box::new([[T::zero(); L]; Q]),
-        }
-    }
-}
-
 /// The row loop compiled for AVX-512, in bundles of `L` (one 512-bit register per population):
 /// everything it calls is inlined into it, so the whole collision is built for the wider registers.
 ///
@@ -500,11 +469,10 @@ impl<T: Real, const L: usize> Scratch<T, L> {
 #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx512bw")]
 unsafe fn row_avx512<T: Real + Arith<Scalar = T>, K: Kernel<T>, const L: usize>(
     ctx: &StepCtx<'_, T>,
-    scratch: &mut Scratch<T, L>,
     z: usize,
     y: usize,
 ) {
-    ctx.row::<K, L>(scratch, z, y)
+    ctx.row::<K, L>(z, y)
 }
 
 struct StepCtx<'a, T: Real + Arith<Scalar = T>> {
@@ -570,23 +538,22 @@ impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
         Some(unsafe { std::slice::from_raw_parts(buf.0.add(SLOT[i] * plane + ys * nx), nx) })
     }
 
-    /// Pulls the populations of the `len ≤ L` nodes from `x0` of row (z, y) into `fin`, with the
+    /// Pulls the populations of the `len ≤ L` nodes from `x0` of row (z, y) into `f`, with the
     /// bounce-back of their flags; returns whether one of them is solid.
     #[inline(always)]
     fn gather<const L: usize>(
         &self,
-        fin: &mut [[T; L]; Q],
+        f: &mut [Lanes<T, L>; Q],
         sources: &[Option<&[T]>; Q],
         row0: usize,
         x0: usize,
         len: usize,
     ) -> bool {
         let nx = self.nx;
-        let n = nx * self.ny * self.nz;
         // Pull: f_i(x) = f̃_i(x − c_i). From a wall row, or across a non-periodic x boundary, the
         // value is unused (bounced below) and set to zero.
         for i in 0..Q {
-            let dst = &mut fin[i][..len];
+            let dst = &mut f[i].0[..len];
             let Some(src) = sources[i] else {
                 dst.fill(T::zero());
                 continue;
@@ -594,7 +561,7 @@ impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
             let lo = x0 as isize - C[i][0] as isize;
             if len == L && lo >= 0 && lo as usize + L <= nx {
                 // Fixed-size copy: inline vector moves rather than a memmove call.
-                fin[i] = src[lo as usize..lo as usize + L]
+                f[i].0 = src[lo as usize..lo as usize + L]
                     .try_into()
                     .expect("bundle");
             } else if lo >= 0 && lo as usize + len <= nx {
@@ -620,16 +587,33 @@ impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
                 }
             }
         }
-        // Bounce-back: f_i(x) = f̃_ī(x) + 6 w_i ρ_w (c_i · u_w) where x − c_i is a wall.
+        self.bounce_back(f, row0, x0, len)
+    }
+
+    /// Bounce-back of the `len` nodes of the bundle at x0: f_i(x) = f̃_ī(x) + 6 w_i ρ_w (c_i · u_w)
+    /// where x − c_i is a wall. Returns whether one of them is solid.
+    #[inline(always)]
+    fn bounce_back<const L: usize>(
+        &self,
+        f: &mut [Lanes<T, L>; Q],
+        row0: usize,
+        x0: usize,
+        len: usize,
+    ) -> bool {
+        let n = self.nx * self.ny * self.nz;
         let mut any_solid = false;
         for x in 0..len {
-            let e = &self.palette[self.index[row0 + x0 + x] as usize];
+            let k = self.index[row0 + x0 + x] as usize;
+            if k == 0 {
+                continue;
+            }
+            let e = &self.palette[k];
             any_solid |= e.solid;
             let mut m = e.bounce;
             while m != 0 {
                 let i = m.trailing_zeros() as usize;
                 m &= m - 1;
-                fin[i][x] = self.a[OPP[i] * n + row0 + x0 + x] + e.term[i];
+                f[i].0[x] = self.a[OPP[i] * n + row0 + x0 + x] + e.term[i];
             }
         }
         any_solid
@@ -679,7 +663,6 @@ impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
         len: usize,
     ) -> bool {
         let nx = self.nx;
-        let n = nx * self.ny * self.nz;
         for i in 0..Q {
             let Some(start) = starts[i] else { continue };
             // Node 0 pulls from x = −1 for c_x = +1; node nx − 1 from x = nx for c_x = −1.
@@ -698,23 +681,7 @@ impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
                 };
             }
         }
-        // Bounce-back: f_i(x) = f̃_ī(x) + 6 w_i ρ_w (c_i · u_w) where x − c_i is a wall.
-        let mut any_solid = false;
-        for x in 0..len {
-            let k = self.index[row0 + x0 + x] as usize;
-            if k == 0 {
-                continue;
-            }
-            let e = &self.palette[k];
-            any_solid |= e.solid;
-            let mut m = e.bounce;
-            while m != 0 {
-                let i = m.trailing_zeros() as usize;
-                m &= m - 1;
-                f[i].0[x] = self.a[OPP[i] * n + row0 + x0 + x] + e.term[i];
-            }
-        }
-        any_solid
+        self.bounce_back(f, row0, x0, len)
     }
 
     /// Solid nodes among the `len` of the bundle at x0 keep their populations.
@@ -745,21 +712,20 @@ impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
     /// the edge bundles inside the allocation. Rows that pull from an interface buffer gather their
     /// bundles through [`Self::gather`].
     #[inline(always)]
-    fn row<K: Kernel<T>, const L: usize>(&self, scratch: &mut Scratch<T, L>, z: usize, y: usize) {
+    fn row<K: Kernel<T>, const L: usize>(&self, z: usize, y: usize) {
         let (nx, ny, nz) = (self.nx, self.ny, self.nz);
         let row0 = (z * ny + y) * nx;
         let flags = &self.index[row0..row0 + nx];
         let from_neighbour =
             (z == 0 && self.below_in.is_some()) || (z + 1 == nz && self.above_in.is_some());
         if from_neighbour {
-            let fin = &mut *scratch.fin;
             let sources: [Option<&[T]>; Q] = std::array::from_fn(|i| self.source_row(i, z, y));
             let mut x0 = 0;
             while x0 < nx {
                 let len = L.min(nx - x0);
-                let any_solid = self.gather(fin, &sources, row0, x0, len);
-                // Lanes past `len` hold stale values; they are collided but never stored.
-                let mut f: [Lanes<T, L>; Q] = std::array::from_fn(|i| Lanes(fin[i]));
+                // Lanes past `len` stay zero; they are collided but never stored.
+                let mut f = [Lanes::splat(T::zero()); Q];
+                let any_solid = self.gather(&mut f, &sources, row0, x0, len);
                 K::collide(&mut f, self.coll);
                 if any_solid {
                     self.keep_solids(&mut f, row0, x0, len);
