@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use thelma_compute::cpu::CpuFactory;
 use thelma_compute::cuda::{self, CudaFactory, LaunchShape};
 use thelma_compute::ModelParams;
@@ -27,7 +27,7 @@ use thelma_geometry::Geometry;
 use crate::app::UsageError;
 use crate::cli::{BackendArg, CollisionArg, PrecisionArg};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Scaling {
     /// Each device gets size³ (the domain grows with the device count).
@@ -89,7 +89,7 @@ pub struct BenchArgs {
 }
 
 /// One measurement.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct BenchRow {
     pub collision: String,
     pub precision: String,
@@ -109,7 +109,7 @@ pub struct BenchRow {
 }
 
 /// What `thelma bench` measured.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct BenchReport {
     pub backend: String,
     pub devices: Vec<String>,

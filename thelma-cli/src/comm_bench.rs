@@ -1,9 +1,10 @@
 //! `thelma comm-bench`: the inter-GPU communication microbenchmark (TheLMA §6) from the command
-//! line: options, the sweep over device counts and configurations, the table, the model estimates,
-//! and the JSON and PNG outputs.
+//! line: options, the sweep over device counts and configurations, the table, the model estimates
+//! (next to the solver's measured MLUPS when a `thelma bench --json` report is given), and the JSON
+//! and PNG outputs.
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
@@ -15,6 +16,7 @@ use thelma_results::output::write_bytes_atomic;
 use thelma_results::plot::{line_plot, Mark, Series};
 
 use crate::app::UsageError;
+use crate::bench::{BenchReport, Scaling};
 use crate::cli::{BackendArg, PrecisionArg};
 
 /// Whether transposed accesses are measured.
@@ -81,6 +83,16 @@ pub struct CommBenchArgs {
     /// --solver-mlups).
     #[arg(long, value_name = "US", allow_negative_numbers = true)]
     pub kernel_time: Option<f64>,
+    /// The solver's figures from a `thelma bench --json` report (weak scaling), instead of
+    /// --solver-mlups: its 1-device row of size ℓ in --precision (mrt when several collisions)
+    /// gives the single-device performance, and its rows on i devices the measured MLUPS shown
+    /// next to the estimate.
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with_all = ["solver_mlups", "kernel_time"]
+    )]
+    pub bench_json: Option<PathBuf>,
     /// Precision of the solver's populations, for the bytes per interface node D (5 × 4 or 5 × 8).
     /// Default f32.
     #[arg(long, value_enum)]
@@ -142,6 +154,132 @@ fn dedup<T: PartialEq + Copy>(v: Vec<T>) -> Result<Vec<T>, String> {
 pub struct Measured {
     pub result: BenchResult,
     pub model: model::ModelRow,
+    /// The solver's measured MLUPS on as many devices, from `--bench-json`, when it has that row.
+    pub measured_mlups: Option<f64>,
+}
+
+/// The solver's own figures for the model's domain, taken from a `thelma bench --json` report.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SolverFigures {
+    /// Where the report was measured (`cpu`, `cuda`).
+    pub backend: String,
+    pub collision: String,
+    pub precision: String,
+    /// Edge of the cube on each device, ℓ.
+    pub size: usize,
+    /// MLUPS of the 1-device row.
+    pub single_mlups: f64,
+    /// (devices, MLUPS) of the rows of that collision, precision and size, one per device count.
+    pub measured: Vec<(usize, f64)>,
+}
+
+impl SolverFigures {
+    /// The solver's measured MLUPS on `devices` devices, when the report has that row.
+    pub fn measured_mlups(&self, devices: usize) -> Option<f64> {
+        self.measured
+            .iter()
+            .find(|&&(n, _)| n == devices)
+            .map(|&(_, m)| m)
+    }
+}
+
+/// Whether the first `k` slabs of a bench report sat on `k` different devices: the report lists a
+/// device once per slab, so a `--slabs-per-device 2` run on "2 devices" is one device twice.
+fn distinct_devices(names: &[String], k: usize) -> bool {
+    let first = &names[..k.min(names.len())];
+    first
+        .iter()
+        .enumerate()
+        .all(|(i, a)| !first[..i].contains(a))
+}
+
+/// Picks the solver's figures for the ℓ³ domain (`ell`) in `precision` (`f32`, `f64`) out of a
+/// `thelma bench` report; the error says in one line why nothing fits.
+pub fn solver_figures(
+    report: &BenchReport,
+    ell: usize,
+    precision: &str,
+) -> Result<SolverFigures, String> {
+    // Under strong scaling a k-device row shares one size³ domain, not the ℓ³ per device the model
+    // is about, so its figures would be compared with the wrong estimate.
+    if report.scaling == Scaling::Strong {
+        return Err(
+            "a strong-scaling report (size³ shared by the devices); the model needs \
+                    weak scaling (size³ per device): rerun `thelma bench --scaling weak`"
+                .into(),
+        );
+    }
+    let of_domain = |r: &&crate::bench::BenchRow| r.size == ell && r.precision == precision;
+    let singles: Vec<_> = report
+        .rows
+        .iter()
+        .filter(of_domain)
+        .filter(|r| r.devices == 1)
+        .collect();
+    // The paper's solver is MRT; BGK only stands in when the report has nothing else.
+    let Some(one) = singles
+        .iter()
+        .find(|r| r.collision == "mrt")
+        .or_else(|| singles.first())
+    else {
+        let have: Vec<String> = report
+            .rows
+            .iter()
+            .filter(|r| r.devices == 1)
+            .map(|r| format!("{} {} size {}", r.collision, r.precision, r.size))
+            .collect();
+        return Err(format!(
+            "no 1-device row of size {ell} (--domain-edge, default --edge) in {precision} \
+             (--precision){}",
+            if have.is_empty() {
+                "; the report has no 1-device row (was it run with --no-sweep?)".to_string()
+            } else {
+                format!("; its 1-device rows: {}", have.join(", "))
+            }
+        ));
+    };
+    if !(one.mlups.is_finite() && one.mlups > 0.0) {
+        return Err(format!(
+            "its 1-device {} {precision} row of size {ell} has {} MLUPS, not a number > 0",
+            one.collision, one.mlups
+        ));
+    }
+    let mut measured: Vec<(usize, f64)> = Vec::new();
+    for r in report.rows.iter().filter(of_domain) {
+        if r.collision == one.collision
+            && distinct_devices(&report.devices, r.devices)
+            && !measured.iter().any(|&(n, _)| n == r.devices)
+        {
+            measured.push((r.devices, r.mlups));
+        }
+    }
+    Ok(SolverFigures {
+        backend: report.backend.clone(),
+        collision: one.collision.clone(),
+        precision: precision.into(),
+        size: ell,
+        single_mlups: one.mlups,
+        measured,
+    })
+}
+
+/// Reads a `thelma bench --json` report; every failure is a one-line `--bench-json` usage error.
+fn read_bench_report(path: &Path) -> Result<BenchReport> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        usage(
+            "--bench-json",
+            format!("cannot read {}: {e}", path.display()),
+        )
+    })?;
+    serde_json::from_str(&text).map_err(|e| {
+        usage(
+            "--bench-json",
+            format!(
+                "{} is not a `thelma bench --json` report: {e}",
+                path.display()
+            ),
+        )
+    })
 }
 
 /// Everything a `comm-bench` invocation measured.
@@ -150,6 +288,8 @@ pub struct Report {
     pub domain_edge: usize,
     pub bytes_per_node: f64,
     pub single_step_s: Option<f64>,
+    /// The `--bench-json` report and what it gave, when one was named.
+    pub solver: Option<(PathBuf, SolverFigures)>,
     pub runs: Vec<Measured>,
     /// Configurations that could not run on this backend, with the reason.
     pub skipped: Vec<String>,
@@ -201,17 +341,27 @@ pub fn measure(args: &CommBenchArgs, progress: &mut dyn FnMut(&BenchResult)) -> 
         }
         _ => Ok(v),
     };
-    let single_step_s = match (
-        positive("--solver-mlups", args.solver_mlups)?,
-        positive("--kernel-time", args.kernel_time)?,
-    ) {
+    let (precision, value_bytes) = match args.precision.unwrap_or(PrecisionArg::F32) {
+        PrecisionArg::F32 => ("f32", 4),
+        PrecisionArg::F64 => ("f64", 8),
+    };
+    // Read before anything is measured, so a bad report costs no benchmark time.
+    let solver = match &args.bench_json {
+        Some(path) => {
+            let figures = solver_figures(&read_bench_report(path)?, ell, precision)
+                .map_err(|m| usage("--bench-json", format!("{}: {m}", path.display())))?;
+            Some((path.clone(), figures))
+        }
+        None => None,
+    };
+    let solver_mlups = match &solver {
+        Some((_, f)) => Some(f.single_mlups),
+        None => positive("--solver-mlups", args.solver_mlups)?,
+    };
+    let single_step_s = match (solver_mlups, positive("--kernel-time", args.kernel_time)?) {
         (Some(p), _) => Some(model::kernel_time_from_mlups(ell, p)),
         (None, Some(us)) => Some(us * 1e-6),
         (None, None) => None,
-    };
-    let value_bytes = match args.precision.unwrap_or(PrecisionArg::F32) {
-        PrecisionArg::F32 => 4,
-        PrecisionArg::F64 => 8,
     };
     let d = model::bytes_per_node(value_bytes);
     let topologies = args
@@ -272,7 +422,13 @@ pub fn measure(args: &CommBenchArgs, progress: &mut dyn FnMut(&BenchResult)) -> 
                                 result.aggregate_gbs * 1e9,
                                 single_step_s,
                             );
-                            runs.push(Measured { result, model });
+                            let measured_mlups =
+                                solver.as_ref().and_then(|(_, f)| f.measured_mlups(n));
+                            runs.push(Measured {
+                                result,
+                                model,
+                                measured_mlups,
+                            });
                         }
                         Err(CommError::Unsupported { transport, reason }) => {
                             let note = format!("{transport}: {reason}");
@@ -308,6 +464,7 @@ pub fn measure(args: &CommBenchArgs, progress: &mut dyn FnMut(&BenchResult)) -> 
         domain_edge: ell,
         bytes_per_node: d,
         single_step_s,
+        solver,
         runs,
         skipped,
     })
@@ -360,9 +517,20 @@ impl Report {
                 ))
                 .unwrap_or_default()
         );
+        if let Some((path, f)) = &self.solver {
+            let _ = writeln!(
+                s,
+                "solver figures from {}: {} {} on {}, {}³ per device (weak scaling)",
+                path.display(),
+                f.collision,
+                f.precision,
+                f.backend,
+                f.size
+            );
+        }
         let _ = writeln!(
             s,
-            "{:<11} {:<8} {:<5} {:>3} {:>12} {:>12} {:>16} {:>12} {:>12}",
+            "{:<11} {:<8} {:<5} {:>3} {:>12} {:>12} {:>16} {:>12} {:>12} {:>15}",
             "transport",
             "graph",
             "trans",
@@ -371,13 +539,14 @@ impl Report {
             "have GB/s",
             "comm-bound MLUPS",
             "ideal MLUPS",
-            "est. MLUPS"
+            "est. MLUPS",
+            "measured MLUPS"
         );
         for m in &self.runs {
             let (r, row) = (&m.result, &m.model);
             let _ = writeln!(
                 s,
-                "{:<11} {:<8} {:<5} {:>3} {:>12} {:>12.2} {:>16} {:>12} {:>12}",
+                "{:<11} {:<8} {:<5} {:>3} {:>12} {:>12.2} {:>16} {:>12} {:>12} {:>15}",
                 r.transport.name(),
                 r.topology.name(),
                 if r.transpose { "yes" } else { "no" },
@@ -386,7 +555,8 @@ impl Report {
                 row.measured_gbs,
                 opt(row.comm_bound_mlups, 0),
                 opt(row.ideal_mlups, 0),
-                opt(row.predicted_mlups, 0)
+                opt(row.predicted_mlups, 0),
+                opt(m.measured_mlups, 0)
             );
         }
         for k in &self.skipped {
@@ -403,15 +573,27 @@ impl Report {
             .map(|m| {
                 let mut v = serde_json::to_value(&m.result).unwrap_or_default();
                 v["model"] = serde_json::to_value(&m.model).unwrap_or_default();
+                v["model"]["measured_mlups"] = serde_json::json!(m.measured_mlups);
                 v
             })
             .collect();
+        let bench_json = self.solver.as_ref().map(|(path, f)| {
+            serde_json::json!({
+                "path": path.display().to_string(),
+                "backend": f.backend,
+                "collision": f.collision,
+                "precision": f.precision,
+                "size": f.size,
+                "single_device_mlups": f.single_mlups,
+            })
+        });
         serde_json::json!({
             "benchmark": "comm-bench",
             "backend": self.backend,
             "domain_edge": self.domain_edge,
             "bytes_per_node": self.bytes_per_node,
             "single_device_step_us": self.single_step_s.map(|t| t * 1e6),
+            "bench_json": bench_json,
             "runs": runs,
             "skipped": self.skipped,
         })
@@ -499,4 +681,140 @@ pub fn run(args: CommBenchArgs) -> Result<()> {
         println!("plot: {}", path.display());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::BenchRow;
+
+    fn row(collision: &str, precision: &str, size: usize, devices: usize, mlups: f64) -> BenchRow {
+        BenchRow {
+            collision: collision.into(),
+            precision: precision.into(),
+            size,
+            devices,
+            lattice: [size, size, size * devices],
+            steps: 10,
+            wall_s: 1.0,
+            mlups,
+            mlups_per_device: mlups / devices as f64,
+            roofline_mlups: 1e4,
+            roofline_fraction: mlups / 1e4,
+            parallel_efficiency: None,
+        }
+    }
+
+    fn report(scaling: Scaling, devices: &[&str], rows: Vec<BenchRow>) -> BenchReport {
+        BenchReport {
+            backend: "cuda".into(),
+            devices: devices.iter().map(|d| d.to_string()).collect(),
+            bandwidth_bytes_per_s: 2e12,
+            scaling,
+            rows,
+            skipped: vec![],
+            date_utc: "2025-01-01T00:00:00Z".into(),
+        }
+    }
+
+    const FOUR: &[&str] = &["cuda:0", "cuda:1", "cuda:2", "cuda:3"];
+
+    #[test]
+    fn the_single_device_row_matches_size_and_precision_and_prefers_mrt() {
+        let r = report(
+            Scaling::Weak,
+            FOUR,
+            vec![
+                row("bgk", "f32", 192, 1, 900.0),
+                row("bgk", "f32", 192, 2, 1700.0),
+                row("mrt", "f64", 192, 1, 300.0),
+                row("mrt", "f32", 128, 1, 700.0),
+                row("mrt", "f32", 192, 1, 800.0),
+                row("mrt", "f32", 192, 2, 1500.0),
+                row("mrt", "f32", 192, 4, 2900.0),
+            ],
+        );
+        let f = solver_figures(&r, 192, "f32").unwrap();
+        assert_eq!((f.collision.as_str(), f.single_mlups), ("mrt", 800.0));
+        // The i-device figures are of the same collision as the single-device one.
+        assert_eq!(f.measured_mlups(1), Some(800.0));
+        assert_eq!(f.measured_mlups(2), Some(1500.0));
+        assert_eq!(f.measured_mlups(3), None);
+        assert_eq!(f.measured_mlups(4), Some(2900.0));
+        assert_eq!(solver_figures(&r, 192, "f64").unwrap().single_mlups, 300.0);
+        assert_eq!(
+            solver_figures(&r, 128, "f32").unwrap().measured_mlups(2),
+            None
+        );
+        // Without an MRT row the BGK one stands in, with its own multi-device rows.
+        let bgk = report(Scaling::Weak, FOUR, r.rows[..2].to_vec());
+        let f = solver_figures(&bgk, 192, "f32").unwrap();
+        assert_eq!(
+            (f.collision.as_str(), f.measured_mlups(2)),
+            ("bgk", Some(1700.0))
+        );
+    }
+
+    #[test]
+    fn reports_that_do_not_fit_give_one_line_saying_why() {
+        let rows = vec![
+            row("mrt", "f32", 64, 1, 50.0),
+            row("mrt", "f32", 64, 2, 90.0),
+        ];
+        let strong = report(Scaling::Strong, FOUR, rows.clone());
+        assert!(solver_figures(&strong, 64, "f32")
+            .unwrap_err()
+            .contains("strong-scaling"));
+        let weak = report(Scaling::Weak, FOUR, rows.clone());
+        for (ell, p) in [(32, "f32"), (64, "f64")] {
+            let e = solver_figures(&weak, ell, p).unwrap_err();
+            assert!(
+                e.contains("no 1-device row") && e.contains("mrt f32 size 64"),
+                "{e}"
+            );
+            assert_eq!(e.lines().count(), 1, "{e}");
+        }
+        // A --no-sweep report has no 1-device row at all.
+        let no_sweep = report(Scaling::Weak, FOUR, rows[1..].to_vec());
+        assert!(solver_figures(&no_sweep, 64, "f32")
+            .unwrap_err()
+            .contains("--no-sweep"));
+        // A single-device figure that cannot give a kernel time is refused, not divided by.
+        let zero = report(Scaling::Weak, FOUR, vec![row("mrt", "f32", 64, 1, 0.0)]);
+        assert!(solver_figures(&zero, 64, "f32")
+            .unwrap_err()
+            .contains("> 0"));
+    }
+
+    #[test]
+    fn slabs_sharing_a_device_are_not_counted_as_more_devices() {
+        // `--slabs-per-device 2` on two GPUs: rows of 1..4 slabs over cuda:0, cuda:0, cuda:1, cuda:1.
+        let r = report(
+            Scaling::Weak,
+            &["cuda:0", "cuda:0", "cuda:1", "cuda:1"],
+            (1..=4)
+                .map(|k| row("mrt", "f32", 128, k, 100.0 * k as f64))
+                .collect(),
+        );
+        let f = solver_figures(&r, 128, "f32").unwrap();
+        assert_eq!(f.measured, vec![(1, 100.0)]);
+    }
+
+    #[test]
+    fn a_bench_report_reads_back_from_its_own_json() {
+        let r = report(Scaling::Weak, FOUR, vec![row("mrt", "f32", 64, 1, 123.456)]);
+        let dir =
+            std::env::temp_dir().join(format!("thelma-comm-bench-unit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("bench.json");
+        std::fs::write(&path, serde_json::to_string_pretty(&r).unwrap()).unwrap();
+        let back = read_bench_report(&path).unwrap();
+        assert_eq!(back.scaling, Scaling::Weak);
+        assert_eq!(back.rows[0].mlups, 123.456);
+        std::fs::write(&path, "{").unwrap();
+        let e = read_bench_report(&path).unwrap_err();
+        let u = e.downcast_ref::<UsageError>().expect("a usage error");
+        assert_eq!(u.flag, "--bench-json");
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }
