@@ -735,16 +735,20 @@ impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
             }
             return;
         }
-        // Offsets of the source rows in lattice A (no interface: see above), `None` for a wall.
-        let starts: [Option<usize>; Q] =
-            std::array::from_fn(|i| self.source(i, z, y).map(|s| s.unwrap_or_default()));
+        // Offsets of the source rows in lattice A, `None` for a wall. No source is an interface row
+        // here: only z = 0 pulls from below and z = nz − 1 from above, and those rows with a
+        // neighbour took the gather path above.
+        let starts: [Option<usize>; Q] = std::array::from_fn(|i| {
+            self.source(i, z, y)
+                .map(|s| s.unwrap_or_else(|_| unreachable!("an interface row outside the gather")))
+        });
         // Where bundle x0 of direction i loads from: `pulled[i] + x0`, the source row shifted by −c_x.
         let pulled: [*const T; Q] = std::array::from_fn(|i| match starts[i] {
             Some(start) => self
                 .a_raw
                 .0
                 .wrapping_add(start)
-                .wrapping_sub(C[i][0] as usize) as *const T,
+                .wrapping_offset(-(C[i][0] as isize)) as *const T,
             None => std::ptr::null(),
         });
         // SAFETY (of every load below): a lattice row starts at least LATTICE_PAD values after the
