@@ -142,10 +142,10 @@ impl ModuleFactory for CpuFactory {
     }
 }
 
-/// Zeroed host memory aligned to a cache line (64 bytes), with optional zeroed padding on both sides:
-/// the lattices (where nx is a multiple of the bundle the wide row loop's stores never straddle two
-/// lines, and the padding lets a bundle load up to [`LATTICE_PAD`] values past either end of the
-/// lattice), and the interface buffers.
+/// Zeroed host memory aligned to a cache line (64 bytes), with optional zeroed padding on both sides.
+/// The lattices use it so that, where nx is a multiple of the bundle, the wide row loop's stores never
+/// straddle two lines, and so that a bundle may load up to [`LATTICE_PAD`] values past either end of
+/// the lattice; the interface buffers use it without padding.
 struct AlignedBuf<T> {
     /// The allocation; `ptr − pad`.
     base: *mut T,
@@ -159,10 +159,18 @@ struct AlignedBuf<T> {
 /// load `x0 − c_x .. x0 − c_x + L` of any row stays inside the allocation; a multiple of 16, so that
 /// the lattice itself stays 64-byte aligned in f32 and f64.
 const LATTICE_PAD: usize = 64;
-const _: () = assert!(LATTICE_PAD > WIDE_LANES_F32 + 1 && LATTICE_PAD.is_multiple_of(16));
+const _: () = assert!(
+    LATTICE_PAD > LANES + 1
+        && LATTICE_PAD > WIDE_LANES_F32 + 1
+        && LATTICE_PAD > WIDE_LANES_F64 + 1
+        && LATTICE_PAD.is_multiple_of(16)
+);
 
-// SAFETY: the memory is a plain allocation owned by this value, accessed through `&`/`&mut` as a
-// slice like a `Vec`. (The interface buffers' shared use is covered at `HostInterface`.)
+// SAFETY: the memory is a plain allocation owned by this value. Through `&`/`&mut` it is a slice,
+// like a `Vec`'s. Raw pointers to it (`ptr`, as the step's `a_raw` and `b`, and as an interface's
+// `as_ptr`) are used across threads only under the step protocol: within a step lattice A is only
+// read, each row of lattice B and of an interface buffer is written by one task, and an interface's
+// buffers of the other parity are only read (see `HostInterface`).
 unsafe impl<T: Send> Send for AlignedBuf<T> {}
 unsafe impl<T: Sync> Sync for AlignedBuf<T> {}
 
@@ -170,6 +178,7 @@ impl<T: bytemuck::Zeroable> AlignedBuf<T> {
     /// `len` zeroed values, with `pad` more before and after; `what` names the buffer in the
     /// out-of-memory error. `pad · size_of::<T>()` must be a multiple of 64.
     fn zeroed(len: usize, pad: usize, what: &str) -> Result<Self, ComputeError> {
+        debug_assert!((pad * std::mem::size_of::<T>()).is_multiple_of(64));
         let oom = || {
             ComputeError::OutOfMemory(format!(
                 "cannot allocate {what} of {} MiB",
@@ -386,7 +395,7 @@ impl<T: Real + Arith<Scalar = T>> CpuModule<T> {
             periodic: self.slab.domain.periodic,
             a: &self.a,
             a_raw: SyncPtr(self.a.ptr),
-            b: SyncPtr(self.b.as_mut_ptr()),
+            b: SyncPtr(self.b.ptr),
             index: &self.index,
             palette: &self.palette,
             coll: &self.coll,
@@ -433,11 +442,12 @@ unsafe fn store<T: Copy, const L: usize>(v: &Lanes<T, L>, dst: *mut T, len: usiz
     }
 }
 
-/// A raw pointer that may be shared by the pool's threads: every thread writes disjoint rows.
+/// A raw pointer that may be shared by the pool's threads during a step.
 #[derive(Clone, Copy)]
 struct SyncPtr<T>(*mut T);
-// SAFETY: used only for writes to disjoint rows (one row per task) and for reads of interface buffers
-// that no thread of this step writes.
+// SAFETY: used only for writes to disjoint rows (one row per task: lattice B and this step's interface
+// buffers), for reads of lattice A (padding included), which no thread writes during the step, and
+// for reads of the interface buffers of the other parity, which no thread of this step writes.
 unsafe impl<T> Send for SyncPtr<T> {}
 unsafe impl<T> Sync for SyncPtr<T> {}
 
@@ -461,7 +471,8 @@ impl<T: Real> Kernel<T> for Mrt {
 }
 
 /// The row loop compiled for AVX-512, in bundles of `L` (one 512-bit register per population):
-/// everything it calls is inlined into it, so the whole collision is built for the wider registers.
+/// the bundle path (loads, patches, collision, stores) is inlined into it, so the whole collision is
+/// built for the wider registers.
 ///
 /// # Safety
 /// The CPU must support AVX-512 F, VL, DQ and BW ([`avx512_available`]).
@@ -723,7 +734,8 @@ impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
             let mut x0 = 0;
             while x0 < nx {
                 let len = L.min(nx - x0);
-                // Lanes past `len` stay zero; they are collided but never stored.
+                // Lanes past `len` stay zero; they are collided (ρ = 0 gives inf or NaN there, which
+                // costs nothing on these units) but never stored.
                 let mut f = [Lanes::splat(T::zero()); Q];
                 let any_solid = self.gather(&mut f, &sources, row0, x0, len);
                 K::collide(&mut f, self.coll);
@@ -769,6 +781,8 @@ impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
             let len = L.min(nx - x0);
             let plain =
                 x0 > 0 && x0 + L < nx && flags[x0..x0 + L].iter().fold(0, |a, &k| a | k) == 0;
+            // In the tail bundle, lanes past `len` hold the next row's values or the padding's zeros;
+            // they are collided but never stored.
             let mut f = load(x0);
             if plain {
                 K::collide(&mut f, self.coll);
@@ -908,7 +922,8 @@ impl<T: Real + Arith<Scalar = T>> ComputeModule for CpuModule<T> {
 
 #[cfg(test)]
 mod tests {
-    //! The vectorised, chunked step against a plain node-by-node pull written from the definition.
+    //! The vectorised step against a plain node-by-node pull written from the definition, on one slab
+    //! and on several linked by interfaces, on every bundle width this CPU runs.
 
     use super::*;
     use thelma_core::collision::MrtRates;
@@ -1035,7 +1050,7 @@ mod tests {
                         m.step(t).unwrap();
                         want = naive_step(&g, &coll, &want);
                     }
-                    let got: Vec<T> = bytemuck::cast_slice(&m.read_populations().unwrap()).to_vec();
+                    let got = populations::<T>(&mut m);
                     let bad = got.iter().zip(&want).position(|(g, w)| {
                         Real::to_f64(*g).to_bits() != Real::to_f64(*w).to_bits()
                     });
@@ -1044,6 +1059,129 @@ mod tests {
                         "{} nx {nx}, wide {wide}, periodic {periodic:?}, {collision:?}: first difference at value {bad:?}",
                         T::NAME
                     );
+                }
+            }
+        }
+    }
+
+    /// A module's populations as values (copied, so the byte buffer's alignment does not matter).
+    fn populations<T: Real + Arith<Scalar = T>>(m: &mut CpuModule<T>) -> Vec<T> {
+        let bytes = m.read_populations().unwrap();
+        let mut v = vec![T::zero(); bytes.len() / std::mem::size_of::<T>()];
+        bytemuck::cast_slice_mut(&mut v).copy_from_slice(&bytes);
+        v
+    }
+
+    /// Small and odd shapes (nx below, at and around a bundle; one-plane slabs), every combination of
+    /// periodic and walled axes, 1–3 slabs linked by interfaces as the runtime links them.
+    #[test]
+    fn small_and_split_lattices_equal_the_definition() {
+        slabs_equal_the_definition::<f32>();
+        slabs_equal_the_definition::<f64>();
+    }
+
+    fn slabs_equal_the_definition<T: Real + Arith<Scalar = T>>() {
+        let shapes = [1usize, 2, 3, 8, 9, 15, 16, 17, 31, 32, 33]
+            .into_iter()
+            .flat_map(|nx| (1..=3).flat_map(move |ny| (1..=4).map(move |nz| [nx, ny, nz])));
+        for [nx, ny, nz] in shapes {
+            for axes in 0..8u32 {
+                let periodic = [axes & 1 != 0, axes & 2 != 0, axes & 4 != 0];
+                let collision = if axes % 2 == 0 {
+                    Collision::Mrt
+                } else {
+                    Collision::Bgk
+                };
+                let domain = Domain::new([nx, ny, nz], periodic);
+                let sphere = Obstacle::Sphere {
+                    centre: [nx as f64 / 2.0, ny as f64 / 2.0, nz as f64 / 2.0],
+                    radius: 1.1,
+                };
+                let g = if periodic[2] {
+                    Geometry::closed_box(domain).with_obstacle(sphere)
+                } else {
+                    Geometry::cavity(domain, 0.08).with_obstacle(sphere)
+                };
+                let params = ModelParams {
+                    geometry: Arc::new(g.clone()),
+                    collision,
+                    precision: T::PRECISION,
+                    omega: 1.3,
+                    mrt_rates: MrtRates::default(),
+                };
+                let n = nx * ny * nz;
+                let mut seed = 0x2545_f491_4f6c_dd1du64 ^ (nx * 131 + ny * 17 + nz) as u64;
+                let mut next = || {
+                    seed = seed
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    (seed >> 40) as f64 / (1u64 << 24) as f64
+                };
+                let a: Vec<T> = (0..Q * n)
+                    .map(|k| T::of(W[k / n] * (0.8 + 0.4 * next())))
+                    .collect();
+                let coll = CollisionParams::<T>::new(collision, 1.3, &MrtRates::default());
+                let mut want = a.clone();
+                for _ in 0..3 {
+                    want = naive_step(&g, &coll, &want);
+                }
+                // The planes of slab `s` of a whole-domain population array.
+                let part = |v: &[T], s: &SlabSpec| -> Vec<T> {
+                    let plane = nx * ny;
+                    (0..Q)
+                        .flat_map(|i| v[i * n + s.z.start * plane..i * n + s.z.end * plane].iter())
+                        .copied()
+                        .collect()
+                };
+                for slabs in (1..=3).filter(|&k| k <= nz) {
+                    for wide in widths() {
+                        let specs = SlabSpec::split(domain, slabs).unwrap();
+                        let mut ms: Vec<CpuModule<T>> = specs
+                            .iter()
+                            .map(|s| {
+                                let mut m = CpuModule::<T>::new(&params, s.clone(), 1).unwrap();
+                                m.wide = wide;
+                                m
+                            })
+                            .collect();
+                        // Slab s owns the interface above it; periodic z closes the ring.
+                        let above: Vec<Option<Arc<dyn InterfaceMemory>>> = (0..slabs)
+                            .map(|s| {
+                                specs[s].has_above().then(|| {
+                                    ms[s]
+                                        .allocate_interface(specs[s].interface_values())
+                                        .unwrap()
+                                })
+                            })
+                            .collect();
+                        for s in 0..slabs {
+                            let below = specs[s]
+                                .has_below()
+                                .then(|| above[(s + slabs - 1) % slabs].clone())
+                                .flatten();
+                            ms[s].attach(below, above[s].clone()).unwrap();
+                        }
+                        for (m, spec) in ms.iter_mut().zip(&specs) {
+                            m.write_populations(bytemuck::cast_slice(&part(&a, spec)), 0)
+                                .unwrap();
+                        }
+                        for t in 0..3 {
+                            for m in ms.iter_mut() {
+                                m.step(t).unwrap();
+                            }
+                        }
+                        for (s, (m, spec)) in ms.iter_mut().zip(&specs).enumerate() {
+                            let got = populations::<T>(m);
+                            let bad = got.iter().zip(&part(&want, spec)).position(|(g, w)| {
+                                Real::to_f64(*g).to_bits() != Real::to_f64(*w).to_bits()
+                            });
+                            assert!(
+                                bad.is_none(),
+                                "{} {nx}x{ny}x{nz}, periodic {periodic:?}, slab {s} of {slabs}, wide {wide}: first difference at value {bad:?}",
+                                T::NAME
+                            );
+                        }
+                    }
                 }
             }
         }
