@@ -140,12 +140,21 @@ pub fn write_slice_png(path: &Path, slice: &Slice, style: &SliceStyle) -> anyhow
     let vmax = slice.max() * style.velocity;
     let scale = if vmax > 0.0 { 1.0 / vmax } else { 0.0 };
     let err = |e: &dyn std::fmt::Display| anyhow::anyhow!("slice image: {e}");
+    // Scales out of range (units whose dt underflowed, say) would give axes plotters never finishes
+    // laying ticks on: refuse them instead.
+    let (lx, ly) = (w as f64 * style.spacing, h as f64 * style.spacing);
+    for (lo, hi) in [
+        (0.0, lx),
+        (0.0, ly),
+        (0.0, if vmax > 0.0 { vmax } else { 1.0 }),
+    ] {
+        crate::plot::check_range(lo, hi).map_err(|e| err(&e))?;
+    }
     let mut pixels = vec![0u8; size.0 as usize * size.1 as usize * 3];
     {
         let root = BitMapBackend::with_buffer(&mut pixels, size).into_drawing_area();
         root.fill(&WHITE).map_err(|e| err(&e))?;
         let (map_area, bar_area) = root.split_horizontally(10 + left + map_w + right);
-        let (lx, ly) = (w as f64 * style.spacing, h as f64 * style.spacing);
         let mut chart = ChartBuilder::on(&map_area)
             .caption(&style.title, ("sans-serif", 18))
             .margin_right(right)
@@ -288,6 +297,32 @@ mod tests {
         }
         let mid = Slice::cut(&slabs, SlicePlane::default());
         assert_eq!((mid.normal, mid.index, mid.width, mid.height), (1, 1, 4, 5));
+    }
+
+    #[test]
+    fn scales_out_of_range_are_an_error_not_an_endless_plot() {
+        let f = field([4, 3, 2], 0);
+        let slice = Slice::cut(std::slice::from_ref(&f), SlicePlane::default());
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("slice.png");
+        for (spacing, velocity) in [
+            (f64::INFINITY, 1.0),
+            (1.0, f64::INFINITY),
+            (1.0, f64::NAN),
+            (0.0, 1.0),
+            (1.0, 1e308),
+        ] {
+            let style = SliceStyle {
+                title: "t".into(),
+                spacing,
+                length_unit: "m".into(),
+                velocity,
+                velocity_unit: "m/s".into(),
+            };
+            let e = write_slice_png(&path, &slice, &style).unwrap_err();
+            assert!(e.to_string().contains("slice image"), "{e}");
+        }
+        assert!(!path.exists());
     }
 
     #[test]

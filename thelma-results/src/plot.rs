@@ -33,16 +33,41 @@ pub struct Series {
     pub mark: Mark,
 }
 
-/// Range of `v` with a 5 % margin (a unit range around a constant).
-fn padded(v: impl Iterator<Item = f64>) -> (f64, f64) {
+/// Range of `v` with a 5 % margin (a unit range around a constant, `0..1` for no points). A range
+/// that is not finite is an error: plotters would search forever for tick marks in it.
+fn padded(v: impl Iterator<Item = f64>) -> anyhow::Result<(f64, f64)> {
     let (lo, hi) = v.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| {
         (a.min(x), b.max(x))
     });
-    if !lo.is_finite() || !hi.is_finite() {
-        return (0.0, 1.0);
+    if lo == f64::INFINITY && hi == f64::NEG_INFINITY {
+        return Ok((0.0, 1.0));
     }
-    let pad = if hi > lo { 0.05 * (hi - lo) } else { 0.5 };
-    (lo - pad, hi + pad)
+    // A spread below the values' precision counts as a constant, padded in proportion to it.
+    let scale = lo.abs().max(hi.abs());
+    let pad = if hi - lo > scale * 1e-9 {
+        0.05 * (hi - lo)
+    } else {
+        0.5 * scale.max(1.0)
+    };
+    let (a, b) = (lo - pad, hi + pad);
+    check_range(a, b)?;
+    Ok((a, b))
+}
+
+/// Refuses an axis range plotters cannot lay ticks on: not finite, empty, or narrower than about a
+/// million representable steps of its own ends (its tick search then never ends).
+pub(crate) fn check_range(lo: f64, hi: f64) -> anyhow::Result<()> {
+    let span = hi - lo;
+    let scale = lo.abs().max(hi.abs());
+    if !(lo.is_finite() && hi.is_finite() && span.is_finite() && span > 0.0)
+        || span < scale * 1e-9
+        || span < f64::MIN_POSITIVE * 1e6
+    {
+        anyhow::bail!(
+            "plot: cannot draw an axis from {lo:e} to {hi:e} (not a finite, usable range)"
+        );
+    }
+    Ok(())
 }
 
 /// Draws `series` into a PNG of `size` pixels at `path` (written atomically).
@@ -76,8 +101,8 @@ fn draw_lines(
 ) -> anyhow::Result<()> {
     register_font();
     let (xr, yr) = (
-        padded(series.iter().flat_map(|s| s.points.iter().map(|p| p.0))),
-        padded(series.iter().flat_map(|s| s.points.iter().map(|p| p.1))),
+        padded(series.iter().flat_map(|s| s.points.iter().map(|p| p.0)))?,
+        padded(series.iter().flat_map(|s| s.points.iter().map(|p| p.1)))?,
     );
     let mut pixels = vec![0u8; size.0 as usize * size.1 as usize * 3];
     {
@@ -224,6 +249,33 @@ mod tests {
             },
         ];
         line_plot(&p, (400, 300), "test", "x", "y", &s).unwrap();
+        // Ranges plotters cannot lay ticks on are refused; constants of any size are drawn.
+        for bad in [f64::INFINITY, f64::NAN] {
+            let pts = vec![(0.0, 1.0), (1.0, bad)];
+            let s = [Series {
+                label: "bad".into(),
+                points: pts,
+                mark: Mark::Line,
+            }];
+            if bad.is_nan() {
+                // NaN points are skipped by the range (and by the drawing).
+                line_plot(&p, (400, 300), "t", "x", "y", &s).unwrap();
+            } else {
+                assert!(line_plot(&p, (400, 300), "t", "x", "y", &s).is_err());
+            }
+        }
+        let wide = [Series {
+            label: "wide".into(),
+            points: vec![(0.0, -1e308), (1.0, 1e308)],
+            mark: Mark::Line,
+        }];
+        assert!(line_plot(&p, (400, 300), "t", "x", "y", &wide).is_err());
+        let flat = [Series {
+            label: "flat".into(),
+            points: vec![(0.0, 1e20), (1.0, 1e20)],
+            mark: Mark::Line,
+        }];
+        line_plot(&p, (400, 300), "t", "x", "y", &flat).unwrap();
         let decoder = png::Decoder::new(std::fs::File::open(&p).unwrap());
         let mut reader = decoder.read_info().unwrap();
         let mut buf = vec![0; reader.output_buffer_size()];
