@@ -30,6 +30,37 @@ pub struct DeviceSummary {
     pub exchange_bytes_per_step: usize,
 }
 
+/// Why a run stopped.
+#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The velocity's change per 1,000 steps fell below the tolerance.
+    Converged,
+    /// A fixed-length run reached its `--steps`.
+    Steps,
+    /// A run to convergence reached `--max-steps` first.
+    MaxSteps,
+    /// Ctrl-C, SIGTERM or SIGHUP: stopped after the current step, outputs written.
+    Interrupted,
+    /// The watchdog found the state unhealthy; the last healthy one was written.
+    Diverged,
+}
+
+impl StopReason {
+    /// What happened, in words.
+    pub fn describe(self) -> &'static str {
+        match self {
+            StopReason::Converged => {
+                "converged (the change per 1,000 steps fell below the tolerance)"
+            }
+            StopReason::Steps => "reached its --steps",
+            StopReason::MaxSteps => "hit --max-steps before converging",
+            StopReason::Interrupted => "interrupted (Ctrl-C or a termination signal)",
+            StopReason::Diverged => "diverged (see the error; the last healthy state was written)",
+        }
+    }
+}
+
 /// Everything a run reports.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct RunSummary {
@@ -40,6 +71,8 @@ pub struct RunSummary {
     pub backend: String,
     pub steps: u64,
     pub converged: bool,
+    /// Why the run stopped.
+    pub stop_reason: StopReason,
     /// Last relative change of the velocity field per 1,000 steps.
     pub last_change: Option<f64>,
     pub wall_s: f64,
@@ -98,7 +131,8 @@ impl RunSummary {
     pub fn text(&self) -> String {
         let mut s = String::new();
         s += &format!(
-            "steps {}{}, {:.2} s, {:.1} MLUPS on {} {} device(s), {:.1}% of device time computing (the rest waits at the step barrier)\n",
+            "stopped: {}\nsteps {}{}, {:.2} s, {:.1} MLUPS on {} {} device(s), {:.1}% of device time computing (the rest waits at the step barrier)\n",
+            self.stop_reason.describe(),
             self.steps,
             if self.converged { " (converged)" } else { "" },
             self.wall_s,
@@ -137,6 +171,13 @@ impl RunSummary {
             self.timings.total_s
         );
         if let Some(v) = &self.validation {
+            // The reference is a steady flow: against a run that has not reached one, the errors
+            // measure how far it still has to go, and say so.
+            s += if self.converged {
+                "against the reference (Albensoeder & Kuhlmann 2005):\n"
+            } else {
+                "against the reference (Albensoeder & Kuhlmann 2005), NOT CONVERGED: errors of a transient state, not of the method:\n"
+            };
             for p in &v.profiles {
                 s += &format!(
                     "  {}: L2 error {:.4}, max error {:.4} over {} reference points\n",
@@ -369,6 +410,7 @@ mod tests {
             backend: "cpu".into(),
             steps: 1000,
             converged: false,
+            stop_reason: StopReason::Steps,
             last_change: None,
             wall_s: 4.0,
             mlups: 27.6,
@@ -414,5 +456,7 @@ mod tests {
         let text = summary.text();
         assert!(text.contains("x real time"), "{text}");
         assert!(text.contains("outputs 0.25 s"), "{text}");
+        assert_eq!(v["stop_reason"], "steps");
+        assert!(text.starts_with("stopped: reached its --steps\n"), "{text}");
     }
 }
