@@ -69,24 +69,30 @@ pub enum DeviceSpec {
 }
 
 impl DeviceSpec {
-    /// Parses `all`, `N` or a comma-separated list of ids.
+    /// Parses `all`, `N` or a comma-separated list of ids; an id may be written as `thelma
+    /// devices` lists it (`cuda:1`), so that `cuda:0` alone is GPU 0, not a count.
     pub fn parse(s: &str) -> Result<Self, String> {
         let s = s.trim();
         if s.eq_ignore_ascii_case("all") {
             return Ok(DeviceSpec::All);
         }
-        if !s.contains(',') {
+        let named = |p: &str| p.get(..5).is_some_and(|h| h.eq_ignore_ascii_case("cuda:"));
+        if !s.contains(',') && !named(s) {
             let n: usize = s.parse().map_err(|_| {
                 format!("expected `all`, a count or a list of ids like `2,0,1,3`, got `{s}`")
             })?;
             if n == 0 {
-                return Err("the device count must be at least 1".into());
+                return Err(
+                    "0 devices: a bare number is a count; for device 0 alone write `0,` or `cuda:0`"
+                        .into(),
+                );
             }
             return Ok(DeviceSpec::Count(n));
         }
         let mut ids = Vec::new();
         for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let id: usize = part
+            let digits = if named(part) { &part[5..] } else { part };
+            let id: usize = digits
                 .parse()
                 .map_err(|_| format!("`{part}` is not a device id"))?;
             if ids.contains(&id) {
@@ -286,9 +292,10 @@ pub struct HardwareConfig {
     pub threads: usize,
 }
 
-/// A plane through the domain, normal to one axis: what the slice images show.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// A plane through the domain, normal to one axis: what the slice images show. A case file may
+/// write it as the command line does (`slice = "y"`, `"z=10"`) or as a table whose axis is a name
+/// or a number (`{axis = "y", index = 10}`, `{axis = 1}`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct SlicePlane {
     /// Normal axis: 0 = x, 1 = y, 2 = z.
     pub axis: usize,
@@ -303,6 +310,52 @@ impl Default for SlicePlane {
         Self {
             axis: 1,
             index: None,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for SlicePlane {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Axis {
+            Number(usize),
+            Name(String),
+        }
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Table {
+            axis: Axis,
+            #[serde(default)]
+            index: Option<usize>,
+        }
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Text(String),
+            Table(Table),
+        }
+        let raw = Raw::deserialize(d).map_err(|_| {
+            serde::de::Error::custom(
+                "slice: expected \"AXIS\" or \"AXIS=INDEX\" (axis x, y or z), or {axis = \"y\", index = N}",
+            )
+        })?;
+        match raw {
+            Raw::Text(t) => SlicePlane::parse(&t).map_err(serde::de::Error::custom),
+            Raw::Table(t) => {
+                let axis = match t.axis {
+                    Axis::Number(a) => a,
+                    Axis::Name(n) => {
+                        SlicePlane::parse(&n)
+                            .map_err(serde::de::Error::custom)?
+                            .axis
+                    }
+                };
+                Ok(SlicePlane {
+                    axis,
+                    index: t.index,
+                })
+            }
         }
     }
 }
@@ -430,8 +483,18 @@ fn bad(key: &'static str, flag: &'static str, message: impl Into<String>) -> Con
     }
 }
 
-/// The smallest edge the lattice accepts: the pull stencil and the wall layers need two nodes.
+/// The smallest edge the lattice accepts along a periodic axis: the pull stencil needs two nodes.
 pub const MIN_EDGE: usize = 2;
+
+/// The smallest edge along a walled axis. With the walls half a spacing outside, an edge of n nodes
+/// has n − 2 nodes that touch no wall; below 4 there is no such node on either side of the centre
+/// plane, so the flow is all wall layer (every node bounces back), and the centreline profiles and
+/// their comparison with the 3D reference describe nothing.
+pub const MIN_WALLED_EDGE: usize = 4;
+
+/// The most CPU threads a run or a benchmark may ask for: more than any machine's cores, fewer than
+/// would exhaust the system's threads.
+pub const MAX_THREADS: usize = 4096;
 
 /// Lid speeds at or above this are refused: Mach = U√3 ≥ 0.69 is far outside the weakly
 /// compressible range the scheme models.
@@ -474,12 +537,17 @@ impl CaseConfig {
     pub fn validate(&self) -> Result<LatticeParams, ConfigError> {
         let d = &self.domain;
         for (a, &n) in d.size.iter().enumerate() {
-            if n < MIN_EDGE {
+            let (least, what) = if d.periodic[a] {
+                (MIN_EDGE, "a periodic edge")
+            } else {
+                (MIN_WALLED_EDGE, "a walled edge")
+            };
+            if n < least {
                 return Err(bad(
                     "domain.size",
                     "--size",
                     format!(
-                        "{} = {n} nodes along {}; every edge needs at least {MIN_EDGE}",
+                        "{} = {n} nodes along {}; {what} needs at least {least}",
                         ["nx", "ny", "nz"][a],
                         ["x", "y", "z"][a]
                     ),
@@ -584,6 +652,13 @@ impl CaseConfig {
             }
         };
         let tau = 3.0 * viscosity + 0.5;
+        if p.viscosity.is_some() && !tau.is_finite() {
+            return Err(bad(
+                "physics.viscosity",
+                "--viscosity",
+                format!("{viscosity:e} gives tau = {tau}: the viscosity must be finite"),
+            ));
+        }
         if tau <= 0.5 || !tau.is_finite() {
             return Err(bad(
                 "physics.reynolds",
@@ -674,7 +749,7 @@ impl CaseConfig {
                 format!("{lo},{hi} must be finite with 0 <= min < 1 < max"),
             ));
         }
-        if self.hardware.threads > 4096 {
+        if self.hardware.threads > MAX_THREADS {
             return Err(bad(
                 "hardware.threads",
                 "--threads",
@@ -723,6 +798,49 @@ impl CaseConfig {
                 "--lid-speed",
                 "physical units need a lattice lid speed > 0 to fix the time step",
             ));
+        }
+        // Each input may be finite and the scales derived from them still overflow or underflow
+        // (1e-300 m at 1e300 m/s: dt = 0); the writers and the time series cannot use such scales.
+        if let Some(s) = self.unit_scales() {
+            let ok = |v: f64| v.is_finite() && v > 0.0;
+            let checks = [
+                (
+                    s.dx,
+                    "units.length",
+                    "--phys-length",
+                    "the node spacing dx = L / nx",
+                ),
+                (
+                    s.dt,
+                    "units.velocity",
+                    "--phys-velocity",
+                    "the time step dt = U_lattice dx / U",
+                ),
+                (
+                    s.velocity,
+                    "units.velocity",
+                    "--phys-velocity",
+                    "the velocity unit dx / dt",
+                ),
+                (
+                    s.viscosity,
+                    "units.viscosity",
+                    "--phys-viscosity",
+                    "the viscosity unit dx² / dt",
+                ),
+            ];
+            for (v, key, flag, what) in checks {
+                if !ok(v) {
+                    return Err(bad(
+                        key,
+                        flag,
+                        format!(
+                            "{what} is {v:e}, not a finite number > 0: the physical units are out of range (L = {:e} m, U = {:e} m/s, ν = {:e} m²/s)",
+                            u.length, u.velocity, u.viscosity
+                        ),
+                    ));
+                }
+            }
         }
         Ok(())
     }
@@ -816,9 +934,23 @@ fn line_column(text: &str, at: usize) -> (usize, usize) {
     (line, col)
 }
 
-/// A message on one line: parser messages may quote the offending text, newlines included.
+/// A message on one line: parser messages may quote the offending text, newlines included. Rust's
+/// type names, which serde puts in its messages, are said in words a case file's author knows.
 fn one_line(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
+    let mut s = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    for (rust, plain) in [
+        ("expected usize", "expected a whole number >= 0"),
+        ("expected u64", "expected a whole number >= 0"),
+        ("expected u32", "expected a whole number >= 0"),
+        ("expected i64", "expected a whole number"),
+        ("expected f64", "expected a number"),
+        ("expected a sequence", "expected a list"),
+        ("expected an array of length 2", "expected a list of 2"),
+        ("expected an array of length 3", "expected a list of 3"),
+    ] {
+        s = s.replace(rust, plain);
+    }
+    s
 }
 
 #[cfg(test)]
