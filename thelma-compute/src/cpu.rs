@@ -285,7 +285,7 @@ impl<T: Real + Arith<Scalar = T>> CpuModule<T> {
         let flags = params
             .geometry
             .slab(slab.z.clone())
-            .map_err(|e| ComputeError::Invalid(e.to_string()))?;
+            .map_err(|e| ComputeError::Geometry(e.to_string()))?;
         let palette = flags
             .palette
             .flags

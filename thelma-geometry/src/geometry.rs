@@ -139,6 +139,20 @@ impl Geometry {
         })
     }
 
+    /// Whether any node of the lattice is fluid: obstacles may cover it all, and such a case has
+    /// nothing to simulate (its mass is 0, its drift 0/0). Stops at the first fluid node, which in
+    /// any sensible case is one of the first looked at.
+    pub fn has_fluid(&self) -> bool {
+        let [nx, ny, nz] = self.domain.size;
+        let covers_all = self.obstacles.iter().any(|o| match o {
+            Obstacle::Box { min, max } => {
+                (0..3).all(|a| min[a] <= 0 && max[a] >= self.domain.size[a] as i64)
+            }
+            Obstacle::Sphere { .. } => false,
+        });
+        !covers_all && (0..nz).any(|z| (0..ny).any(|y| (0..nx).any(|x| !self.in_obstacle(x, y, z))))
+    }
+
     /// What is at position `p` (possibly one node outside the lattice): `None` for fluid.
     pub fn wall_at(&self, p: [i64; 3]) -> Option<Wall> {
         let size = self.domain.size;
@@ -286,6 +300,34 @@ fn near_bounds(o: &Obstacle, p: [i64; 3], domain: &Domain) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_domain_covered_by_obstacles_has_no_fluid() {
+        let domain = Domain::new([6, 5, 4], [false; 3]);
+        let all = Obstacle::Box {
+            min: [-1, -1, -1],
+            max: [10, 10, 10],
+        };
+        assert!(!Geometry::closed_box(domain).with_obstacle(all).has_fluid());
+        // Two boxes that together cover everything, which the fast path does not see.
+        let halves = [
+            Obstacle::Box {
+                min: [0, 0, 0],
+                max: [3, 5, 4],
+            },
+            Obstacle::Box {
+                min: [3, 0, 0],
+                max: [6, 5, 4],
+            },
+        ];
+        let g = halves.iter().fold(Geometry::closed_box(domain), |g, o| {
+            g.with_obstacle(o.clone())
+        });
+        assert!(!g.has_fluid());
+        let g = Geometry::closed_box(domain).with_obstacle(halves[0].clone());
+        assert!(g.has_fluid());
+        assert!(Geometry::cavity(domain, 0.1).has_fluid());
+    }
     use thelma_core::lattice::W;
 
     #[test]
