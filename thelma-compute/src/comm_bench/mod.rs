@@ -124,8 +124,11 @@ impl BenchConfig {
         if self.shape.edge == 0 {
             return bad("--edge", "must be at least 1".into());
         }
-        // Logical indices are 32-bit words in the kernel; rows are the grid's y dimension.
-        if self.shape.words() > u32::MAX as usize || self.shape.arrays * self.shape.edge > 65_535 {
+        // Logical indices are 32-bit words in the kernel; rows are the grid's y dimension. Checked
+        // products: the options are any usize, and a wrapped product would pass.
+        let rows = self.shape.arrays.checked_mul(self.shape.edge);
+        let words = rows.and_then(|r| r.checked_mul(self.shape.edge));
+        if words.is_none_or(|w| w > u32::MAX as usize) || rows.is_none_or(|r| r > 65_535) {
             return bad(
                 "--edge",
                 format!(
@@ -138,9 +141,18 @@ impl BenchConfig {
             return bad("--iterations", "must be at least 1".into());
         }
         if u64::from(self.iterations) + u64::from(self.warmup) >= u64::from(u32::MAX) {
+            // Named after the larger of the two, the one that took the sum past the limit.
+            let flag = if self.warmup > self.iterations {
+                "--warmup"
+            } else {
+                "--iterations"
+            };
             return bad(
-                "--iterations",
-                "too many iterations (with the warm-up)".into(),
+                flag,
+                format!(
+                    "{} iterations after {} warm-up ones: together they must stay below 2^32 − 1",
+                    self.iterations, self.warmup
+                ),
             );
         }
         Ok(())
@@ -263,19 +275,33 @@ where
     let n = cfg.devices.len();
     let barrier = StepBarrier::new(n);
     let results: Vec<Result<WorkerReport, CommError>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..n)
-            .map(|pos| {
-                let (barrier, work) = (&barrier, &work);
-                s.spawn(move || {
+        let mut handles = Vec::with_capacity(n);
+        let mut not_started = None;
+        for pos in 0..n {
+            let (barrier, work) = (&barrier, &work);
+            let spawned = std::thread::Builder::new()
+                .name(format!("comm-bench-{pos}"))
+                .spawn_scoped(s, move || {
                     let r = work(pos, barrier);
                     if r.is_err() {
                         barrier.abort();
                     }
                     r
-                })
-            })
-            .collect();
-        handles
+                });
+            match spawned {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    // The workers already started wait at the barrier for this one: release them.
+                    barrier.abort();
+                    not_started = Some(CommError::Device {
+                        device: cfg.devices[pos],
+                        message: format!("cannot start its worker thread: {e}"),
+                    });
+                    break;
+                }
+            }
+        }
+        let mut results: Vec<_> = handles
             .into_iter()
             .enumerate()
             .map(|(pos, h)| {
@@ -287,7 +313,9 @@ where
                     })
                 })
             })
-            .collect()
+            .collect();
+        results.extend(not_started.map(Err));
+        results
     });
     let mut reports = Vec::with_capacity(n);
     let mut aborted = false;
