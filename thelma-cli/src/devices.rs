@@ -37,7 +37,12 @@ pub fn largest_cube(free: u64, precision: Precision) -> usize {
 pub fn report() -> String {
     let count = match cuda::device_count() {
         Ok(n) => n,
-        Err(e) => return format!("no CUDA devices: {e}\n"),
+        Err(e) => {
+            return format!(
+                "no CUDA devices: {e}\nruns use the CPU module (--backend cpu, the default `auto` falls back to it): {} cores\n",
+                thelma_core::affinity::core_count()
+            )
+        }
     };
     let mut out = String::new();
     let _ = writeln!(

@@ -11,6 +11,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use thelma_cli::app::{run_case_from, Diverged, Event, UsageError};
 use thelma_cli::bench::{run_bench, BenchArgs};
 use thelma_cli::cli::RunArgs;
+use thelma_cli::{say, say_raw, warn_line};
 use thelma_results::report::{clock as clock_text, Convergence, ProgressLine};
 
 /// thelma: lattice Boltzmann (D3Q19) fluid simulation on one or many GPUs, or on the CPU.
@@ -31,22 +32,19 @@ enum Command {
     Devices,
     /// Measure memory bandwidth and LBM throughput (MLUPS) over sizes and 1..N devices.
     Bench(BenchArgs),
+    /// Write a commented starting case (every key, the default values) to FILE; never overwrites.
+    Init {
+        /// Where to write it.
+        #[arg(default_value = "case.toml")]
+        file: std::path::PathBuf,
+    },
 }
 
 fn run(args: RunArgs) -> anyhow::Result<()> {
     let resume = args.resume.clone();
     let (case, quiet) = args.into_case()?;
     let stop = Arc::new(AtomicBool::new(false));
-    {
-        let stop = stop.clone();
-        // A second Ctrl-C while stopping falls through to the default handler's exit.
-        let _ = ctrlc::set_handler(move || {
-            if stop.swap(true, Ordering::SeqCst) {
-                std::process::exit(130);
-            }
-            eprintln!("interrupted: stopping after the current step and writing the outputs (Ctrl-C again to abort)");
-        });
-    }
+    stop_on_signals(stop.clone(), case.output.dir.clone());
     // A bar on a terminal; plain lines when the output goes to a file or a pipe.
     let mut bar: Option<ProgressBar> = None;
     let mut clock = Instant::now();
@@ -67,7 +65,7 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
                 .find_map(|d| d.binding.as_ref().err().map(|e| (d.device, e)))
             {
                 let n = devices.iter().filter(|d| d.binding.is_err()).count();
-                eprintln!(
+                warn_line!(
                     "warning: {n} of {} worker thread(s) run unpinned (device {d}: {e}); performance may suffer",
                     devices.len()
                 );
@@ -75,7 +73,7 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
             // Valid but fragile: BGK and, less so, MRT lose stability as τ nears ½ (under-resolved
             // flow). The watchdog stops a run that diverges; this says so before it starts.
             if lattice.tau < TAU_WARN {
-                eprintln!(
+                warn_line!(
                     "warning: tau = {:.4} is close to 1/2: the run may diverge (use a finer grid or a lower Re)",
                     lattice.tau
                 );
@@ -84,15 +82,15 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
                 return;
             }
             let [nx, ny, nz] = case.domain.size;
-            println!(
+            say!(
                 "thelma: {nx}x{ny}x{nz} = {nodes} nodes, {} {}, {}",
                 case.numerics.collision.name(),
                 case.numerics.precision.name(),
                 note
             );
-            println!("lattice: {lattice}");
+            say!("lattice: {lattice}");
             if let Some(u) = case.unit_scales() {
-                println!(
+                say!(
                     "units: dx = {:.4e} m, dt = {:.4e} s per step, velocity unit dx/dt = {:.4e} m/s, viscosity unit dx²/dt = {:.4e} m²/s",
                     u.dx, u.dt, u.velocity, u.viscosity
                 );
@@ -102,7 +100,7 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
                     Ok(b) => b.to_string(),
                     Err(e) => format!("unbound ({e})"),
                 };
-                println!(
+                say!(
                     "device {:>2}: slab {} z {}..{} ({} planes), {}, {}",
                     d.device,
                     d.slab.index,
@@ -172,7 +170,7 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
                     };
                     b.set_message(format!("{}{eta}", line.message()));
                 }
-                None => println!("{}", line.line()),
+                None => say!("{}", line.line()),
             }
         }
     });
@@ -180,8 +178,8 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         b.finish_and_clear();
     }
     let outcome = outcome?;
-    print!("{}", outcome.summary.text());
-    println!(
+    say_raw!("{}", outcome.summary.text());
+    say!(
         "outputs in {} ({} files{})",
         case.output.dir.display(),
         outcome.summary.outputs.len(),
@@ -192,6 +190,60 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         }
     );
     Ok(())
+}
+
+/// Ctrl-C, SIGTERM (a scheduler's or `timeout`'s) and SIGHUP all stop a run after the current step,
+/// with the outputs written; a second one while stopping exits at once with status 130, removing the
+/// temporary files of writes it cuts short.
+fn stop_on_signals(stop: Arc<AtomicBool>, dir: std::path::PathBuf) {
+    // `nohup` leaves SIGHUP ignored: a run started so must not stop when its terminal closes.
+    let ignored = signals::ignored();
+    let _ = ctrlc::set_handler(move || {
+        if stop.swap(true, Ordering::SeqCst) {
+            thelma_cli::app::remove_temporaries(&dir);
+            std::process::exit(130);
+        }
+        warn_line!("interrupted: stopping after the current step and writing the outputs (Ctrl-C again to abort)");
+    });
+    signals::ignore_again(&ignored);
+}
+
+/// Which termination signals were ignored before the handler took them over.
+#[cfg(unix)]
+mod signals {
+    const SIGNALS: [libc::c_int; 2] = [libc::SIGHUP, libc::SIGTERM];
+
+    pub fn ignored() -> Vec<libc::c_int> {
+        SIGNALS
+            .into_iter()
+            .filter(|&s| {
+                // SAFETY: with a null new action `sigaction` only writes the current disposition into
+                // `old`, a valid, writable, zero-initialised (all-integer, so valid) `sigaction`.
+                unsafe {
+                    let mut old: libc::sigaction = std::mem::zeroed();
+                    libc::sigaction(s, std::ptr::null(), &mut old) == 0
+                        && old.sa_sigaction == libc::SIG_IGN
+                }
+            })
+            .collect()
+    }
+
+    pub fn ignore_again(signals: &[libc::c_int]) {
+        for &s in signals {
+            // SAFETY: SIG_IGN is a valid disposition for SIGHUP and SIGTERM; no handler runs.
+            unsafe {
+                libc::signal(s, libc::SIG_IGN);
+            }
+        }
+    }
+}
+
+#[cfg(not(unix))]
+mod signals {
+    pub fn ignored() -> Vec<i32> {
+        Vec::new()
+    }
+    pub fn ignore_again(_: &[i32]) {}
 }
 
 /// Below this relaxation time a run is warned that it may diverge (τ − ½ = 3ν: at Re = 1000 and
@@ -212,7 +264,7 @@ fn main() -> ExitCode {
             }
             // One line: clap's first line names the option and the value.
             let text = e.to_string();
-            eprintln!("{}", text.lines().next().unwrap_or("error: bad arguments"));
+            warn_line!("{}", text.lines().next().unwrap_or("error: bad arguments"));
             return ExitCode::from(2);
         }
     };
@@ -220,22 +272,29 @@ fn main() -> ExitCode {
         Command::Run(args) => run(*args),
         Command::CommBench(args) => thelma_cli::comm_bench::run(args),
         Command::Devices => {
-            print!("{}", thelma_cli::devices::report());
+            say_raw!("{}", thelma_cli::devices::report());
             Ok(())
         }
-        Command::Bench(args) => run_bench(&args, &mut |line| println!("{line}")).map(|_| ()),
+        Command::Bench(args) => run_bench(&args, &mut |line| say!("{line}")).map(|_| ()),
+        Command::Init { file } => thelma_cli::init::write(&file).map(|()| {
+            say!(
+                "wrote {}: edit it, then `thelma run --config {}`",
+                file.display(),
+                file.display()
+            )
+        }),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             if let Some(u) = e.downcast_ref::<UsageError>() {
-                eprintln!("error: {u}");
+                warn_line!("error: {u}");
                 ExitCode::from(2)
             } else if let Some(d) = e.downcast_ref::<Diverged>() {
-                eprintln!("error: {d}");
+                warn_line!("error: {d}");
                 ExitCode::from(3)
             } else {
-                eprintln!("error: {e:#}");
+                warn_line!("error: {e:#}");
                 ExitCode::from(1)
             }
         }
