@@ -81,7 +81,13 @@ pub fn cuda_devices(case: &CaseConfig, available: usize) -> Result<Vec<usize>> {
 /// CPU "devices" are virtual: a count, or the ids `0..N` in the slab order wanted. The list's
 /// duplicates and its length against the z-planes are checked, for every backend, by `preflight`.
 fn cpu_devices(case: &CaseConfig) -> Result<Vec<usize>> {
-    let count = match &case.hardware.devices {
+    cpu_device_ids(&case.hardware.devices)
+}
+
+/// The CPU devices `spec` names (`all` is one), checked as [`cpu_devices`] says; for `run` and
+/// `bench` alike.
+pub fn cpu_device_ids(spec: &DeviceSpec) -> Result<Vec<usize>> {
+    let count = match spec {
         DeviceSpec::All => 1,
         DeviceSpec::Count(n) => *n,
         DeviceSpec::List(ids) => ids.len(),
@@ -93,7 +99,7 @@ fn cpu_devices(case: &CaseConfig) -> Result<Vec<usize>> {
             format!("{count} CPU devices: at most {MAX_CPU_DEVICES} (each is a thread pool)")
         ));
     }
-    let ids = match &case.hardware.devices {
+    let ids = match spec {
         DeviceSpec::List(ids) => ids.clone(),
         _ => (0..count).collect(),
     };

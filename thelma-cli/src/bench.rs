@@ -19,7 +19,7 @@ use thelma_compute::cuda::{self, CudaFactory, LaunchShape};
 use thelma_compute::ModelParams;
 use thelma_core::collision::Collision;
 use thelma_core::compute::{slab_bytes, ModuleFactory};
-use thelma_core::config::{CaseConfig, DeviceSpec, Precision};
+use thelma_core::config::{CaseConfig, DeviceSpec, Precision, MAX_THREADS};
 use thelma_core::domain::{Domain, SlabSpec};
 use thelma_core::runtime::Runtime;
 use thelma_geometry::Geometry;
@@ -42,18 +42,28 @@ pub struct BenchArgs {
     #[arg(long, value_enum, default_value = "auto")]
     pub backend: BackendArg,
     /// Devices in slab order (`all`, a count, or ids `0,1,2,3`); runs use the first 1, 2, … of them.
-    #[arg(long, value_name = "SPEC", value_parser = DeviceSpec::parse, default_value = "all")]
+    #[arg(long, value_name = "SPEC", value_parser = DeviceSpec::parse, default_value = "all", allow_hyphen_values = true)]
     pub devices: DeviceSpec,
     /// Slabs per device (2: two slabs on each GPU, exchanging through the same interface protocol);
     /// measures what the exchange costs against one slab per device.
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 1,
+        allow_negative_numbers = true
+    )]
     pub slabs_per_device: usize,
     /// Only the run on all the listed devices (no 1..N sweep).
     #[arg(long)]
     pub no_sweep: bool,
     /// Edge lengths N of the cubes (per device under weak scaling). Default 128,256,384,512 on GPUs,
     /// 64 on the CPU.
-    #[arg(long, value_name = "N,N,...", value_delimiter = ',')]
+    #[arg(
+        long,
+        value_name = "N,N,...",
+        value_delimiter = ',',
+        allow_hyphen_values = true
+    )]
     pub sizes: Vec<usize>,
     /// Collision operators to measure.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "mrt")]
@@ -65,23 +75,33 @@ pub struct BenchArgs {
     pub scaling: Scaling,
     /// Timed steps per measurement. Default on GPUs: 5·10⁹ node updates, 200 to 2,000 steps; 20 on
     /// the CPU.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub steps: Option<u64>,
     /// Untimed steps before the timed ones. Default 20 on GPUs, 3 on the CPU.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub warmup: Option<u64>,
     /// CUDA: threads per block along x of the collision kernel (a power of two).
-    #[arg(long, value_name = "N", default_value_t = cuda::DEFAULT_BLOCK_X)]
+    #[arg(long, value_name = "N", default_value_t = cuda::DEFAULT_BLOCK_X, allow_negative_numbers = true)]
     pub block: u32,
     /// CUDA: minimum resident blocks per multiprocessor the kernel is compiled for (bounds its
     /// registers). Default: 1,024 threads' worth in f32, 512 in f64.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub min_blocks: Option<u32>,
     /// CPU backend: threads in all (0: one per core).
-    #[arg(long, value_name = "N", default_value_t = 0)]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 0,
+        allow_negative_numbers = true
+    )]
     pub threads: usize,
     /// Size of the buffer of the bandwidth copy, in MiB.
-    #[arg(long, value_name = "MIB", default_value_t = 1024)]
+    #[arg(
+        long,
+        value_name = "MIB",
+        default_value_t = 1024,
+        allow_negative_numbers = true
+    )]
     pub bandwidth_mib: usize,
     /// Also write the results as JSON.
     #[arg(long, value_name = "FILE")]
@@ -126,34 +146,87 @@ fn bytes_per_node(p: Precision) -> f64 {
     (2 * thelma_core::lattice::Q * p.bytes() + 1) as f64
 }
 
-/// Host copy bandwidth: every core copies its share of a large buffer.
-fn cpu_bandwidth(bytes: usize, threads: usize) -> f64 {
+/// Host copy bandwidth: every core copies its share of a large buffer. A copy thread that cannot be
+/// started is an error, not a panic.
+fn cpu_bandwidth(bytes: usize, threads: usize) -> Result<f64> {
     let threads = if threads == 0 {
         thelma_core::affinity::core_count()
     } else {
         threads
     }
     .max(1);
-    let n = bytes / 8;
+    let n = (bytes / 8).max(1);
     let src = vec![1u64; n];
     let mut dst = vec![0u64; n];
     let chunk = n.div_ceil(threads);
-    let copy = |dst: &mut [u64]| {
+    let copy = |dst: &mut [u64]| -> Result<()> {
         std::thread::scope(|s| {
             for (d, c) in dst.chunks_mut(chunk).zip(src.chunks(chunk)) {
-                s.spawn(move || d.copy_from_slice(c));
+                std::thread::Builder::new()
+                    .spawn_scoped(s, move || d.copy_from_slice(c))
+                    .context("cannot start a bandwidth copy thread")?;
             }
+            Ok(())
         })
     };
-    copy(&mut dst);
+    copy(&mut dst)?;
     let iters = 5;
     let t = Instant::now();
     for _ in 0..iters {
-        copy(&mut dst);
+        copy(&mut dst)?;
     }
     let secs = t.elapsed().as_secs_f64();
     std::hint::black_box(&dst);
-    2.0 * (n * 8) as f64 * iters as f64 / secs
+    Ok(2.0 * (n * 8) as f64 * iters as f64 / secs)
+}
+
+/// The largest bandwidth buffer accepted, MiB: far above any cache, far below any memory it would
+/// then have to fit twice (source and destination).
+const MAX_BANDWIDTH_MIB: usize = 64 << 10;
+
+/// The most slabs a benchmark may split its lattices into: each is a worker thread (and on the CPU
+/// a pool of threads), as for `thelma run`.
+const MAX_SLABS: usize = 1024;
+
+/// Checks the options that do not depend on the backend, naming the option at fault.
+fn check_args(args: &BenchArgs) -> Result<()> {
+    if args.slabs_per_device == 0 || args.slabs_per_device > MAX_SLABS {
+        bail!(UsageError::new(
+            "--slabs-per-device",
+            format!("{} is not in 1..={MAX_SLABS}", args.slabs_per_device)
+        ));
+    }
+    if args.bandwidth_mib == 0 || args.bandwidth_mib > MAX_BANDWIDTH_MIB {
+        bail!(UsageError::new(
+            "--bandwidth-mib",
+            format!("{} is not in 1..={MAX_BANDWIDTH_MIB}", args.bandwidth_mib)
+        ));
+    }
+    if args.threads > MAX_THREADS {
+        bail!(UsageError::new(
+            "--threads",
+            format!(
+                "{} threads is not a plausible core count (at most {MAX_THREADS})",
+                args.threads
+            )
+        ));
+    }
+    for &s in &args.sizes {
+        // The same limits as `thelma run --size`, said for this option.
+        let mut case = CaseConfig::default();
+        case.domain.size = [s; 3];
+        if let Err(e) = case.validate() {
+            if e.flag == "--size" {
+                bail!(UsageError::new("--sizes", e.message));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Host memory the lattices of `slabs` take on the CPU module.
+fn host_bytes(slabs: &[SlabSpec], precision: Precision) -> u64 {
+    slabs.iter().map(|s| slab_bytes(s, precision)).sum()
 }
 
 fn utc_now() -> String {
@@ -182,6 +255,7 @@ fn utc_now() -> String {
 
 /// Runs the benchmark; `progress` receives each row as it is measured.
 pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<BenchReport> {
+    check_args(args)?;
     let gpus = match args.backend {
         BackendArg::Cpu => None,
         BackendArg::Cuda => match cuda::device_count() {
@@ -204,12 +278,18 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
             .map_err(|e| UsageError::new("--devices", e))?,
         None => match &args.devices {
             DeviceSpec::All => vec![0],
-            DeviceSpec::Count(n) => (0..*n).collect(),
-            DeviceSpec::List(l) => l.clone(),
+            spec => crate::backend::cpu_device_ids(spec)?,
         },
     };
-    if args.slabs_per_device == 0 {
-        bail!(UsageError::new("--slabs-per-device", "must be at least 1"));
+    if ids.len().saturating_mul(args.slabs_per_device) > MAX_SLABS {
+        bail!(UsageError::new(
+            "--slabs-per-device",
+            format!(
+                "{} devices × {} slabs is more than {MAX_SLABS} slabs",
+                ids.len(),
+                args.slabs_per_device
+            )
+        ));
     }
     let ids: Vec<usize> = ids
         .iter()
@@ -230,11 +310,38 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
     } else {
         args.sizes.clone()
     };
-    if let Some(bad) = sizes.iter().find(|&&s| s < 4) {
-        bail!(UsageError::new(
-            "--sizes",
-            format!("{bad} is too small (at least 4)")
-        ));
+    let available = if on_gpu {
+        None
+    } else {
+        crate::preflight::available_host_memory()
+    };
+    if let Some(avail) = available {
+        // The smallest measurement of each size (one device) must fit, or the size is refused.
+        for &s in &sizes {
+            let one = SlabSpec::split(Domain::new([s; 3], [false; 3]), 1)?;
+            let need = host_bytes(&one, Precision::F32);
+            if need > avail {
+                bail!(UsageError::new(
+                    "--sizes",
+                    format!(
+                        "{s}³ needs {:.1} GiB of host memory, {:.1} GiB available",
+                        need as f64 / (1u64 << 30) as f64,
+                        avail as f64 / (1u64 << 30) as f64
+                    )
+                ));
+            }
+        }
+        let copy = 2 * (args.bandwidth_mib as u64) << 20;
+        if copy > avail {
+            bail!(UsageError::new(
+                "--bandwidth-mib",
+                format!(
+                    "{} MiB twice (source and destination) is more than the {} MiB of host memory available",
+                    args.bandwidth_mib,
+                    avail >> 20
+                )
+            ));
+        }
     }
     // Small lattices step in microseconds: time at least about 5·10⁹ node updates on a GPU.
     let default_steps = |nodes: usize| {
@@ -259,7 +366,7 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
             .collect();
         (bw, names)
     } else {
-        let bw = cpu_bandwidth(args.bandwidth_mib << 20, args.threads);
+        let bw = cpu_bandwidth(args.bandwidth_mib << 20, args.threads)?;
         (bw, ids.iter().map(|d| format!("cpu:{d}")).collect())
     };
     progress(&format!(
@@ -290,7 +397,7 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
                 let mut one: Option<f64> = None;
                 for &k in &counts {
                     let lattice = match args.scaling {
-                        Scaling::Weak => [s, s, s * k],
+                        Scaling::Weak => [s, s, s.saturating_mul(k)],
                         Scaling::Strong => [s, s, s],
                     };
                     if lattice[2] < k {
@@ -301,9 +408,15 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
                     case.domain.size = lattice;
                     case.numerics.collision = collision;
                     case.numerics.precision = precision;
-                    let lat = case
-                        .validate()
-                        .map_err(|e| UsageError::new(e.flag, e.message))?;
+                    let lat = match case.validate() {
+                        Ok(lat) => lat,
+                        // Weak scaling may take a size that fits one device past the node limit.
+                        Err(e) if e.flag == "--size" => {
+                            skipped.push(format!("{s} on {k}: {}", e.message));
+                            continue;
+                        }
+                        Err(e) => bail!(UsageError::new(e.flag, e.message)),
+                    };
                     let geometry = Arc::new(Geometry::from_case(&case)?);
                     let params = ModelParams::new(&case, &lat, geometry);
                     let factory: Arc<dyn ModuleFactory> = if on_gpu {
@@ -315,13 +428,25 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
                     };
                     let domain = Domain::new(lattice, case.domain.periodic);
                     let slabs = SlabSpec::split(domain, k)?;
-                    let too_big = slabs.iter().zip(&ids).find_map(|(sl, &d)| {
-                        let need = slab_bytes(sl, precision);
-                        factory
-                            .device_memory(d)
-                            .filter(|m| need > m.free - m.free / 20)
-                            .map(|m| format!("{need} bytes needed on device {d}, {} free", m.free))
-                    });
+                    let too_big = slabs
+                        .iter()
+                        .zip(&ids)
+                        .find_map(|(sl, &d)| {
+                            let need = slab_bytes(sl, precision);
+                            factory
+                                .device_memory(d)
+                                .filter(|m| need > m.free - m.free / 20)
+                                .map(|m| {
+                                    format!("{need} bytes needed on device {d}, {} free", m.free)
+                                })
+                        })
+                        .or_else(|| {
+                            // The CPU module's lattices all live in host memory.
+                            let need = host_bytes(&slabs, precision);
+                            available.filter(|&a| need > a).map(|a| {
+                                format!("{need} bytes of host memory needed, {a} available")
+                            })
+                        });
                     if let Some(why) = too_big {
                         skipped.push(format!(
                             "{} {} {s} on {k}: {why}",

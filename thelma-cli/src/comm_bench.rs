@@ -38,37 +38,57 @@ pub struct CommBenchArgs {
     pub backend: Option<BackendArg>,
     /// Devices in graph order: `all`, a count N, or ids `0,2,1,3` (the order the solver's slabs
     /// would take). Default all.
-    #[arg(long, value_name = "SPEC", value_parser = DeviceSpec::parse)]
+    #[arg(long, value_name = "SPEC", value_parser = DeviceSpec::parse, allow_hyphen_values = true)]
     pub devices: Option<DeviceSpec>,
     /// Communication graphs, comma-separated: linear, circular. Default linear.
-    #[arg(long, value_name = "LIST", value_parser = parse_topologies)]
+    #[arg(long, value_name = "LIST", value_parser = parse_topologies, allow_hyphen_values = true)]
     pub topology: Option<Topologies>,
     /// Transports, comma-separated, or `all`: zero-copy (mapped host memory, as the solver),
     /// peer (device stores over NVLink/PCIe), copy-engine (device→host→device copies). Default
     /// zero-copy.
-    #[arg(long, value_name = "LIST", value_parser = parse_transports)]
+    #[arg(long, value_name = "LIST", value_parser = parse_transports, allow_hyphen_values = true)]
     pub transport: Option<Transports>,
     /// Transposed (non-coalesced) accesses: `--transpose` alone means on. Default off.
     #[arg(long, value_enum, num_args = 0..=1, default_missing_value = "on")]
     pub transpose: Option<TransposeArg>,
     /// Arrays per link and direction (k); 5 is the populations crossing a D3Q19 face.
-    #[arg(long, value_name = "K", default_value_t = 5)]
+    #[arg(
+        long,
+        value_name = "K",
+        default_value_t = 5,
+        allow_negative_numbers = true
+    )]
     pub arrays: usize,
     /// Edge of each array in words (L).
-    #[arg(long, value_name = "L", default_value_t = 192)]
+    #[arg(
+        long,
+        value_name = "L",
+        default_value_t = 192,
+        allow_negative_numbers = true
+    )]
     pub edge: usize,
     /// Measured iterations per configuration (the paper averaged 50,000).
-    #[arg(long, value_name = "N", default_value_t = 50_000)]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 50_000,
+        allow_negative_numbers = true
+    )]
     pub iterations: u32,
     /// Iterations run before the clock starts.
-    #[arg(long, value_name = "N", default_value_t = 500)]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 500,
+        allow_negative_numbers = true
+    )]
     pub warmup: u32,
     /// Also measure every shorter prefix of the device list (from the graph's smallest size), for
     /// the throughput-against-device-count table and plot.
     #[arg(long)]
     pub sweep: bool,
     /// Edge ℓ of the cubic domain the model speaks of. Default: L.
-    #[arg(long, value_name = "ELL")]
+    #[arg(long, value_name = "ELL", allow_negative_numbers = true)]
     pub domain_edge: Option<usize>,
     /// Single-device performance of the solver on the ℓ³ domain (MLUPS), for the throughput
     /// needed at 100 % efficiency and the predicted performance.
@@ -306,6 +326,48 @@ fn comm_error(e: CommError) -> anyhow::Error {
     }
 }
 
+/// The largest ℓ the model speaks of: an ℓ³ domain within the 2^40 nodes a run accepts.
+const MAX_DOMAIN_EDGE: usize = 10_321;
+
+/// The most virtual CPU devices: each is a thread, as with `thelma run --backend cpu`.
+const MAX_CPU_DEVICES: usize = 1024;
+
+/// Checks that `n` virtual CPU devices can run: a thread each, and their links' buffers (two
+/// parities of two directions, and for the copy-engine transport a staged copy of each side) in the
+/// host memory available.
+fn cpu_devices_fit(n: usize, args: &CommBenchArgs) -> Result<()> {
+    if n > MAX_CPU_DEVICES {
+        bail!(usage(
+            "--devices",
+            format!("{n} CPU devices: at most {MAX_CPU_DEVICES} (each is a thread)")
+        ));
+    }
+    let bytes = args
+        .arrays
+        .checked_mul(args.edge)
+        .and_then(|r| r.checked_mul(args.edge))
+        .and_then(|w| w.checked_mul(4 * 8))
+        .and_then(|per| per.checked_mul(n));
+    let avail = crate::preflight::available_host_memory();
+    match (bytes, avail) {
+        (None, _) => bail!(usage(
+            "--edge",
+            format!("{} arrays of {}² words on {n} devices do not fit any memory", args.arrays, args.edge)
+        )),
+        (Some(b), Some(a)) if b as u64 > a => bail!(usage(
+            "--devices",
+            format!(
+                "{n} CPU devices with {} arrays of {}² words need {} MiB of host memory, {} MiB available",
+                args.arrays,
+                args.edge,
+                b >> 20,
+                a >> 20
+            )
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Runs every configuration the arguments ask for, calling `progress` after each.
 pub fn measure(args: &CommBenchArgs, progress: &mut dyn FnMut(&BenchResult)) -> Result<Report> {
     let backend = match args.backend.unwrap_or(BackendArg::Auto) {
@@ -316,12 +378,22 @@ pub fn measure(args: &CommBenchArgs, progress: &mut dyn FnMut(&BenchResult)) -> 
             _ => Backend::Cpu,
         },
     };
-    let available = comm_bench::available_devices(backend).map_err(comm_error)?;
+    let available = comm_bench::available_devices(backend).map_err(|e| match e {
+        // Asked for by name and not there: the same bad input as `run --backend cuda`.
+        CommError::NoCuda(m) => usage("--backend", format!("cuda: {m}")),
+        e => comm_error(e),
+    })?;
     let spec = args.devices.clone().unwrap_or_default();
-    let devices = match (&spec, backend) {
+    let devices: Vec<usize> = match (&spec, backend) {
         // CPU devices are virtual: any count or ids name them.
-        (DeviceSpec::Count(n), Backend::Cpu) => (0..*n).collect(),
-        (DeviceSpec::List(ids), Backend::Cpu) => ids.clone(),
+        (DeviceSpec::Count(n), Backend::Cpu) => {
+            cpu_devices_fit(*n, args)?;
+            (0..*n).collect()
+        }
+        (DeviceSpec::List(ids), Backend::Cpu) => {
+            cpu_devices_fit(ids.len(), args)?;
+            ids.clone()
+        }
         _ => spec.resolve(available).map_err(|m| usage("--devices", m))?,
     };
     // The library checks the shape too; checking here first names the option the user typed.
@@ -332,8 +404,15 @@ pub fn measure(args: &CommBenchArgs, progress: &mut dyn FnMut(&BenchResult)) -> 
         bail!(usage("--arrays", "must be at least 1"));
     }
     let ell = args.domain_edge.unwrap_or(args.edge);
-    if ell == 0 {
-        bail!(usage("--domain-edge", "must be at least 1"));
+    if ell == 0 || ell > MAX_DOMAIN_EDGE {
+        bail!(usage(
+            if args.domain_edge.is_some() {
+                "--domain-edge"
+            } else {
+                "--edge"
+            },
+            format!("a domain edge of {ell} is not in 1..={MAX_DOMAIN_EDGE} (at most 2^40 nodes, as for a run)")
+        ));
     }
     let positive = |flag: &str, v: Option<f64>| match v {
         Some(x) if !(x.is_finite() && x > 0.0) => {
@@ -632,7 +711,7 @@ impl Report {
 
 /// Runs `thelma comm-bench`: measures, prints, writes the requested files.
 pub fn run(args: CommBenchArgs) -> Result<()> {
-    println!(
+    crate::say!(
         "comm-bench: {} arrays of {}² words per link and direction ({} KiB), {} iterations after {} warm-up",
         args.arrays,
         args.edge,
@@ -641,7 +720,7 @@ pub fn run(args: CommBenchArgs) -> Result<()> {
         args.warmup
     );
     let report = measure(&args, &mut |r| {
-        println!(
+        crate::say!(
             "  {} {} devices {:?}{}: {:.2} GB/s, {:.2} µs/iteration",
             r.transport,
             r.topology,
@@ -651,7 +730,7 @@ pub fn run(args: CommBenchArgs) -> Result<()> {
             r.time_per_iteration_us
         );
     })?;
-    println!("backend {}", report.backend.name());
+    crate::say!("backend {}", report.backend.name());
     for d in report
         .runs
         .last()
@@ -659,14 +738,14 @@ pub fn run(args: CommBenchArgs) -> Result<()> {
         .into_iter()
         .flatten()
     {
-        println!("device {:>2}: {}", d.device, d.describe);
+        crate::say!("device {:>2}: {}", d.device, d.describe);
     }
-    print!("{}", report.text());
+    crate::say_raw!("{}", report.text());
     if let Some(path) = &args.json {
         let text = serde_json::to_string_pretty(&report.json())?;
         write_bytes_atomic(path, text.as_bytes())
             .with_context(|| format!("cannot write {}", path.display()))?;
-        println!("json: {}", path.display());
+        crate::say!("json: {}", path.display());
     }
     if let Some(path) = &args.plot {
         line_plot(
@@ -678,7 +757,7 @@ pub fn run(args: CommBenchArgs) -> Result<()> {
             &report.series(),
         )
         .with_context(|| format!("cannot write {}", path.display()))?;
-        println!("plot: {}", path.display());
+        crate::say!("plot: {}", path.display());
     }
     Ok(())
 }
