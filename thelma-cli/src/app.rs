@@ -16,7 +16,8 @@ use thelma_core::runtime::{DeviceInfo, Runtime, RuntimeError};
 use thelma_geometry::Geometry;
 use thelma_results::convergence::relative_change;
 use thelma_results::profiles::Profile;
-use thelma_results::report::{DeviceSummary, RunSummary, Timings, UnitsReport};
+use thelma_results::reference::Comparison;
+use thelma_results::report::{DeviceSummary, RunSummary, StopReason, Timings, UnitsReport};
 
 use crate::outputs::Outputs;
 use crate::{backend, checkpoint, preflight, watchdog};
@@ -106,6 +107,14 @@ pub fn run_case_from(
     let geometry = Arc::new(
         Geometry::from_case(case).map_err(|e| UsageError::new("--config", e.to_string()))?,
     );
+    if !geometry.has_fluid() {
+        // Nothing would move and the mass drift would be 0/0.
+        return Err(UsageError::new(
+            "--config",
+            "domain.obstacles: the obstacles cover every node; there is no fluid to simulate",
+        )
+        .into());
+    }
     let params = ModelParams::new(case, &lattice, geometry);
     let sel = backend::select(case, params)?;
     preflight::check(
@@ -114,12 +123,13 @@ pub fn run_case_from(
         &sel.devices,
         sel.factory.backend() == "cpu",
     )?;
-    // Created only once everything else is known to be right, so refused input leaves no folder.
-    prepare_output(&case.output.dir)?;
     let resumed = match resume {
         Some(path) => Some(load_resume(case, path)?),
         None => None,
     };
+    // Created only once everything else is known to be right, so refused input leaves no folder;
+    // a folder this run created is removed again if the devices then refuse the geometry.
+    let mut out_dir = OutputDir::prepare(&case.output.dir)?;
     let domain = Domain::new(case.domain.size, case.domain.periodic);
     let mut rt = Runtime::start(sel.factory, domain, &sel.devices, stop).map_err(|e| match e {
         // A geometry the devices cannot represent is the case's fault, not the device's.
@@ -129,6 +139,7 @@ pub fn run_case_from(
         } => anyhow::Error::from(UsageError::new("--config", m)),
         e => e.into(),
     })?;
+    out_dir.keep();
     // The last state known to be healthy on disk: the checkpoint resumed from, then each one saved.
     let mut saved: Option<(u64, PathBuf)> = None;
     if let Some((ck, path)) = resumed {
@@ -157,17 +168,33 @@ pub fn run_case_from(
     let mut prev = rt.fields()?;
     // `prev` is the newest state that passed the watchdog, held in memory.
     let mut prev_step = step0;
+    let mut tally = Tally {
+        case,
+        lattice,
+        domain,
+        started,
+        setup: started.elapsed(),
+        step0,
+        stepping: Duration::ZERO,
+        compute: vec![Duration::ZERO; rt.devices().len()],
+        wait: vec![Duration::ZERO; rt.devices().len()],
+        mass0: prev.mass(),
+        last_change: None,
+    };
     if let Some(f) = watchdog::judge_fields(&prev, bounds) {
         // A resumed state that is already unhealthy: there is no healthy state to write.
-        return Err(diverged(f, step0, case, &mut rt, &mut outputs, None, &None));
+        return Err(diverged(
+            f,
+            step0,
+            &tally,
+            &mut rt,
+            &mut outputs,
+            None,
+            &None,
+        ));
     }
-    let mass0 = prev.mass();
-    let mut stepping = Duration::ZERO;
-    let mut compute = vec![Duration::ZERO; rt.devices().len()];
-    let mut wait = vec![Duration::ZERO; rt.devices().len()];
     let mut converged = false;
-    let mut last_change = None;
-    let setup = started.elapsed();
+    let mut interrupted = false;
     while rt.step() < target {
         // Run to the next step at which something is due: a check, the watchdog, a checkpoint, an
         // output.
@@ -178,15 +205,15 @@ pub fn run_case_from(
             .fold(target - rt.step(), u64::min);
         let chunk = outputs.clamp_chunk(rt.step(), chunk);
         let st = rt.run(chunk)?;
-        stepping += st.wall;
+        tally.stepping += st.wall;
         for (k, w) in st.workers.iter().enumerate() {
-            compute[k] += w.compute;
-            wait[k] += w.wait;
+            tally.compute[k] += w.compute;
+            tally.wait[k] += w.wait;
         }
+        interrupted = st.stopped;
         let step = rt.step();
         let at = |k: u64| k > 0 && step % k == 0;
-        let mlups =
-            domain.nodes() as f64 * (step - step0) as f64 / stepping.as_secs_f64().max(1e-12) / 1e6;
+        let mlups = tally.mlups(step);
         let progress = at(check) || step >= target || st.stopped;
         let mut change = None;
         let mut finding = None;
@@ -206,7 +233,15 @@ pub fn run_case_from(
         }
         if let Some(f) = finding {
             let held = Some((prev_step, &prev));
-            return Err(diverged(f, step, case, &mut rt, &mut outputs, held, &saved));
+            return Err(diverged(
+                f,
+                step,
+                &tally,
+                &mut rt,
+                &mut outputs,
+                held,
+                &saved,
+            ));
         }
         converged = change.is_some_and(|c| c < case.run.tolerance);
         // A checkpoint is taken only of a state that has just passed the watchdog: every N steps, and
@@ -219,7 +254,7 @@ pub fn run_case_from(
             checkpoint::save(&case.output.dir, case, &mut rt)?;
             saved = Some((step, case.output.dir.join(checkpoint::FILE_NAME)));
         }
-        last_change = change.or(last_change);
+        tally.last_change = change.or(tally.last_change);
         if outputs.due(step) {
             outputs.write(&mut rt)?;
         }
@@ -242,7 +277,15 @@ pub fn run_case_from(
         let now = rt.fields()?;
         if let Some(f) = watchdog::judge_fields(&now, bounds) {
             let (step, held) = (rt.step(), Some((prev_step, &prev)));
-            return Err(diverged(f, step, case, &mut rt, &mut outputs, held, &saved));
+            return Err(diverged(
+                f,
+                step,
+                &tally,
+                &mut rt,
+                &mut outputs,
+                held,
+                &saved,
+            ));
         }
         now
     };
@@ -250,69 +293,16 @@ pub fn run_case_from(
     outputs.finish(&mut rt, &fields)?;
     let (profiles, validation) =
         outputs.profiles(case, &lattice, &fields, matches_reference(case, &lattice))?;
-    let devices: Vec<DeviceSummary> = rt
-        .devices()
-        .iter()
-        .enumerate()
-        .map(|(k, d)| {
-            let c = compute[k].as_secs_f64();
-            DeviceSummary {
-                device: d.device,
-                describe: d.describe.clone(),
-                binding: match &d.binding {
-                    Ok(b) => b.to_string(),
-                    Err(e) => format!("unbound: {e}"),
-                },
-                z: [d.slab.z.start, d.slab.z.end],
-                nodes: d.slab.nodes(),
-                compute_s: c,
-                wait_s: wait[k].as_secs_f64(),
-                step_ms: 1e3 * c / (rt.step() - step0).max(1) as f64,
-                mlups: d.slab.nodes() as f64 * (rt.step() - step0) as f64 / c.max(1e-12) / 1e6,
-                exchange_bytes_per_step: (usize::from(d.slab.has_below())
-                    + usize::from(d.slab.has_above()))
-                    * interface_bytes_per_step(&d.slab, case.numerics.precision),
-            }
-        })
-        .collect();
-    let busy: f64 = compute.iter().map(|d| d.as_secs_f64()).sum();
-    let idle: f64 = wait.iter().map(|d| d.as_secs_f64()).sum();
-    let summary = RunSummary {
-        version: env!("CARGO_PKG_VERSION").to_string(),
-        case: case.clone(),
-        lattice,
-        backend: rt.backend().to_string(),
-        steps: rt.step(),
-        converged,
-        last_change,
-        wall_s: stepping.as_secs_f64(),
-        mlups: domain.nodes() as f64 * (rt.step() - step0) as f64
-            / stepping.as_secs_f64().max(1e-12)
-            / 1e6,
-        compute_share: if busy + idle > 0.0 {
-            busy / (busy + idle)
-        } else {
-            1.0
-        },
-        devices,
-        mass: [mass0, mass1],
-        validation,
-        units: case
-            .unit_scales()
-            .map(|u| UnitsReport::new(u, rt.step(), stepping.as_secs_f64())),
-        timings: Timings {
-            setup_s: setup.as_secs_f64(),
-            stepping_s: stepping.as_secs_f64(),
-            output_s: outputs.time.as_secs_f64(),
-            total_s: started.elapsed().as_secs_f64(),
-        },
-        outputs: outputs
-            .written
-            .iter()
-            .cloned()
-            .chain(["summary.json".to_string()])
-            .collect(),
+    let stop_reason = if converged {
+        StopReason::Converged
+    } else if interrupted && rt.step() < target {
+        StopReason::Interrupted
+    } else if convergence {
+        StopReason::MaxSteps
+    } else {
+        StopReason::Steps
     };
+    let summary = tally.summary(&rt, stop_reason, mass1, validation, &outputs);
     rt.shutdown();
     summary
         .write_json(&case.output.dir.join("summary.json"))
@@ -322,6 +312,105 @@ pub fn run_case_from(
         fields,
         profiles,
     })
+}
+
+/// What the run loop has measured so far: the summary is made of it when the run ends, and when it
+/// diverges.
+struct Tally<'a> {
+    case: &'a CaseConfig,
+    lattice: LatticeParams,
+    domain: Domain,
+    started: Instant,
+    setup: Duration,
+    step0: u64,
+    stepping: Duration,
+    compute: Vec<Duration>,
+    wait: Vec<Duration>,
+    mass0: f64,
+    last_change: Option<f64>,
+}
+
+impl Tally<'_> {
+    /// Aggregate MLUPS of the stepping up to `step`.
+    fn mlups(&self, step: u64) -> f64 {
+        self.domain.nodes() as f64 * (step - self.step0) as f64
+            / self.stepping.as_secs_f64().max(1e-12)
+            / 1e6
+    }
+
+    fn summary(
+        &self,
+        rt: &Runtime,
+        stop_reason: StopReason,
+        mass1: f64,
+        validation: Option<Comparison>,
+        outputs: &Outputs,
+    ) -> RunSummary {
+        let (case, steps) = (self.case, rt.step().saturating_sub(self.step0));
+        let devices: Vec<DeviceSummary> = rt
+            .devices()
+            .iter()
+            .enumerate()
+            .map(|(k, d)| {
+                let c = self.compute[k].as_secs_f64();
+                DeviceSummary {
+                    device: d.device,
+                    describe: d.describe.clone(),
+                    binding: match &d.binding {
+                        Ok(b) => b.to_string(),
+                        Err(e) => format!("unbound: {e}"),
+                    },
+                    z: [d.slab.z.start, d.slab.z.end],
+                    nodes: d.slab.nodes(),
+                    compute_s: c,
+                    wait_s: self.wait[k].as_secs_f64(),
+                    step_ms: 1e3 * c / steps.max(1) as f64,
+                    mlups: d.slab.nodes() as f64 * steps as f64 / c.max(1e-12) / 1e6,
+                    exchange_bytes_per_step: (usize::from(d.slab.has_below())
+                        + usize::from(d.slab.has_above()))
+                        * interface_bytes_per_step(&d.slab, case.numerics.precision),
+                }
+            })
+            .collect();
+        let busy: f64 = self.compute.iter().map(|d| d.as_secs_f64()).sum();
+        let idle: f64 = self.wait.iter().map(|d| d.as_secs_f64()).sum();
+        let stepping = self.stepping.as_secs_f64();
+        RunSummary {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            case: case.clone(),
+            lattice: self.lattice,
+            backend: rt.backend().to_string(),
+            steps: rt.step(),
+            converged: stop_reason == StopReason::Converged,
+            stop_reason,
+            last_change: self.last_change,
+            wall_s: stepping,
+            mlups: self.mlups(rt.step().max(self.step0)),
+            compute_share: if busy + idle > 0.0 {
+                busy / (busy + idle)
+            } else {
+                1.0
+            },
+            devices,
+            mass: [self.mass0, mass1],
+            validation,
+            units: case
+                .unit_scales()
+                .map(|u| UnitsReport::new(u, rt.step(), stepping)),
+            timings: Timings {
+                setup_s: self.setup.as_secs_f64(),
+                stepping_s: stepping,
+                output_s: outputs.time.as_secs_f64(),
+                total_s: self.started.elapsed().as_secs_f64(),
+            },
+            outputs: outputs
+                .written
+                .iter()
+                .cloned()
+                .chain(["summary.json".to_string()])
+                .collect(),
+        }
+    }
 }
 
 /// Loads the checkpoint to resume from; a missing, foreign or damaged one is bad input.
@@ -364,12 +453,13 @@ fn load_resume(case: &CaseConfig, path: &Path) -> Result<(checkpoint::Checkpoint
 fn diverged(
     (node, reason): ([usize; 3], watchdog::Reason),
     step: u64,
-    case: &CaseConfig,
+    tally: &Tally,
     rt: &mut Runtime,
     outputs: &mut Outputs,
     held: Option<(u64, &Fields)>,
     saved: &Option<(u64, PathBuf)>,
 ) -> anyhow::Error {
+    let case = tally.case;
     let reloaded = match saved {
         Some((s, path)) if held.is_none_or(|h| *s > h.0) => {
             let mut reload = || -> Result<Fields> {
@@ -397,27 +487,132 @@ fn diverged(
             None
         }
     });
-    Diverged {
+    let mass1 = good.map_or(f64::NAN, |(_, f)| f.mass());
+    let d = Diverged {
         step,
         node,
         reason,
         last_good,
         outputs: case.output.dir.clone(),
-    }
-    .into()
+    };
+    // The report of a diverged run, too: how far it got and how fast, and why it stopped. Best
+    // effort: the error itself is what must come out.
+    let mut summary = tally.summary(rt, StopReason::Diverged, mass1, None, outputs);
+    summary.steps = step;
+    let _ = summary.write_json(&case.output.dir.join("summary.json"));
+    d.into()
 }
 
-fn prepare_output(dir: &Path) -> Result<()> {
-    std::fs::create_dir_all(dir).map_err(|e| {
-        UsageError::new("--output", format!("cannot create {}: {e}", dir.display()))
-    })?;
-    let probe = dir.join(".thelma-write-test");
-    std::fs::write(&probe, b"").map_err(|e| {
-        UsageError::new(
-            "--output",
-            format!("{} is not writable: {e}", dir.display()),
-        )
-    })?;
-    let _ = std::fs::remove_file(probe);
-    Ok(())
+/// The output folder of a run, locked against a second run writing into it (an advisory lock on
+/// `.thelma.lock`, which holds the holder's pid; the system releases it when the process ends, however
+/// it ends, so a lock is never left stale). A folder this run created is removed again when the value
+/// is dropped before [`OutputDir::keep`], so input refused late leaves no folder behind either.
+pub struct OutputDir {
+    _lock: std::fs::File,
+    created: Option<PathBuf>,
+}
+
+/// The lock file's name in the output folder.
+pub const LOCK_FILE: &str = ".thelma.lock";
+
+impl OutputDir {
+    /// Creates `dir` if needed, checks that it can be written, takes its lock and removes the
+    /// temporary files of atomic writes that an earlier run left when it was killed.
+    pub fn prepare(dir: &Path) -> Result<Self> {
+        // The outermost folder that does not exist yet is the one to remove on refusal.
+        let created = dir
+            .ancestors()
+            .take_while(|a| !a.as_os_str().is_empty() && !a.exists())
+            .last()
+            .map(Path::to_path_buf);
+        std::fs::create_dir_all(dir).map_err(|e| {
+            UsageError::new("--output", format!("cannot create {}: {e}", dir.display()))
+        })?;
+        let probe = dir.join(".thelma-write-test");
+        std::fs::write(&probe, b"").map_err(|e| {
+            UsageError::new(
+                "--output",
+                format!("{} is not writable: {e}", dir.display()),
+            )
+        })?;
+        let _ = std::fs::remove_file(probe);
+        let guard = OutputDir {
+            _lock: lock(dir)?,
+            created,
+        };
+        remove_temporaries(dir);
+        Ok(guard)
+    }
+
+    /// The run has started: the folder stays, whatever happens next.
+    pub fn keep(&mut self) {
+        self.created = None;
+    }
+}
+
+impl Drop for OutputDir {
+    fn drop(&mut self) {
+        if let Some(dir) = self.created.take() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+/// Takes the advisory lock of `dir`, or says which process holds it.
+fn lock(dir: &Path) -> Result<std::fs::File> {
+    use std::io::{Read, Seek, Write};
+    let path = dir.join(LOCK_FILE);
+    let cannot = |e: std::io::Error| {
+        UsageError::new("--output", format!("cannot lock {}: {e}", path.display()))
+    };
+    // Never truncated before it is locked: the holder's pid must stay readable to the refused.
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(cannot)?;
+    match f.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let mut text = String::new();
+            let _ = f.read_to_string(&mut text);
+            let holder = match text.trim() {
+                "" => String::new(),
+                pid => format!(" (pid {pid})"),
+            };
+            return Err(UsageError::new(
+                "--output",
+                format!(
+                    "{} is in use by another thelma run{holder}; wait for it to end or choose another folder",
+                    dir.display()
+                ),
+            )
+            .into());
+        }
+        Err(std::fs::TryLockError::Error(e)) => return Err(cannot(e).into()),
+    }
+    // The pid is for people reading the refusal; the lock itself is what excludes.
+    let _ = f
+        .set_len(0)
+        .and_then(|_| f.rewind())
+        .and_then(|_| writeln!(f, "{}", std::process::id()));
+    Ok(f)
+}
+
+/// Removes the temporary files (`.thelma-*.tmp`) that atomic writes leave when the process is killed
+/// in the middle of one. Only for a folder this process holds the lock of, or is about to exit from.
+pub fn remove_temporaries(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if (name.starts_with(".thelma-") && name.ends_with(".tmp")) || name == ".thelma-write-test"
+        {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
 }

@@ -28,8 +28,9 @@ pub enum BackendArg {
     Cuda,
 }
 
-// Options taking counts accept a leading minus sign so that `--steps -3` is refused by the option's
-// own parser, naming the option, instead of as a stray argument.
+// Options taking numbers accept a leading minus sign (lists and names: any leading hyphen) so that
+// `--steps -3` or `--devices -1` is refused by the option's own parser, naming the option, instead of
+// as a stray argument.
 #[derive(Args, Debug)]
 pub struct RunArgs {
     /// Case file (TOML, or JSON by extension); the flags below override it.
@@ -41,7 +42,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "DIR")]
     pub resume: Option<PathBuf>,
     /// Lattice size: N for a cube, or NX,NY,NZ. Default 48.
-    #[arg(long, value_name = "N|NX,NY,NZ", value_parser = parse_size, allow_negative_numbers = true)]
+    #[arg(long, value_name = "N|NX,NY,NZ", value_parser = parse_size, allow_hyphen_values = true)]
     pub size: Option<[usize; 3]>,
     /// Reynolds number U·L/ν, L the edge along x in nodes. Default 1000.
     #[arg(long, value_name = "RE", allow_negative_numbers = true)]
@@ -68,7 +69,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "K", allow_negative_numbers = true)]
     pub watchdog_every: Option<u64>,
     /// The watchdog stops the run when a density leaves [MIN, MAX]. Default 0.2,5.
-    #[arg(long, value_name = "MIN,MAX", value_parser = parse_bounds, allow_negative_numbers = true)]
+    #[arg(long, value_name = "MIN,MAX", value_parser = parse_bounds, allow_hyphen_values = true)]
     pub density_bounds: Option<[f64; 2]>,
     /// Write a checkpoint (`checkpoint.thelma` in the output folder) every N steps and at the end;
     /// 0: none. Default 0.
@@ -85,13 +86,13 @@ pub struct RunArgs {
     pub backend: Option<BackendArg>,
     /// Devices in slab order: `all`, a count N, or ids `2,0,1,3` (one id alone: `3,`). With
     /// --backend cpu, N CPU devices share the cores.
-    #[arg(long, value_name = "SPEC", value_parser = DeviceSpec::parse)]
+    #[arg(long, value_name = "SPEC", value_parser = DeviceSpec::parse, allow_hyphen_values = true)]
     pub devices: Option<DeviceSpec>,
     /// CPU backend: threads in all (0: one per core).
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub threads: Option<usize>,
     /// Periodic axes, e.g. `x,y` (walls elsewhere; the cavity's z stays walled).
-    #[arg(long, value_name = "AXES", value_parser = parse_axes)]
+    #[arg(long, value_name = "AXES", value_parser = parse_axes, allow_hyphen_values = true)]
     pub periodic: Option<[bool; 3]>,
     /// Output folder (created if missing). Default `out`.
     #[arg(long, short, value_name = "DIR")]
@@ -119,7 +120,7 @@ pub struct OutputArgs {
     #[arg(long)]
     pub no_images: bool,
     /// Plane of the slice images: AXIS or AXIS=INDEX (default y, the mid-plane).
-    #[arg(long, value_name = "AXIS[=INDEX]", value_parser = SlicePlane::parse)]
+    #[arg(long, value_name = "AXIS[=INDEX]", value_parser = SlicePlane::parse, allow_hyphen_values = true)]
     pub slice: Option<SlicePlane>,
     /// Physical edge of the domain along x, m (with --phys-velocity and --phys-viscosity: Re = U L/ν).
     #[arg(long, value_name = "M", allow_hyphen_values = true)]
@@ -228,7 +229,61 @@ impl RunArgs {
     ///
     /// With `--resume`, the case is the checkpoint's, and flags that would change its domain, physics
     /// or numerics are refused.
-    pub fn into_case(mut self) -> anyhow::Result<(CaseConfig, bool)> {
+    pub fn into_case(self) -> anyhow::Result<(CaseConfig, bool)> {
+        let given = self.flags_given();
+        let file = self.config.clone();
+        let (case, quiet) = self.merge()?;
+        // Checked here, where it is known whether a value came from a flag or from the case file:
+        // a bad value in the file is named by its key and line, not by a flag the user never typed.
+        if let Err(e) = case.validate() {
+            return Err(match &file {
+                Some(path) if !given.contains(&e.flag) => {
+                    let at = std::fs::read_to_string(path)
+                        .ok()
+                        .and_then(|text| key_line(&text, e.key, is_json(path)))
+                        .map(|l| format!(" line {l}"))
+                        .unwrap_or_default();
+                    UsageError::new(format!("{}{at}: {}", path.display(), e.key), e.message)
+                }
+                _ => UsageError::new(e.flag, e.message),
+            }
+            .into());
+        }
+        Ok((case, quiet))
+    }
+
+    /// The flags given on the command line that set a case value, as validation names them.
+    fn flags_given(&self) -> Vec<&'static str> {
+        let o = &self.outputs;
+        [
+            (self.size.is_some(), "--size"),
+            (self.re.is_some(), "--re"),
+            (self.viscosity.is_some(), "--viscosity"),
+            (self.lid_speed.is_some(), "--lid-speed"),
+            (self.steps.is_some(), "--steps"),
+            (self.tolerance.is_some(), "--tolerance"),
+            (self.check_every.is_some(), "--check-every"),
+            (self.max_steps.is_some(), "--max-steps"),
+            (self.watchdog_every.is_some(), "--watchdog-every"),
+            (self.density_bounds.is_some(), "--density-bounds"),
+            (self.checkpoint_every.is_some(), "--checkpoint-every"),
+            (self.threads.is_some(), "--threads"),
+            (self.periodic.is_some(), "--periodic"),
+            (self.output.is_some(), "--output"),
+            (self.devices.is_some(), "--devices"),
+            (o.slice.is_some(), "--slice"),
+            (o.output_every.is_some(), "--output-every"),
+            (o.phys_length.is_some(), "--phys-length"),
+            (o.phys_velocity.is_some(), "--phys-velocity"),
+            (o.phys_viscosity.is_some(), "--phys-viscosity"),
+        ]
+        .into_iter()
+        .filter_map(|(g, f)| g.then_some(f))
+        .collect()
+    }
+
+    /// The case file (or checkpoint) overridden by the flags, not yet validated.
+    fn merge(mut self) -> anyhow::Result<(CaseConfig, bool)> {
         let resumed = match &self.resume {
             Some(path) => Some(
                 crate::checkpoint::read_header(path)
@@ -324,6 +379,47 @@ impl RunArgs {
         }
         Ok((c, self.quiet))
     }
+}
+
+fn is_json(path: &std::path::Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("json"))
+}
+
+/// The line (from 1) of case text where the dotted `key` (`physics.reynolds`) is set: in TOML the
+/// `name =` line under its `[table]` (or a dotted `table.name =` line), in JSON the `"name"` after
+/// `"table"`. `None` when it cannot be found (the value was derived, or written in an unusual way).
+pub fn key_line(text: &str, key: &str, json: bool) -> Option<usize> {
+    let (table, name) = key.split_once('.')?;
+    if json {
+        let t = text.find(&format!("\"{table}\""))?;
+        let n = t + text[t..].find(&format!("\"{name}\""))?;
+        return Some(text[..n].matches('\n').count() + 1);
+    }
+    let sets = |line: &str, name: &str| {
+        line.strip_prefix(name)
+            .is_some_and(|rest| rest.trim_start().starts_with('='))
+    };
+    let mut current = "";
+    for (k, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if let Some(h) = line.strip_prefix('[') {
+            current = h
+                .trim_start_matches('[')
+                .split(']')
+                .next()
+                .unwrap_or("")
+                .trim();
+            continue;
+        }
+        if (current == table && sets(line, name))
+            || (current.is_empty() && sets(line, key))
+            || (current.is_empty() && line.starts_with(table) && line.contains(name))
+        {
+            return Some(k + 1);
+        }
+    }
+    None
 }
 
 /// A resumed run continues the same simulation: the flag of the first setting that differs from the
