@@ -142,6 +142,12 @@ pub fn write_slice_png(path: &Path, slice: &Slice, style: &SliceStyle) -> anyhow
     let err = |e: &dyn std::fmt::Display| anyhow::anyhow!("slice image: {e}");
     // Scales out of range (units whose dt underflowed, say) would give axes plotters never finishes
     // laying ticks on: refuse them instead.
+    if !(style.velocity.is_finite() && style.velocity > 0.0 && vmax.is_finite()) {
+        return Err(err(&format!(
+            "a velocity scale of {:e} gives a colour bar up to {vmax:e}",
+            style.velocity
+        )));
+    }
     let (lx, ly) = (w as f64 * style.spacing, h as f64 * style.spacing);
     for (lo, hi) in [
         (0.0, lx),
