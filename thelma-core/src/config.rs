@@ -1147,6 +1147,76 @@ mod tests {
     }
 
     #[test]
+    fn degenerate_cases_are_refused_with_the_setting_named() {
+        // 3 nodes between walls are all wall layer; a periodic axis of 2 is a quasi-2D flow.
+        let mut c = CaseConfig::default();
+        c.domain.size = [3, 8, 8];
+        assert_eq!(c.validate().unwrap_err().flag, "--size");
+        c.domain.size = [8, 2, 8];
+        c.domain.periodic = [false, true, false];
+        assert!(c.validate().is_ok());
+        // τ = ∞ comes from the viscosity given, not from the Reynolds number.
+        let mut c = CaseConfig::default();
+        c.physics.viscosity = Some(1e308);
+        assert_eq!(c.validate().unwrap_err().flag, "--viscosity");
+        // Finite units whose derived time step underflows.
+        let mut c = CaseConfig::default();
+        c.units = Some(PhysicalUnits {
+            length: 1e-300,
+            velocity: 1e300,
+            viscosity: 1.0,
+        });
+        let e = c.validate().unwrap_err();
+        assert_eq!(
+            (e.key, e.flag),
+            ("units.velocity", "--phys-velocity"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn devices_may_be_named_as_thelma_devices_lists_them() {
+        assert_eq!(
+            DeviceSpec::parse("cuda:0").unwrap(),
+            DeviceSpec::List(vec![0])
+        );
+        assert_eq!(
+            DeviceSpec::parse("cuda:2,CUDA:0").unwrap(),
+            DeviceSpec::List(vec![2, 0])
+        );
+        assert!(DeviceSpec::parse("0")
+            .unwrap_err()
+            .contains("`0,` or `cuda:0`"));
+        assert!(DeviceSpec::parse("cuda:x").is_err());
+    }
+
+    #[test]
+    fn slice_planes_in_case_files_take_the_command_line_form_too() {
+        for (text, plane) in [
+            ("slice = \"y\"", SlicePlane::default()),
+            ("slice = \"z=10\"", SlicePlane::parse("z=10").unwrap()),
+            ("slice = { axis = 1 }", SlicePlane::default()),
+            (
+                "slice = { axis = \"x\", index = 3 }",
+                SlicePlane::parse("x=3").unwrap(),
+            ),
+        ] {
+            let c = CaseConfig::parse(&format!("[output]\n{text}\n"), false).unwrap();
+            assert_eq!(c.output.slice, plane, "{text}");
+        }
+        let e = CaseConfig::parse("[output]\nslice = \"w\"\n", false).unwrap_err();
+        assert!(e.starts_with("line 2"), "{e}");
+    }
+
+    #[test]
+    fn parse_errors_speak_of_numbers_not_rust_types() {
+        let e = CaseConfig::parse("[run]\nsteps = -3\n", false).unwrap_err();
+        assert!(!e.contains("u64") && e.contains("whole number"), "{e}");
+        let e = CaseConfig::parse("[domain]\nsize = [8, -8, 8]\n", false).unwrap_err();
+        assert!(!e.contains("usize"), "{e}");
+    }
+
+    #[test]
     fn the_precision_decides_whether_tau_is_above_one_half() {
         let mut c = CaseConfig::default();
         c.physics.viscosity = Some(1e-9);
