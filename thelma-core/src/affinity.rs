@@ -143,6 +143,9 @@ fn core_share(topology: &Topology, share: usize, of: usize) -> Result<(CpuSet, N
         return Err("hwloc found no cores".into());
     }
     let n = cores.len();
+    // A share past the last (a device id larger than the count, from a caller that did not check
+    // its list) wraps around rather than indexing past the cores: binding must never panic.
+    let share = share % of;
     let range = if of <= n {
         (share * n / of)..((share + 1) * n / of)
     } else {
@@ -191,6 +194,20 @@ mod tests {
         if of == 2 {
             assert!(!a.intersects(&b), "{a} and {b} overlap");
         }
+    }
+
+    #[test]
+    fn a_share_past_the_last_wraps_instead_of_panicking() {
+        let Ok(topology) = Topology::new() else {
+            return;
+        };
+        if topology.objects_with_type(ObjectType::Core).count() == 0 {
+            return;
+        }
+        let (a, _) = core_share(&topology, 5, 1).unwrap();
+        let (b, _) = core_share(&topology, 0, 1).unwrap();
+        assert_eq!(a, b);
+        assert!(core_share(&topology, 100_000, 3).is_ok());
     }
 
     #[test]
