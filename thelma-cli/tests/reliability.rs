@@ -1,0 +1,697 @@
+//! The binary under the conditions of real use: stdout that goes away, termination signals, two
+//! runs into one folder, input refused late, degenerate cases, and the first steps of a new user.
+//! Each test names the fault it guards against.
+
+mod common;
+use common::thelma;
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+fn thelma_cmd() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_thelma"))
+}
+
+/// A quick fixed-length run into `dir` (arguments after `run`).
+fn quick_run(dir: &Path) -> Vec<String> {
+    [
+        "run",
+        "--size",
+        "12",
+        "--steps",
+        "20",
+        "--check-every",
+        "10",
+        "--backend",
+        "cpu",
+        "-o",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain([dir.to_str().unwrap().to_string()])
+    .collect()
+}
+
+/// A run that would take days, into `dir`, with its output captured.
+fn long_run(dir: &Path) -> Child {
+    thelma_cmd()
+        .args([
+            "run",
+            "--size",
+            "20",
+            "--steps",
+            "100000000",
+            "--check-every",
+            "20",
+            "--backend",
+            "cpu",
+            "--no-vtk",
+            "-o",
+        ])
+        .arg(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("thelma starts")
+}
+
+fn summary(dir: &Path) -> serde_json::Value {
+    serde_json::from_str(
+        &std::fs::read_to_string(dir.join("summary.json")).expect("summary.json written"),
+    )
+    .unwrap()
+}
+
+fn signal(child: &Child, sig: &str) {
+    let ok = Command::new("kill")
+        .args([&format!("-{sig}"), &child.id().to_string()])
+        .status()
+        .expect("kill runs")
+        .success();
+    assert!(ok, "kill -{sig}");
+}
+
+/// Waits until the run has written its lock (it is then past its checks and stepping).
+fn wait_until_running(dir: &Path) {
+    for _ in 0..200 {
+        if dir.join(".thelma.lock").exists() {
+            std::thread::sleep(Duration::from_millis(500));
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("the run into {} never started", dir.display());
+}
+
+#[test]
+fn a_full_stdout_neither_kills_the_run_nor_its_outputs() {
+    // Fault: `println!` panicked on /dev/full, exit 101 and no summary.
+    let tmp = tempfile::tempdir().unwrap();
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .expect("/dev/full");
+    let out = thelma_cmd()
+        .args(quick_run(tmp.path()))
+        .stdout(full)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(summary(tmp.path())["steps"], 20);
+    assert!(tmp.path().join("profiles.csv").exists());
+}
+
+#[test]
+fn a_closed_pipe_on_stdout_neither_kills_the_run_nor_its_outputs() {
+    // Fault: `thelma run | head -3` died with a broken pipe (exit 101) when head exited.
+    let tmp = tempfile::tempdir().unwrap();
+    let mut child = thelma_cmd()
+        .args(quick_run(tmp.path()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(summary(tmp.path())["steps"], 20);
+
+    // The same for the benchmarks, which print as they measure.
+    let mut child = thelma_cmd()
+        .args([
+            "comm-bench",
+            "--backend",
+            "cpu",
+            "--devices",
+            "2",
+            "--iterations",
+            "5",
+            "--warmup",
+            "1",
+            "--edge",
+            "8",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+}
+
+#[test]
+fn sigterm_stops_a_run_as_ctrl_c_does_with_the_outputs_written() {
+    // Fault: a scheduler's SIGTERM (or `timeout`) ended the run at once with nothing written.
+    let tmp = tempfile::tempdir().unwrap();
+    let child = long_run(tmp.path());
+    wait_until_running(tmp.path());
+    signal(&child, "TERM");
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    // The same status as Ctrl-C: stopped on request, outputs written.
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("interrupted"), "{err}");
+    let s = summary(tmp.path());
+    assert_eq!(s["stop_reason"], "interrupted", "{s}");
+    assert!(s["steps"].as_u64().unwrap() < 100_000_000);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("stopped: interrupted"), "{text}");
+}
+
+#[test]
+fn a_second_signal_exits_130_and_removes_temporary_files() {
+    // Standard signals sent too close together merge into one, and one sent too late finds the run
+    // already ended: a few tries with a short gap between the two.
+    for gap_ms in [3, 1, 10] {
+        let tmp = tempfile::tempdir().unwrap();
+        let child = long_run(tmp.path());
+        wait_until_running(tmp.path());
+        // What a write cut short by the exit would leave.
+        let partial = tmp.path().join(".thelma-cut.tmp");
+        std::fs::write(&partial, b"half").unwrap();
+        let pid = child.id() as libc::pid_t;
+        // SAFETY: `pid` is the child this test spawned and has not reaped yet.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        std::thread::sleep(Duration::from_millis(gap_ms));
+        // SAFETY: as above; a child that has exited meanwhile is a zombie until waited for.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        let out = child.wait_with_output().unwrap();
+        if out.status.code() == Some(130) {
+            assert!(!partial.exists(), "the temporary file is still there");
+            return;
+        }
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    panic!("no second signal arrived while the run was stopping");
+}
+
+#[test]
+fn a_run_under_nohup_keeps_going_when_its_terminal_hangs_up() {
+    // Taking SIGTERM must not take over a SIGHUP that `nohup` (here: the shell's trap) ignores.
+    let tmp = tempfile::tempdir().unwrap();
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "trap '' HUP; exec {} run --size 20 --steps 100000000 --check-every 20 --backend cpu --no-vtk -q -o {}",
+            env!("CARGO_BIN_EXE_thelma"),
+            tmp.path().display()
+        ))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until_running(tmp.path());
+    signal(&child, "HUP");
+    std::thread::sleep(Duration::from_millis(700));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the run stopped on SIGHUP"
+    );
+    signal(&child, "TERM");
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(summary(tmp.path())["stop_reason"], "interrupted");
+}
+
+#[test]
+fn a_second_run_into_a_busy_folder_is_refused_naming_the_holder() {
+    // Fault: two runs into one folder overwrote each other's files.
+    let tmp = tempfile::tempdir().unwrap();
+    let mut first = long_run(tmp.path());
+    wait_until_running(tmp.path());
+    let (code, _, err) = thelma(
+        &quick_run(tmp.path())
+            .iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>(),
+    );
+    signal(&first, "INT");
+    let _ = first.wait();
+    assert_eq!(code, 2, "{err}");
+    assert!(err.starts_with("error: --output:"), "{err}");
+    assert!(
+        err.contains(&format!("pid {}", first.id())),
+        "the holder is not named: {err}"
+    );
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    // Once the first has ended, the folder is free again.
+    let (code, _, err) = thelma(
+        &quick_run(tmp.path())
+            .iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>(),
+    );
+    assert_eq!(code, 0, "{err}");
+}
+
+#[test]
+fn temporary_files_of_interrupted_writes_are_cleaned_at_start() {
+    // Fault: a run killed during an atomic write left `.thelma-*.tmp` files forever.
+    let tmp = tempfile::tempdir().unwrap();
+    let stale = tmp.path().join(".thelma-XYZ123.tmp");
+    std::fs::write(&stale, vec![0u8; 1000]).unwrap();
+    let keep = tmp.path().join("notes.txt");
+    std::fs::write(&keep, "mine").unwrap();
+    let (code, _, err) = thelma(
+        &quick_run(tmp.path())
+            .iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>(),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(!stale.exists(), "the stale temporary file is still there");
+    assert!(keep.exists(), "a file that is not thelma's was removed");
+}
+
+#[test]
+fn degenerate_physical_units_are_refused_not_run_forever() {
+    // Fault: dt underflowed to 0, the velocity unit was infinite, and the slice plot never ended.
+    let tmp = tempfile::tempdir().unwrap();
+    let o = tmp.path().join("out");
+    let (code, _, err) = thelma(&[
+        "run",
+        "--size",
+        "8",
+        "--steps",
+        "1",
+        "--backend",
+        "cpu",
+        "--phys-length",
+        "1e-300",
+        "--phys-velocity",
+        "1e300",
+        "--phys-viscosity",
+        "1",
+        "-o",
+        o.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.starts_with("error: --phys-velocity:"), "{err}");
+    assert!(!o.exists());
+    // The same in a case file names the key and its line.
+    let case = tmp.path().join("units.toml");
+    std::fs::write(
+        &case,
+        "[domain]\nsize = [8, 8, 8]\n\n[units]\nlength = 1e-300\nvelocity = 1e300\nviscosity = 1.0\n",
+    )
+    .unwrap();
+    let (code, _, err) = thelma(&[
+        "run",
+        "--config",
+        case.to_str().unwrap(),
+        "--steps",
+        "1",
+        "--backend",
+        "cpu",
+        "-o",
+        o.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("units.toml line 6: units.velocity:"), "{err}");
+    assert!(!o.exists());
+}
+
+/// Every line of `err` is one error line naming `flag`, and nothing panicked.
+fn refused(args: &[&str], flag: &str) {
+    let (code, out, err) = thelma(args);
+    assert_eq!(code, 2, "{args:?}: exit {code}\n{out}{err}");
+    assert!(!err.contains("panicked"), "{args:?}: {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+    assert!(err.contains(flag), "{args:?} does not name {flag}: {err}");
+}
+
+#[test]
+fn bench_arguments_are_checked_before_anything_is_allocated() {
+    // Faults: panics in the copy loop and in hwloc's core shares, aborts on allocation, a thread per
+    // requested thread; all now one line naming the option, exit 2.
+    let cpu = ["bench", "--backend", "cpu", "--steps", "1", "--warmup", "0"];
+    let with = |extra: &[&'static str]| -> Vec<&'static str> {
+        cpu.iter().copied().chain(extra.iter().copied()).collect()
+    };
+    for (extra, flag) in [
+        (&["--bandwidth-mib", "0"][..], "--bandwidth-mib"),
+        (
+            &["--bandwidth-mib", "17592186044416"][..],
+            "--bandwidth-mib",
+        ),
+        (&["--devices", "5,"][..], "--devices"),
+        (&["--devices", "0,5"][..], "--devices"),
+        (
+            &["--slabs-per-device", "100000000000"][..],
+            "--slabs-per-device",
+        ),
+        (&["--slabs-per-device", "0"][..], "--slabs-per-device"),
+        (&["--sizes", "2000"][..], "--sizes"),
+        (&["--sizes", "100000000"][..], "--sizes"),
+        (&["--sizes", "2"][..], "--sizes"),
+        (&["--sizes", "-1"][..], "--sizes"),
+        (&["--threads", "100000"][..], "--threads"),
+        (&["--warmup", "-1"][..], "--warmup"),
+        (&["--block", "-3"][..], "--block"),
+    ] {
+        refused(&with(extra), flag);
+    }
+}
+
+#[test]
+fn comm_bench_arguments_are_checked_before_threads_start() {
+    // Faults: 100,000 devices panicked inside thread::scope and then hung; ℓ = 2^64 − 1 was taken;
+    // a warm-up overflow was blamed on --iterations.
+    let cpu = [
+        "comm-bench",
+        "--backend",
+        "cpu",
+        "--iterations",
+        "5",
+        "--edge",
+        "8",
+    ];
+    let with = |extra: &[&'static str]| -> Vec<&'static str> {
+        cpu.iter().copied().chain(extra.iter().copied()).collect()
+    };
+    for (extra, flag) in [
+        (&["--devices", "100000"][..], "--devices"),
+        (
+            &["--domain-edge", "18446744073709551615"][..],
+            "--domain-edge",
+        ),
+        (&["--domain-edge", "0"][..], "--domain-edge"),
+        (&["--warmup", "4294967295"][..], "--warmup"),
+        (&["--warmup", "-1"][..], "--warmup"),
+        (&["--arrays", "-2"][..], "--arrays"),
+    ] {
+        refused(&with(extra), flag);
+    }
+    // Asking for CUDA where there is none is bad input, as for `run` and `bench`.
+    if thelma_compute::cuda::device_count().is_err() {
+        refused(&["comm-bench", "--backend", "cuda"], "--backend");
+        refused(&["bench", "--backend", "cuda"], "--backend");
+    }
+}
+
+#[test]
+fn refused_input_leaves_no_output_folder() {
+    // Faults: a damaged checkpoint or a --steps before the checkpoint, refused after the folder was
+    // made; a palette overflow on the CPU module exited 1 and left an empty folder.
+    let tmp = tempfile::tempdir().unwrap();
+    let new = tmp.path().join("new");
+    let n = new.to_str().unwrap();
+
+    let damaged = tmp.path().join("damaged");
+    std::fs::create_dir_all(&damaged).unwrap();
+    std::fs::write(damaged.join("checkpoint.thelma"), b"THELMACP garbage").unwrap();
+    refused(
+        &["run", "--resume", damaged.to_str().unwrap(), "-o", n],
+        "--resume",
+    );
+    assert!(!new.exists(), "a damaged checkpoint left {n}");
+
+    let good = tmp.path().join("good");
+    let (code, _, err) = thelma(&[
+        "run",
+        "--size",
+        "8",
+        "--steps",
+        "10",
+        "--checkpoint-every",
+        "10",
+        "--backend",
+        "cpu",
+        "--no-vtk",
+        "--no-images",
+        "-q",
+        "-o",
+        good.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    refused(
+        &[
+            "run",
+            "--resume",
+            good.to_str().unwrap(),
+            "--steps",
+            "5",
+            "-o",
+            n,
+        ],
+        "--steps",
+    );
+    assert!(!new.exists(), "--steps before the checkpoint left {n}");
+
+    // Hundreds of one-node obstacles give more distinct node flags than a slab's palette holds.
+    let mut boxes = String::new();
+    let mut r: u64 = 12345;
+    for _ in 0..1500 {
+        let mut next = || {
+            r = r
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (r >> 33) % 16
+        };
+        let (x, y, z) = (next(), next(), next());
+        boxes += &format!(
+            "  {{ shape = \"box\", min = [{x}, {y}, {z}], max = [{}, {}, {}] }},\n",
+            x + 1,
+            y + 1,
+            z + 1
+        );
+    }
+    let case = tmp.path().join("crowded.toml");
+    std::fs::write(
+        &case,
+        format!("[domain]\nsize = [16, 16, 16]\nobstacles = [\n{boxes}]\n"),
+    )
+    .unwrap();
+    refused(
+        &[
+            "run",
+            "--config",
+            case.to_str().unwrap(),
+            "--steps",
+            "1",
+            "--backend",
+            "cpu",
+            "-o",
+            &format!("{n}/deeper"),
+        ],
+        "--config",
+    );
+    assert!(!new.exists(), "a palette overflow left {n}");
+}
+
+#[test]
+fn a_case_without_fluid_or_with_degenerate_edges_is_refused() {
+    // Faults: an obstacle covering everything ran and reported `drift NaN`; 2³ and 3³ cavities ran
+    // and were compared with the 3D reference.
+    let tmp = tempfile::tempdir().unwrap();
+    let o = tmp.path().join("out");
+    let case = tmp.path().join("solid.toml");
+    std::fs::write(
+        &case,
+        "[domain]\nsize = [8, 8, 8]\nobstacles = [{ shape = \"box\", min = [0, 0, 0], max = [8, 8, 8] }]\n",
+    )
+    .unwrap();
+    refused(
+        &[
+            "run",
+            "--config",
+            case.to_str().unwrap(),
+            "--steps",
+            "1",
+            "--backend",
+            "cpu",
+            "-o",
+            o.to_str().unwrap(),
+        ],
+        "no fluid",
+    );
+    for size in ["2", "3", "3,8,8"] {
+        refused(
+            &[
+                "run",
+                "--size",
+                size,
+                "--steps",
+                "1",
+                "--backend",
+                "cpu",
+                "-o",
+                o.to_str().unwrap(),
+            ],
+            "--size",
+        );
+    }
+    assert!(!o.exists());
+}
+
+#[test]
+fn messages_name_what_the_user_wrote() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = tmp.path().join("out");
+    let o = o.to_str().unwrap();
+    // A lattice viscosity that overflows τ is the viscosity's fault, not the Reynolds number's.
+    refused(&["run", "--viscosity", "1e308", "-o", o], "--viscosity");
+    // Negative numbers reach the option's own parser.
+    refused(&["run", "--threads", "-1", "-o", o], "--threads");
+    refused(&["run", "--devices", "-1", "-o", o], "--devices");
+    // A bad value in a case file is named by its key and line, not by a flag never typed.
+    let case = tmp.path().join("case.toml");
+    std::fs::write(
+        &case,
+        "# a comment\n[domain]\nsize = [8, 8, 8]\n\n[physics]\nlid_speed = 0.1\nreynolds = 0.0\n",
+    )
+    .unwrap();
+    let (code, _, err) = thelma(&["run", "--config", case.to_str().unwrap(), "-o", o]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("case.toml line 7: physics.reynolds:") && !err.contains("--re"),
+        "{err}"
+    );
+    // ... and a flag that overrides the file is named as the flag.
+    let (_, _, err) = thelma(&[
+        "run",
+        "--config",
+        case.to_str().unwrap(),
+        "--re",
+        "-4",
+        "-o",
+        o,
+    ]);
+    assert!(err.starts_with("error: --re:"), "{err}");
+    // Rust's type names stay out of the messages.
+    std::fs::write(&case, "[run]\nsteps = -3\n").unwrap();
+    let (code, _, err) = thelma(&["run", "--config", case.to_str().unwrap(), "-o", o]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        !err.contains("u64") && !err.contains("usize") && err.contains("line 2"),
+        "{err}"
+    );
+    // `--devices 0` says what a lone id looks like; `cuda:0` is GPU 0.
+    let (_, _, err) = thelma(&["run", "--devices", "0", "-o", o]);
+    assert!(err.contains("cuda:0") && err.contains("`0,`"), "{err}");
+    assert!(!std::path::Path::new(o).exists());
+}
+
+#[test]
+fn init_writes_a_starting_case_that_runs_and_never_overwrites() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("case.toml");
+    let f = file.to_str().unwrap();
+    let (code, out, err) = thelma(&["init", f]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("thelma run --config"), "{out}");
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.contains("[physics]") && text.contains('#'));
+    refused(&["init", f], "already exists");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), text);
+    let o = tmp.path().join("out");
+    let (code, _, err) = thelma(&[
+        "run",
+        "--config",
+        f,
+        "--size",
+        "8",
+        "--steps",
+        "2",
+        "--backend",
+        "cpu",
+        "-q",
+        "-o",
+        o.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+}
+
+#[test]
+fn the_summary_says_why_the_run_stopped_and_marks_unconverged_validation() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = tmp.path().join("out");
+    // 16³ at Re = 1000 is the reference case; 30 steps are far from its steady state.
+    let (code, out, err) = thelma(&[
+        "run",
+        "--size",
+        "16",
+        "--steps",
+        "30",
+        "--backend",
+        "cpu",
+        "--no-vtk",
+        "-o",
+        o.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("stopped: reached its --steps"), "{out}");
+    assert!(out.contains("NOT CONVERGED"), "{out}");
+    assert_eq!(summary(&o)["stop_reason"], "steps");
+    let (code, out, err) = thelma(&[
+        "run",
+        "--size",
+        "8",
+        "--max-steps",
+        "200",
+        "--check-every",
+        "100",
+        "--tolerance",
+        "1e-12",
+        "--backend",
+        "cpu",
+        "--no-vtk",
+        "--no-images",
+        "-o",
+        o.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("stopped: hit --max-steps"), "{out}");
+    assert_eq!(summary(&o)["stop_reason"], "max_steps");
+}
+
+#[test]
+fn a_diverged_run_writes_its_summary_too() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (code, _, err) = thelma(&[
+        "run",
+        "--size",
+        "12",
+        "--collision",
+        "bgk",
+        "--viscosity",
+        "1e-5",
+        "--lid-speed",
+        "0.35",
+        "--steps",
+        "2000",
+        "--watchdog-every",
+        "10",
+        "--backend",
+        "cpu",
+        "-q",
+        "-o",
+        tmp.path().to_str().unwrap(),
+    ]);
+    assert_eq!(code, 3, "{err}");
+    let s = summary(tmp.path());
+    assert_eq!(s["stop_reason"], "diverged", "{s}");
+    assert!(s["steps"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn devices_without_a_gpu_points_to_the_cpu_backend() {
+    if thelma_compute::cuda::device_count().is_ok() {
+        return;
+    }
+    let (code, out, _) = thelma(&["devices"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("--backend cpu"), "{out}");
+}
