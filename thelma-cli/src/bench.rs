@@ -331,7 +331,7 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
                 ));
             }
         }
-        let copy = 2 * (args.bandwidth_mib as u64) << 20;
+        let copy = (2 * args.bandwidth_mib as u64) << 20;
         if copy > avail {
             bail!(UsageError::new(
                 "--bandwidth-mib",

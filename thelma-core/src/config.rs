@@ -1160,12 +1160,14 @@ mod tests {
         c.physics.viscosity = Some(1e308);
         assert_eq!(c.validate().unwrap_err().flag, "--viscosity");
         // Finite units whose derived time step underflows.
-        let mut c = CaseConfig::default();
-        c.units = Some(PhysicalUnits {
-            length: 1e-300,
-            velocity: 1e300,
-            viscosity: 1.0,
-        });
+        let c = CaseConfig {
+            units: Some(PhysicalUnits {
+                length: 1e-300,
+                velocity: 1e300,
+                viscosity: 1.0,
+            }),
+            ..CaseConfig::default()
+        };
         let e = c.validate().unwrap_err();
         assert_eq!(
             (e.key, e.flag),
