@@ -1,99 +1,19 @@
-// D3Q19 lattice Boltzmann kernels of thelma: the fused pull collide-and-propagate step (BGK and MRT),
-// the export of a slab's boundary layers into interface buffers, and the watchdog's reduction.
+// D3Q19 lattice Boltzmann kernels of thelma: the fused pull collide-and-propagate step, the export of
+// a slab's boundary layers into interface buffers, and the watchdog's reduction.
 //
 // Compiled at run time by NVRTC after a prelude generated from thelma-core (thelma_compute::cuda::prelude)
-// that defines `real`, THELMA_NAME, the direction table (cx, cy, cz, opp, weight, slot_of, up_dir,
-// down_dir), the MRT matrix (mrt_m, mrt_scaled), the flag bits and the block size. Nothing here may
-// restate that table: the direction order has one source of truth.
+// that defines `real`, THELMA_NAME, THELMA_COLLIDE_NAME, the direction table (cx, cy, cz, opp, weight,
+// slot_of, up_dir, down_dir), the flag bits, the block size and the collision `thelma_collide`,
+// printed from the Rust operator the CPU module runs. Nothing here may restate the table or any
+// physical rule: each has one source of truth.
+//
+// Populations are stored shifted by their weights (g = f − w, thelma_core::physics): the rest state is
+// all zeros and the density is 1 + Σ g.
 //
 // Layout: populations f[i][z][y][x], x fastest; one thread per node, blocks of THELMA_BLOCK_X threads
 // along x, grid (ceil(nx / block), ny, nz). Interface buffers are [population slot (5)][y][x] planes in
 // page-locked host memory mapped into the device: the boundary layers store their outgoing populations
 // straight into them and load the neighbours' from them, so no copy is ever enqueued between steps.
-
-// acc + c·x for a compile-time integer c (the loops below are fully unrolled, so the choice folds away).
-template <typename T>
-__device__ __forceinline__ T mac(T acc, int c, T x) {
-    return c == 0 ? acc : (c == 1 ? acc + x : (c == -1 ? acc - x : acc + T(c) * x));
-}
-
-// The second-order equilibrium, in the same operation order as thelma_core::collision::equilibrium.
-template <typename T>
-__device__ __forceinline__ void equilibrium(T rho, T ux, T uy, T uz, T feq[THELMA_Q]) {
-    const T u2 = ux * ux + uy * uy + uz * uz;
-    const T base = T(1.0) - T(1.5) * u2;
-#pragma unroll
-    for (int i = 0; i < THELMA_Q; i++) {
-        const T cu = mac(mac(mac(T(0.0), cx(i), ux), cy(i), uy), cz(i), uz);
-        feq[i] = T(weight(i)) * rho * (base + cu * (T(3.0) + T(4.5) * cu));
-    }
-}
-
-template <typename T>
-__device__ __forceinline__ void density_momentum(const T f[THELMA_Q], T& rho, T& jx, T& jy, T& jz) {
-    rho = f[0];
-    jx = T(0.0);
-    jy = T(0.0);
-    jz = T(0.0);
-#pragma unroll
-    for (int i = 1; i < THELMA_Q; i++) {
-        rho = rho + f[i];
-        jx = mac(jx, cx(i), f[i]);
-        jy = mac(jy, cy(i), f[i]);
-        jz = mac(jz, cz(i), f[i]);
-    }
-}
-
-// BGK: f ← f − ω (f − f_eq).
-template <typename T>
-__device__ __forceinline__ void collide_bgk(T f[THELMA_Q]) {
-    T rho, jx, jy, jz;
-    density_momentum(f, rho, jx, jy, jz);
-    const T inv = T(1.0) / rho;
-    T feq[THELMA_Q];
-    equilibrium(rho, jx * inv, jy * inv, jz * inv, feq);
-    const T omega = T(THELMA_OMEGA);
-#pragma unroll
-    for (int i = 0; i < THELMA_Q; i++) f[i] = f[i] - omega * (f[i] - feq[i]);
-}
-
-// MRT (d'Humières et al. 2002): f ← f − Mᵀ diag(s_k / ‖M_k‖²) (M f − m_eq), as
-// thelma_core::collision::collide_mrt.
-template <typename T>
-__device__ __forceinline__ void collide_mrt(T f[THELMA_Q]) {
-    T m[THELMA_Q];
-#pragma unroll
-    for (int k = 0; k < THELMA_Q; k++) {
-        T acc = f[0] * T(mrt_m(k, 0));
-#pragma unroll
-        for (int i = 1; i < THELMA_Q; i++) acc = mac(acc, mrt_m(k, i), f[i]);
-        m[k] = acc;
-    }
-    const T rho = m[0], jx = m[3], jy = m[5], jz = m[7];
-    const T inv = T(1.0) / rho;
-    const T jj = (jx * jx + jy * jy + jz * jz) * inv;
-    const T pxx3 = (T(3.0) * jx * jx) * inv - jj;
-    const T pww = (jy * jy - jz * jz) * inv;
-    const T half = T(0.5);
-    T meq[THELMA_Q] = {
-        rho, T(-11.0) * rho + T(19.0) * jj, T(3.0) * rho - T(5.5) * jj,
-        jx, T(-2.0 / 3.0) * jx, jy, T(-2.0 / 3.0) * jy, jz, T(-2.0 / 3.0) * jz,
-        pxx3, -half * pxx3, pww, -half * pww,
-        jx * jy * inv, jy * jz * inv, jx * jz * inv,
-        T(0.0), T(0.0), T(0.0)};
-    T d[THELMA_Q];
-#pragma unroll
-    for (int k = 0; k < THELMA_Q; k++) d[k] = (m[k] - meq[k]) * T(mrt_scaled(k));
-#pragma unroll
-    for (int i = 0; i < THELMA_Q; i++) {
-        T acc = T(0.0);
-#pragma unroll
-        for (int k = 0; k < THELMA_Q; k++) {
-            if (!mrt_conserved(k)) acc = mac(acc, mrt_m(k, i), d[k]);
-        }
-        f[i] = f[i] - acc;
-    }
-}
 
 // The value direction i pulls into row (y, z) at source column xs near a y or z edge of the slab
 // (uniform over a block): wrapped on a periodic y axis, zero beyond a y wall (bounce-back then
@@ -118,7 +38,7 @@ __device__ __forceinline__ T pull_edge(const T* __restrict__ a, const T* below_i
 // One step for one node: pull f̃_i(x − c_i) from lattice a (or an interface buffer), bounce back
 // where the palette says so, collide (solid nodes keep their populations), store to lattice b and,
 // on a boundary layer, to this step's outgoing interface buffer.
-template <typename T, bool MRT>
+template <typename T>
 __device__ __forceinline__ void collide_propagate(
     const T* __restrict__ a, T* __restrict__ b, const unsigned char* __restrict__ index,
     const unsigned int* __restrict__ pal_mask, const T* __restrict__ pal_term,
@@ -178,11 +98,7 @@ __device__ __forceinline__ void collide_propagate(
                 if (mask & (1u << i)) f[i] = a[(size_t)opp(i) * n + p] + pal_term[k * THELMA_Q + i];
             }
         }
-        if (MRT) {
-            collide_mrt(f);
-        } else {
-            collide_bgk(f);
-        }
+        thelma_collide(f);
     }
 #pragma unroll
     for (int i = 0; i < THELMA_Q; i++) b[(size_t)i * n + p] = f[i];
@@ -204,15 +120,9 @@ __device__ __forceinline__ void collide_propagate(
         int ny, int nz, int periodic
 
 extern "C" __global__ void __launch_bounds__(THELMA_BLOCK_X, THELMA_MIN_BLOCKS)
-THELMA_NAME(collide_propagate_d3q19_bgk)(THELMA_COLLIDE_ARGS) {
-    collide_propagate<real, false>(a, b, index, pal_mask, pal_term, below_in, above_in, above_out,
-                                   below_out, nx, ny, nz, periodic);
-}
-
-extern "C" __global__ void __launch_bounds__(THELMA_BLOCK_X, THELMA_MIN_BLOCKS)
-THELMA_NAME(collide_propagate_d3q19_mrt)(THELMA_COLLIDE_ARGS) {
-    collide_propagate<real, true>(a, b, index, pal_mask, pal_term, below_in, above_in, above_out,
-                                  below_out, nx, ny, nz, periodic);
+THELMA_COLLIDE_NAME(THELMA_COLLIDE_ARGS) {
+    collide_propagate<real>(a, b, index, pal_mask, pal_term, below_in, above_in, above_out, below_out,
+                            nx, ny, nz, periodic);
 }
 
 // Copies the crossing populations of the slab's top layer (c_z = +1) into up_out and of its bottom
@@ -232,8 +142,8 @@ extern "C" __global__ void THELMA_NAME(export_faces_d3q19)(const real *__restric
     }
 }
 
-// The watchdog: per block, the smallest and largest density of finite fluid nodes (summed in double,
-// as the CPU module does) and the smallest index of a fluid node with a non-finite population.
+// The watchdog: per block, the smallest and largest density 1 + Σ g of finite fluid nodes (summed in
+// double, as the CPU module does) and the smallest index of a fluid node with a non-finite population.
 // out[3·block + 0..3] = min, max, first bad index (−1 when none).
 extern "C" __global__ void __launch_bounds__(256)
 THELMA_NAME(health_d3q19)(const real *__restrict__ a, const unsigned char *__restrict__ index,
@@ -247,17 +157,17 @@ THELMA_NAME(health_d3q19)(const real *__restrict__ a, const unsigned char *__res
     for (unsigned long long p = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; p < n;
          p += (unsigned long long)gridDim.x * blockDim.x) {
         if (pal_mask[index[p]] & THELMA_SOLID_BIT) continue;
-        double rho = 0.0;
+        double drho = 0.0;
         bool finite = true;
 #pragma unroll
         for (int i = 0; i < THELMA_Q; i++) {
             const double v = (double)a[(size_t)i * n + p];
             finite = finite && isfinite(v);
-            rho += v;
+            drho += v;
         }
         if (finite) {
-            lo = fmin(lo, rho);
-            hi = fmax(hi, rho);
+            lo = fmin(lo, 1.0 + drho);
+            hi = fmax(hi, 1.0 + drho);
         } else if (p < bad) {
             bad = p;
         }

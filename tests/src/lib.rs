@@ -5,12 +5,13 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use thelma_compute::cpu::CpuFactory;
+use thelma_compute::cuda::{self, CudaFactory};
 use thelma_compute::ModelParams;
-use thelma_core::collision::equilibrium;
 use thelma_core::compute::ModuleFactory;
 use thelma_core::config::{CaseConfig, Precision};
 use thelma_core::domain::{Domain, SlabSpec};
 use thelma_core::lattice::Q;
+use thelma_core::physics::equilibrium;
 use thelma_core::runtime::Runtime;
 use thelma_geometry::Geometry;
 
@@ -37,6 +38,69 @@ pub fn cpu_runtime(case: &CaseConfig, devices: usize) -> Runtime {
         Arc::new(AtomicBool::new(false)),
     )
     .expect("runtime starts")
+}
+
+/// The number of GPUs, or `None` (with a note) where there is no driver or GPU. With
+/// `THELMA_REQUIRE_GPU=1` (how GPU hosts run the ignored tests) a missing GPU fails the test instead.
+pub fn gpus() -> Option<usize> {
+    match cuda::device_count() {
+        Ok(n) if n > 0 => Some(n),
+        Ok(_) => no_gpu("no GPU found".to_string()),
+        Err(e) => no_gpu(e.to_string()),
+    }
+}
+
+fn no_gpu(why: String) -> Option<usize> {
+    if std::env::var("THELMA_REQUIRE_GPU").as_deref() == Ok("1") {
+        panic!("THELMA_REQUIRE_GPU=1 but {why}");
+    }
+    eprintln!("skipped: {why}");
+    None
+}
+
+/// A runtime over the CUDA module on the GPUs `ids` (repeat an id for several slabs on one GPU).
+pub fn cuda_runtime(case: &CaseConfig, ids: &[usize]) -> Runtime {
+    let factory: Arc<dyn ModuleFactory> =
+        Arc::new(CudaFactory::new(model(case)).expect("CUDA is present"));
+    Runtime::start(factory, domain(case), ids, Arc::new(AtomicBool::new(false)))
+        .expect("CUDA runtime starts")
+}
+
+/// The compute modules a test body can run on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Module {
+    Cpu,
+    Cuda,
+}
+
+impl Module {
+    /// A runtime of `slabs` slabs (CPU devices, or slabs sharing GPU 0).
+    pub fn runtime(self, case: &CaseConfig, slabs: usize) -> Runtime {
+        match self {
+            Module::Cpu => cpu_runtime(case, slabs),
+            Module::Cuda => cuda_runtime(case, &vec![0; slabs]),
+        }
+    }
+}
+
+/// One test body for every module: `per_module!(body => cpu_test, cuda_test)` defines `cpu_test`,
+/// run in CI, and `cuda_test`, ignored unless a GPU host runs the ignored tests (where it fails
+/// without a GPU under `THELMA_REQUIRE_GPU=1`). `body` is a `fn(Module)`.
+#[macro_export]
+macro_rules! per_module {
+    ($body:path => $cpu:ident, $cuda:ident) => {
+        #[test]
+        fn $cpu() {
+            $body($crate::Module::Cpu)
+        }
+        #[test]
+        #[ignore = "needs a CUDA device"]
+        fn $cuda() {
+            if $crate::gpus().is_some() {
+                $body($crate::Module::Cuda)
+            }
+        }
+    };
 }
 
 /// The populations of the whole domain, `[i][z][y][x]`, reassembled from slabs (bytes).
@@ -76,8 +140,9 @@ pub fn scatter_populations(rt: &Runtime, whole: &[f64], precision: Precision) ->
         .collect()
 }
 
-/// Equilibrium populations of a smooth, fully three-dimensional velocity field (a Taylor–Green-like
-/// vortex plus a shear wave), so that every direction and every interface carries non-trivial data.
+/// Equilibrium populations (shifted, as the modules store them) of a smooth, fully three-dimensional
+/// velocity field (a Taylor–Green-like vortex plus a shear wave), so that every direction and every
+/// interface carries non-trivial data.
 pub fn vortex_populations(domain: Domain, amplitude: f64) -> Vec<f64> {
     let [nx, ny, nz] = domain.size;
     let n = domain.nodes();
@@ -96,8 +161,8 @@ pub fn vortex_populations(domain: Domain, amplitude: f64) -> Vec<f64> {
                     -amplitude * a.cos() * b.sin() * c.cos() + 0.3 * amplitude * c.sin(),
                     0.5 * amplitude * (a + b).sin() * c.sin(),
                 ];
-                let rho = 1.0 + 0.01 * (a + 2.0 * c).cos();
-                let feq = equilibrium(rho, u);
+                let drho = 0.01 * (a + 2.0 * c).cos();
+                let feq = equilibrium(drho, u);
                 let p = (z * ny + y) * nx + x;
                 for i in 0..Q {
                     f[i * n + p] = feq[i];

@@ -85,8 +85,8 @@ impl ComputeModule for FaultyModule {
     fn describe(&self) -> String {
         self.inner.describe()
     }
-    fn allocate_interface(&mut self, v: usize) -> Result<Arc<dyn InterfaceMemory>, ComputeError> {
-        self.inner.allocate_interface(v)
+    fn allocate_interface(&mut self) -> Result<Arc<dyn InterfaceMemory>, ComputeError> {
+        self.inner.allocate_interface()
     }
     fn attach(
         &mut self,

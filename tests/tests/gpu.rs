@@ -7,41 +7,37 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use thelma_cli::app::run_case;
-use thelma_compute::cuda::{self, CudaFactory};
-use thelma_core::collision::Collision;
-use thelma_core::compute::ModuleFactory;
 use thelma_core::config::{Backend, CaseConfig, CaseKind, DeviceSpec, Obstacle, Precision};
+use thelma_core::physics::Collision;
 use thelma_core::runtime::Runtime;
 use thelma_tests::{
-    cpu_runtime, domain, gather_populations, model, scatter_populations, vortex_populations,
+    cpu_runtime, cuda_runtime, domain, gather_populations, gpus, scatter_populations,
+    vortex_populations,
 };
 
-/// The number of GPUs, or `None` (with a note) where there is no driver or GPU.
-fn gpus() -> Option<usize> {
-    match cuda::device_count() {
-        Ok(n) => Some(n),
-        Err(e) => {
-            eprintln!("skipped: {e}");
-            None
-        }
-    }
-}
+/// The collision variants every GPU test covers: each operator plain, and two with the eddy
+/// viscosity and a body force (the other branch of the printed collision).
+const VARIANTS: [(Collision, bool); 5] = [
+    (Collision::MRT, false),
+    (Collision::BGK, false),
+    (Collision::TRT, false),
+    (Collision::MRT, true),
+    (Collision::TRT, true),
+];
 
-fn cuda_runtime(case: &CaseConfig, ids: &[usize]) -> Runtime {
-    let factory: Arc<dyn ModuleFactory> =
-        Arc::new(CudaFactory::new(model(case)).expect("CUDA is present"));
-    Runtime::start(factory, domain(case), ids, Arc::new(AtomicBool::new(false)))
-        .expect("CUDA runtime starts")
-}
-
-/// Walls, a moving lid and a box obstacle (walled z), or a sphere in a channel periodic in x and z.
+/// Walls, a moving lid and a box obstacle (walled z), or a sphere in a channel periodic in x and z;
+/// `extra`: with a Smagorinsky eddy viscosity and a body force.
 fn case(
     size: [usize; 3],
     periodic_z: bool,
-    collision: Collision,
+    (collision, extra): (Collision, bool),
     precision: Precision,
 ) -> CaseConfig {
     let mut c = CaseConfig::default();
+    if extra {
+        c.numerics.smagorinsky = Some(0.15);
+        c.physics.force = Some([2e-6, -1e-6, 3e-6]);
+    }
     c.domain.size = size;
     c.numerics.collision = collision;
     c.numerics.precision = precision;
@@ -96,7 +92,7 @@ fn cuda_module_matches_the_cpu_module() {
         return;
     }
     for periodic_z in [false, true] {
-        for collision in [Collision::Mrt, Collision::Bgk] {
+        for collision in VARIANTS {
             for precision in [Precision::F32, Precision::F64] {
                 let c = case([40, 36, 44], periodic_z, collision, precision);
                 let steps = 300;
@@ -136,7 +132,7 @@ fn gpu_slabs_equal_one_slab_bit_for_bit() {
         layouts.push((0..n).rev().collect());
     }
     for periodic_z in [false, true] {
-        for collision in [Collision::Bgk, Collision::Mrt] {
+        for collision in VARIANTS {
             for precision in [Precision::F32, Precision::F64] {
                 let c = case([24, 20, 23], periodic_z, collision, precision);
                 let reference = run(cuda_runtime(&c, &[0]), &c, 200);
@@ -197,7 +193,7 @@ fn on_device_watchdog_agrees_with_the_cpu_module_and_finds_the_first_bad_node() 
         return;
     }
     for precision in [Precision::F32, Precision::F64] {
-        let c = case([20, 18, 22], false, Collision::Mrt, precision);
+        let c = case([20, 18, 22], false, (Collision::MRT, false), precision);
         let d = domain(&c);
         let mut init = vortex_populations(d, 0.05);
         let mut cpu = cpu_runtime(&c, 2);

@@ -1,8 +1,8 @@
 //! Partition invariance: a run split over N slabs equals the one-slab run bit for bit, for 1 to 5
 //! slabs (uneven sizes), walled and periodic z, BGK and MRT, f32 and f64.
 
-use thelma_core::collision::Collision;
 use thelma_core::config::{CaseConfig, CaseKind, Obstacle, Precision};
+use thelma_core::physics::Collision;
 use thelma_tests::{
     cpu_runtime, domain, gather_populations, scatter_populations, vortex_populations,
 };
@@ -46,7 +46,7 @@ fn run(c: &CaseConfig, slabs: usize, steps: u64) -> Vec<u8> {
 #[test]
 fn slabs_equal_one_slab_bit_for_bit() {
     for periodic_z in [false, true] {
-        for collision in [Collision::Bgk, Collision::Mrt] {
+        for collision in [Collision::BGK, Collision::MRT] {
             for precision in [Precision::F32, Precision::F64] {
                 let c = case(periodic_z, collision, precision);
                 let reference = run(&c, 1, 200);
@@ -64,7 +64,7 @@ fn slabs_equal_one_slab_bit_for_bit() {
 
 #[test]
 fn the_initial_state_actually_moves_so_the_comparison_is_not_trivial() {
-    let c = case(true, Collision::Mrt, Precision::F64);
+    let c = case(true, Collision::MRT, Precision::F64);
     let start = {
         let mut rt = cpu_runtime(&c, 1);
         let init = vortex_populations(domain(&c), 0.05);

@@ -1,12 +1,11 @@
-//! Physics validation: the Re = 1000 lid-driven cubic cavity run to steady state on a coarse (32³) and
-//! a finer (48³) grid, compared with Albensoeder & Kuhlmann (2005).
+//! Physics validation: the Re = 1000 lid-driven cubic cavity run to steady state at 48³ and compared
+//! with Albensoeder & Kuhlmann (2005).
 //!
-//! Tolerance at 48³: LBM with mid-grid bounce-back and MRT reaches u_min ≈ −0.262 at 49 nodes per
-//! edge against the converged −0.280 (the grid-convergence note beside the reference data): a
-//! discretisation error of 0.018 U, 6.5 % of the extremum, at that resolution. We accept at 48³ an
-//! extremum error of at most 15 % of the published value (about twice that grid error, leaving room
-//! for the finite convergence tolerance and the steeper wall layers of w) and an L2 profile error
-//! below 0.035 U, and require that the errors shrink from 32³ to 48³.
+//! The lid moves over the lattice's span only (its edge lines are at rest, `thelma-geometry`), which
+//! makes the cube converge at second order: u_min −0.2931 at 48³ against −0.2527 when the edge lines
+//! moved too (reference −0.2804; the grid-convergence table is in PERFORMANCE.md, the finer grids run
+//! on a GPU host in `gpu.rs`). 32³ (τ = 0.5096) does not reach a steady state with the corrected lid,
+//! so CI checks 48³ alone: L2 profile errors below 0.03 U and every extremum within 0.02 U.
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -42,36 +41,18 @@ fn cavity(n: usize) -> Comparison {
 }
 
 #[test]
-fn cavity_re1000_matches_published_data_and_converges_with_the_grid() {
-    let coarse = cavity(32);
-    let fine = cavity(48);
-    for (c, f) in coarse.profiles.iter().zip(&fine.profiles) {
-        assert!(
-            f.l2 < c.l2,
-            "{}: L2 error did not shrink ({} at 32³, {} at 48³)",
-            f.profile,
-            c.l2,
-            f.l2
-        );
-        assert!(f.l2 < 0.035, "{}: L2 error {} at 48³", f.profile, f.l2);
+fn cavity_re1000_at_48_matches_published_data() {
+    let v = cavity(48);
+    for p in &v.profiles {
+        assert!(p.l2 < 0.03, "{}: L2 error {} at 48³", p.profile, p.l2);
     }
-    let umin = |v: &Comparison| {
-        v.extrema
-            .iter()
-            .find(|e| e.name == "u_min")
-            .map(|e| (e.value - e.reference_value).abs())
-            .unwrap()
-    };
-    assert!(umin(&fine) < umin(&coarse), "u_min error did not shrink");
-    for e in &fine.extrema {
-        let rel = (e.value - e.reference_value).abs() / e.reference_value.abs();
+    for e in &v.extrema {
         assert!(
-            rel < 0.15,
-            "{} = {} vs {} ({:.1} %)",
+            (e.value - e.reference_value).abs() < 0.02,
+            "{} = {} vs {}",
             e.name,
             e.value,
-            e.reference_value,
-            100.0 * rel
+            e.reference_value
         );
     }
 }

@@ -7,15 +7,15 @@ use std::sync::Arc;
 use thelma_cli::app::{run_case, run_case_from, Diverged};
 use thelma_cli::checkpoint;
 use thelma_cli::watchdog::Reason;
-use thelma_core::collision::Collision;
 use thelma_core::config::{Backend, CaseConfig};
 use thelma_core::lattice::Q;
+use thelma_core::physics::Collision;
 
 /// BGK at a viscosity near zero with a fast lid: unstable within a few dozen steps.
 fn unstable(out: &std::path::Path) -> CaseConfig {
     let mut c = CaseConfig::default();
     c.domain.size = [12, 12, 12];
-    c.numerics.collision = Collision::Bgk;
+    c.numerics.collision = Collision::BGK;
     c.physics.viscosity = Some(1e-5);
     c.physics.lid_speed = 0.35;
     c.run.steps = Some(2000);

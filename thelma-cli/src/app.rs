@@ -12,6 +12,7 @@ use thelma_compute::ModelParams;
 use thelma_core::compute::{interface_bytes_per_step, ComputeError, Fields};
 use thelma_core::config::{CaseConfig, CaseKind, LatticeParams};
 use thelma_core::domain::Domain;
+use thelma_core::physics::D3Q19;
 use thelma_core::runtime::{DeviceInfo, Runtime, RuntimeError};
 use thelma_geometry::Geometry;
 use thelma_results::convergence::relative_change;
@@ -368,7 +369,7 @@ impl Tally<'_> {
                     mlups: d.slab.nodes() as f64 * steps as f64 / c.max(1e-12) / 1e6,
                     exchange_bytes_per_step: (usize::from(d.slab.has_below())
                         + usize::from(d.slab.has_above()))
-                        * interface_bytes_per_step(&d.slab, case.numerics.precision),
+                        * interface_bytes_per_step(&d.slab, &D3Q19, case.numerics.precision),
                 }
             })
             .collect();

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use thelma_compute::cpu::CpuFactory;
 use thelma_compute::cuda::{self, CudaFactory, LaunchShape};
 use thelma_compute::ModelParams;
-use thelma_core::collision::Collision;
+use thelma_core::physics::{Collision, D3Q19};
 use thelma_core::compute::{slab_bytes, ModuleFactory};
 use thelma_core::config::{CaseConfig, DeviceSpec, Precision, MAX_THREADS};
 use thelma_core::domain::{Domain, SlabSpec};
@@ -25,7 +25,7 @@ use thelma_core::runtime::Runtime;
 use thelma_geometry::Geometry;
 
 use crate::app::UsageError;
-use crate::cli::{BackendArg, CollisionArg, PrecisionArg};
+use crate::cli::{BackendArg, PrecisionArg};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -65,9 +65,12 @@ pub struct BenchArgs {
         allow_hyphen_values = true
     )]
     pub sizes: Vec<usize>,
-    /// Collision operators to measure.
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "mrt")]
-    pub collision: Vec<CollisionArg>,
+    /// Collision operators to measure (bgk, trt, mrt).
+    #[arg(long, value_name = "NAME,...", value_parser = Collision::parse, value_delimiter = ',', default_value = "mrt")]
+    pub collision: Vec<Collision>,
+    /// Measure with the Smagorinsky eddy viscosity of constant C (rows are labelled `<op>+les`).
+    #[arg(long, value_name = "C")]
+    pub smagorinsky: Option<f64>,
     /// Precisions to measure.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "f32")]
     pub precision: Vec<PrecisionArg>,
@@ -143,7 +146,7 @@ pub struct BenchReport {
 }
 
 fn bytes_per_node(p: Precision) -> f64 {
-    (2 * thelma_core::lattice::Q * p.bytes() + 1) as f64
+    (2 * D3Q19.q() * p.bytes() + 1) as f64
 }
 
 /// Host copy bandwidth: every core copies its share of a large buffer. A copy thread that cannot be
@@ -226,7 +229,7 @@ fn check_args(args: &BenchArgs) -> Result<()> {
 
 /// Host memory the lattices of `slabs` take on the CPU module.
 fn host_bytes(slabs: &[SlabSpec], precision: Precision) -> u64 {
-    slabs.iter().map(|s| slab_bytes(s, precision)).sum()
+    slabs.iter().map(|s| slab_bytes(s, &D3Q19, precision)).sum()
 }
 
 fn utc_now() -> String {
@@ -388,10 +391,10 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
             PrecisionArg::F32 => Precision::F32,
             PrecisionArg::F64 => Precision::F64,
         };
-        for c in &args.collision {
-            let collision = match c {
-                CollisionArg::Bgk => Collision::Bgk,
-                CollisionArg::Mrt => Collision::Mrt,
+        for &collision in &args.collision {
+            let label = match args.smagorinsky {
+                Some(_) => format!("{collision}+les"),
+                None => collision.name().to_string(),
             };
             for &s in &sizes {
                 let mut one: Option<f64> = None;
@@ -407,6 +410,7 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
                     let mut case = CaseConfig::default();
                     case.domain.size = lattice;
                     case.numerics.collision = collision;
+                    case.numerics.smagorinsky = args.smagorinsky;
                     case.numerics.precision = precision;
                     let lat = match case.validate() {
                         Ok(lat) => lat,
@@ -432,7 +436,7 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
                         .iter()
                         .zip(&ids)
                         .find_map(|(sl, &d)| {
-                            let need = slab_bytes(sl, precision);
+                            let need = slab_bytes(sl, &D3Q19, precision);
                             factory
                                 .device_memory(d)
                                 .filter(|m| need > m.free - m.free / 20)
@@ -448,11 +452,7 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
                             })
                         });
                     if let Some(why) = too_big {
-                        skipped.push(format!(
-                            "{} {} {s} on {k}: {why}",
-                            collision.name(),
-                            precision.name()
-                        ));
+                        skipped.push(format!("{label} {} {s} on {k}: {why}", precision.name()));
                         continue;
                     }
                     let mut rt = Runtime::start(
@@ -484,7 +484,7 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
                     }
                     let roofline = k as f64 * bandwidth / bytes_per_node(precision) / 1e6;
                     let row = BenchRow {
-                        collision: collision.name().into(),
+                        collision: label.clone(),
                         precision: precision.name().into(),
                         size: s,
                         devices: k,

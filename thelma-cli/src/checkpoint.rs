@@ -4,8 +4,9 @@
 //!
 //! File layout (`checkpoint.thelma`), all integers little-endian:
 //! `THELMACP` · format version (u32) · header length (u64) · header (JSON, [`Header`]) ·
-//! populations `[i][z][y][x]` of the whole domain in the run's precision, little-endian ·
-//! CRC-32 (u32) of everything before it.
+//! populations `[i][z][y][x]` of the whole domain in the run's precision, little-endian, stored as
+//! the modules hold them (shifted by their weights, `g = f − w`) · CRC-32 (u32) of everything before
+//! it. The header names the stencil, from which the population count follows.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -14,14 +15,19 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use thelma_core::config::{CaseConfig, Precision};
 use thelma_core::domain::{Domain, SlabSpec};
-use thelma_core::lattice::Q;
+use thelma_core::physics::{Stencil, D3Q19};
 use thelma_core::runtime::Runtime;
 
 /// The checkpoint's file name inside the output folder.
 pub const FILE_NAME: &str = "checkpoint.thelma";
 
 const MAGIC: &[u8; 8] = b"THELMACP";
-const VERSION: u32 = 1;
+/// Format 2: populations shifted by their weights and the stencil in the header. Format 1 held
+/// unshifted populations and is refused, not misread.
+const VERSION: u32 = 2;
+
+/// The lattice a checkpoint holds (the flow lattice).
+const STENCIL: Stencil = D3Q19;
 
 /// What a checkpoint says about itself.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -30,6 +36,8 @@ pub struct Header {
     pub step: u64,
     pub size: [usize; 3],
     pub precision: Precision,
+    /// The stencil of the lattice held (`D3Q19`): its Q populations per node follow.
+    pub stencil: String,
     /// Bytes of population data that follow the header.
     pub data_bytes: u64,
     /// The case that produced it; a resumed run keeps its domain, physics and numerics.
@@ -56,7 +64,7 @@ pub fn resolve(path: &Path) -> PathBuf {
 fn data_bytes(size: [usize; 3], precision: Precision) -> Option<u64> {
     [size[0], size[1], size[2], precision.bytes()]
         .iter()
-        .try_fold(Q as u64, |acc, &n| acc.checked_mul(n as u64))
+        .try_fold(STENCIL.q() as u64, |acc, &n| acc.checked_mul(n as u64))
 }
 
 /// A writer that hashes what passes through it.
@@ -89,11 +97,12 @@ pub fn write_to(
         step,
         size: case.domain.size,
         precision,
+        stencil: STENCIL.name.to_string(),
         data_bytes: data_bytes(case.domain.size, precision).unwrap_or(u64::MAX),
         case: case.clone(),
     };
     let total: usize = slabs.iter().map(Vec::len).sum();
-    if total as u64 != header.data_bytes || slabs.iter().any(|s| s.len() % Q != 0) {
+    if total as u64 != header.data_bytes || slabs.iter().any(|s| s.len() % STENCIL.q() != 0) {
         return Err(std::io::Error::other(format!(
             "populations of {total} bytes for a {:?} lattice of {} bytes",
             header.size, header.data_bytes
@@ -110,9 +119,9 @@ pub fn write_to(
     h.write_all(&json)?;
     let width = precision.bytes();
     let mut le = Vec::new();
-    for i in 0..Q {
+    for i in 0..STENCIL.q() {
         for s in slabs {
-            let per = s.len() / Q;
+            let per = s.len() / STENCIL.q();
             let part = &s[i * per..(i + 1) * per];
             if cfg!(target_endian = "little") {
                 h.write_all(part)?;
@@ -148,7 +157,14 @@ fn read_header_from(r: &mut dyn Read) -> Result<(Header, Vec<u8>)> {
     }
     let version = u32::from_le_bytes(fixed[8..12].try_into().expect("4 bytes"));
     if version != VERSION {
-        bail!("checkpoint format {version}, this build reads format {VERSION}");
+        bail!(
+            "checkpoint format {version}, this build reads format {VERSION}{}",
+            if version == 1 {
+                " (format 1 stored unshifted populations; rerun the case to make a new one)"
+            } else {
+                ""
+            }
+        );
     }
     let len = u64::from_le_bytes(fixed[12..20].try_into().expect("8 bytes"));
     if len > 1 << 24 {
@@ -159,6 +175,13 @@ fn read_header_from(r: &mut dyn Read) -> Result<(Header, Vec<u8>)> {
         .context("damaged: the header is cut short")?;
     let header: Header =
         serde_json::from_slice(&json).map_err(|e| anyhow::anyhow!("damaged header: {e}"))?;
+    if header.stencil != STENCIL.name {
+        bail!(
+            "the checkpoint holds a {} lattice, this build resumes {}",
+            header.stencil,
+            STENCIL.name
+        );
+    }
     if Some(header.data_bytes) != data_bytes(header.size, header.precision) {
         bail!(
             "damaged header: {} bytes of populations for a {:?} lattice",
@@ -237,8 +260,8 @@ impl Checkpoint {
         slabs
             .iter()
             .map(|s| {
-                let mut out = Vec::with_capacity(Q * s.nodes() * b);
-                for i in 0..Q {
+                let mut out = Vec::with_capacity(STENCIL.q() * s.nodes() * b);
+                for i in 0..STENCIL.q() {
                     let from = (i * n + s.z.start * plane) * b;
                     let to = (i * n + s.z.end * plane) * b;
                     out.extend_from_slice(&self.populations[from..to]);
@@ -272,9 +295,11 @@ mod tests {
     /// Populations of a [3, 2, 4] lattice split into slabs of 1 and 3 planes.
     fn slabs(seed: f32) -> (Vec<f32>, Vec<Vec<u8>>) {
         let n = 3 * 2 * 4;
-        let whole: Vec<f32> = (0..Q * n).map(|k| seed + k as f32 * 0.25).collect();
+        let whole: Vec<f32> = (0..STENCIL.q() * n)
+            .map(|k| seed + k as f32 * 0.25)
+            .collect();
         let cut = |z0: usize, z1: usize| -> Vec<u8> {
-            (0..Q)
+            (0..STENCIL.q())
                 .flat_map(|i| whole[i * n + z0 * 6..i * n + z1 * 6].to_vec())
                 .flat_map(f32::to_ne_bytes)
                 .collect()
@@ -302,7 +327,7 @@ mod tests {
         for (s, bytes) in specs.iter().zip(&again) {
             let vals: Vec<f32> = bytemuck::pod_collect_to_vec(bytes);
             let per = s.nodes();
-            for i in 0..Q {
+            for i in 0..STENCIL.q() {
                 assert_eq!(
                     &vals[i * per..(i + 1) * per],
                     &whole[i * 24 + s.z.start * 6..i * 24 + s.z.end * 6]

@@ -4,16 +4,10 @@
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
-use thelma_core::collision::Collision;
 use thelma_core::config::{Backend, CaseConfig, DeviceSpec, PhysicalUnits, Precision, SlicePlane};
+use thelma_core::physics::Collision;
 
 use crate::app::UsageError;
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-pub enum CollisionArg {
-    Bgk,
-    Mrt,
-}
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum PrecisionArg {
@@ -75,9 +69,18 @@ pub struct RunArgs {
     /// 0: none. Default 0.
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub checkpoint_every: Option<u64>,
-    /// Collision operator. Default mrt.
-    #[arg(long, value_enum)]
-    pub collision: Option<CollisionArg>,
+    /// Collision operator: bgk, trt or mrt. Default mrt.
+    #[arg(long, value_name = "NAME", value_parser = Collision::parse)]
+    pub collision: Option<Collision>,
+    /// TRT's magic parameter Λ = (1/ω⁺ − ½)(1/ω⁻ − ½). Default 3/16.
+    #[arg(long, value_name = "LAMBDA", allow_negative_numbers = true)]
+    pub trt_magic: Option<f64>,
+    /// Smagorinsky eddy viscosity (LES) with constant C_s, for any operator (0.1–0.2 is usual).
+    #[arg(long, value_name = "C", allow_negative_numbers = true)]
+    pub smagorinsky: Option<f64>,
+    /// Uniform body force FX,FY,FZ: lattice units, or m/s² with physical units.
+    #[arg(long, value_name = "FX,FY,FZ", value_parser = parse_vector, allow_negative_numbers = true)]
+    pub force: Option<[f64; 3]>,
     /// Floating-point precision of the populations. Default f32.
     #[arg(long, value_enum)]
     pub precision: Option<PrecisionArg>,
@@ -195,6 +198,15 @@ pub fn parse_size(s: &str) -> Result<[usize; 3], String> {
         [n] => Ok([*n; 3]),
         [x, y, z] => Ok([*x, *y, *z]),
         _ => Err(format!("`{s}` is not N or NX,NY,NZ")),
+    }
+}
+
+pub fn parse_vector(s: &str) -> Result<[f64; 3], String> {
+    let parts: Vec<&str> = s.split(',').map(str::trim).collect();
+    let nums: Result<Vec<f64>, _> = parts.iter().map(|p| p.parse::<f64>()).collect();
+    match nums.ok().as_deref() {
+        Some(&[x, y, z]) => Ok([x, y, z]),
+        _ => Err(format!("`{s}` is not X,Y,Z (three numbers)")),
     }
 }
 
@@ -342,10 +354,16 @@ impl RunArgs {
             c.run.checkpoint_every = k;
         }
         if let Some(k) = self.collision {
-            c.numerics.collision = match k {
-                CollisionArg::Bgk => Collision::Bgk,
-                CollisionArg::Mrt => Collision::Mrt,
-            };
+            c.numerics.collision = k;
+        }
+        if let Some(l) = self.trt_magic {
+            c.numerics.trt_magic = l;
+        }
+        if self.smagorinsky.is_some() {
+            c.numerics.smagorinsky = self.smagorinsky;
+        }
+        if self.force.is_some() {
+            c.physics.force = self.force;
         }
         if let Some(p) = self.precision {
             c.numerics.precision = match p {
@@ -433,6 +451,12 @@ fn unchanged_on_resume(saved: &CaseConfig, now: &CaseConfig) -> Result<(), Usage
         (a.physics.viscosity != b.physics.viscosity, "--viscosity"),
         (a.physics.lid_speed != b.physics.lid_speed, "--lid-speed"),
         (a.numerics.collision != b.numerics.collision, "--collision"),
+        (a.numerics.trt_magic != b.numerics.trt_magic, "--trt-magic"),
+        (
+            a.numerics.smagorinsky != b.numerics.smagorinsky,
+            "--smagorinsky",
+        ),
+        (a.physics.force != b.physics.force, "--force"),
         (a.numerics.precision != b.numerics.precision, "--precision"),
         (a.units != b.units, "--phys-velocity"),
     ];

@@ -7,6 +7,7 @@ use thelma_compute::cuda::{self, device};
 use thelma_core::compute::slab_bytes;
 use thelma_core::config::Precision;
 use thelma_core::domain::{Domain, SlabSpec};
+use thelma_core::physics::D3Q19;
 
 /// The largest edge `s` such that one slab of `s³` nodes in `precision` fits in `free` bytes (leaving
 /// 5 % for the context and kernels).
@@ -19,7 +20,7 @@ pub fn largest_cube(free: u64, precision: Precision) -> usize {
             domain: Domain::new([s; 3], [false; 3]),
             z: 0..s,
         };
-        slab_bytes(&slab, precision) <= budget
+        slab_bytes(&slab, &D3Q19, precision) <= budget
     };
     let (mut lo, mut hi) = (0usize, 8192usize);
     while lo < hi {
@@ -131,6 +132,7 @@ mod tests {
                     domain: Domain::new([s; 3], [false; 3]),
                     z: 0..s,
                 },
+                &D3Q19,
                 Precision::F32,
             )
         };

@@ -5,7 +5,7 @@ use anyhow::Result;
 use thelma_core::compute::{slab_bytes, ModuleFactory};
 use thelma_core::config::CaseConfig;
 use thelma_core::domain::{Domain, SlabSpec};
-use thelma_core::lattice::Q;
+use thelma_core::physics::D3Q19;
 
 use crate::app::UsageError;
 
@@ -28,7 +28,7 @@ pub fn check(
     let precision = case.numerics.precision;
     let size = fmt_size(case.domain.size);
     for (slab, &device) in slabs.iter().zip(devices) {
-        let need = slab_bytes(slab, precision);
+        let need = slab_bytes(slab, &D3Q19, precision);
         if let Some(mem) = factory.device_memory(device) {
             if need > mem.free {
                 return Err(UsageError::new(
@@ -50,10 +50,13 @@ pub fn check(
     let mut host = FIELD_BYTES_PER_NODE * nodes;
     if case.run.checkpoint_every > 0 {
         // The populations read back for a checkpoint.
-        host += Q as u64 * precision.bytes() as u64 * nodes;
+        host += D3Q19.q() as u64 * precision.bytes() as u64 * nodes;
     }
     if host_lattices {
-        host += slabs.iter().map(|s| slab_bytes(s, precision)).sum::<u64>();
+        host += slabs
+            .iter()
+            .map(|s| slab_bytes(s, &D3Q19, precision))
+            .sum::<u64>();
     }
     if let Some(avail) = available_host_memory() {
         if host > avail {

@@ -30,6 +30,9 @@ const FLAGS: &[&str] = &[
     "--density-bounds",
     "--checkpoint-every",
     "--collision",
+    "--trt-magic",
+    "--smagorinsky",
+    "--force",
     "--precision",
     "--backend",
     "--devices",
@@ -205,4 +208,18 @@ const EXAMPLES: &[&str] = &[
     include_str!("../../examples/cavity-re100.toml"),
     include_str!("../../examples/cavity-re1000.toml"),
     include_str!("../../examples/channel-sphere.toml"),
+    include_str!("../../examples/couette.toml"),
+    include_str!("../../examples/poiseuille.toml"),
+    include_str!("../../examples/taylor-green.toml"),
 ];
+
+/// Every example case is valid as shipped.
+#[test]
+fn every_example_case_validates() {
+    for (k, text) in EXAMPLES.iter().enumerate() {
+        let case = thelma_core::config::CaseConfig::parse(text, false)
+            .unwrap_or_else(|e| panic!("example {k}: {e}"));
+        case.validate()
+            .unwrap_or_else(|e| panic!("example {k}: {e}"));
+    }
+}

@@ -6,6 +6,7 @@
 
 pub mod comm_bench;
 pub mod cpu;
+mod fields;
 mod params;
 
 pub use params::ModelParams;

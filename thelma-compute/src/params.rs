@@ -2,29 +2,33 @@
 
 use std::sync::Arc;
 
-use thelma_core::collision::{Collision, MrtRates};
 use thelma_core::config::{CaseConfig, LatticeParams, Precision};
+use thelma_core::initial::InitialState;
+use thelma_core::physics::FlowModel;
 use thelma_geometry::Geometry;
 
 /// What a compute module needs to know about the model, shared by all slabs of a run.
 #[derive(Clone, Debug)]
 pub struct ModelParams {
     pub geometry: Arc<Geometry>,
-    pub collision: Collision,
+    /// The flow lattice's collision: operator, rates, eddy viscosity, body force.
+    pub model: FlowModel,
     pub precision: Precision,
-    /// The shear relaxation rate ω = 1/τ.
-    pub omega: f64,
-    pub mrt_rates: MrtRates,
+    /// The initial state, when the case gives one (otherwise every node starts at rest, ρ = 1).
+    pub initial: Option<Arc<InitialState>>,
 }
 
 impl ModelParams {
+    /// The parameters of a case that [`CaseConfig::validate`] accepted (`lattice` is what it
+    /// returned).
     pub fn new(case: &CaseConfig, lattice: &LatticeParams, geometry: Arc<Geometry>) -> Self {
         Self {
             geometry,
-            collision: case.numerics.collision,
+            model: case.flow_model(lattice),
             precision: case.numerics.precision,
-            omega: lattice.omega,
-            mrt_rates: case.numerics.mrt_rates,
+            initial: InitialState::from_case(case)
+                .expect("the case was validated")
+                .map(Arc::new),
         }
     }
 }

@@ -9,6 +9,7 @@ use thelma_compute::cuda::launch::{
 use thelma_compute::cuda::prelude::PreludeParams;
 use thelma_core::compute::ComputeError;
 use thelma_core::config::Precision;
+use thelma_core::physics::{Collision, OPERATORS};
 
 fn nvrtc_or_skip() -> bool {
     if nvrtc_present() {
@@ -25,23 +26,44 @@ fn contains(hay: &[u8], needle: &str) -> bool {
     hay.windows(needle.len()).any(|w| w == needle.as_bytes())
 }
 
+/// Every operator in both precisions, plain and with the eddy viscosity and a force (which change
+/// the printed collision), and both block sizes the launch shape may take.
 #[test]
 fn every_kernel_variant_compiles_for_sm_90() {
     if !nvrtc_or_skip() {
         return;
     }
     for precision in [Precision::F32, Precision::F64] {
-        for block_x in [128, 256] {
-            let mut p = PreludeParams::example(precision);
-            p.block_x = block_x;
-            let cubin = compile_cubin(&lbm_source(&p), "lbm_d3q19.cu", "sm_90")
-                .unwrap_or_else(|e| panic!("{precision:?}, block {block_x}: {e}"));
-            for k in Kernel::ALL.iter().filter(|k| k.in_lbm_source()) {
-                let name = k.name(precision);
-                assert!(contains(&cubin, &name), "{name} missing from the cubin");
+        for (op, _) in OPERATORS {
+            let collision = Collision::parse(op).unwrap();
+            for variant in 0..3 {
+                let mut p = PreludeParams::example(precision, collision);
+                match variant {
+                    1 => p.block_x = 256,
+                    2 => {
+                        p.model.smagorinsky = Some(0.12);
+                        p.model.force = Some([1e-6, 0.0, -2e-6]);
+                    }
+                    _ => {}
+                }
+                let cubin = compile_cubin(&lbm_source(&p), "lbm_d3q19.cu", "sm_90")
+                    .unwrap_or_else(|e| panic!("{precision:?} {op} variant {variant}: {e}"));
+                let kernels = [
+                    Kernel::CollidePropagate(collision),
+                    Kernel::ExportFaces,
+                    Kernel::Health,
+                ];
+                for k in kernels {
+                    let name = k.name(precision);
+                    assert!(contains(&cubin, &name), "{name} missing from the cubin");
+                }
             }
         }
     }
+    assert_eq!(
+        Kernel::all().iter().filter(|k| k.in_lbm_source()).count(),
+        OPERATORS.len() + 2
+    );
     let cubin = compile_cubin(BANDWIDTH_SOURCE, "bandwidth.cu", "sm_90").expect("bandwidth kernel");
     assert!(contains(
         &cubin,

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use crate::config::Precision;
 use crate::domain::SlabSpec;
 
-use crate::lattice::UP;
+use crate::physics::Stencil;
 
 /// The macroscopic fields of one slab (or of the whole domain once gathered), `[z][y][x]`, x fastest.
 ///
@@ -101,7 +101,7 @@ pub enum ComputeError {
 
 /// Host memory that holds the four buffers of one interface (between slab s below and s + 1 above):
 /// `up[0]`, `up[1]`, `down[0]`, `down[1]`, each [`SlabSpec::interface_values`] values of the run's
-/// precision, laid out `[buffer][population (5)][y][x]`.
+/// precision, laid out `[buffer][crossing population][y][x]`.
 ///
 /// The lower slab's module allocates it (plain memory for the CPU module, page-locked device-mapped
 /// memory for CUDA) and both modules of the interface keep a handle.
@@ -119,9 +119,9 @@ pub fn interface_offset(values_per_buffer: usize, upward: bool, parity: usize) -
     buffer * values_per_buffer
 }
 
-/// Bytes that cross one interface per step (both directions).
-pub fn interface_bytes_per_step(slab: &SlabSpec, precision: Precision) -> usize {
-    2 * UP.len() * slab.nx() * slab.ny() * precision.bytes()
+/// Bytes that cross one interface per step (both directions) for a lattice on `stencil`.
+pub fn interface_bytes_per_step(slab: &SlabSpec, stencil: &Stencil, precision: Precision) -> usize {
+    2 * slab.interface_values(stencil) * precision.bytes()
 }
 
 /// A collide-and-stream engine for one slab.
@@ -133,11 +133,9 @@ pub trait ComputeModule {
     /// One line naming the device (`cpu (8 threads)`, `cuda:0 NVIDIA H200`).
     fn describe(&self) -> String;
 
-    /// Allocates memory for the interface above this slab.
-    fn allocate_interface(
-        &mut self,
-        values_per_buffer: usize,
-    ) -> Result<Arc<dyn InterfaceMemory>, ComputeError>;
+    /// Allocates memory for the interface above this slab, sized for the crossing populations of
+    /// the lattices the module exchanges.
+    fn allocate_interface(&mut self) -> Result<Arc<dyn InterfaceMemory>, ComputeError>;
 
     /// Connects the interfaces below and above (the same memory twice for a periodic single slab) and
     /// publishes this slab's boundary layers of the current state into the buffers of parity 1, which
@@ -195,12 +193,13 @@ pub struct MemoryInfo {
     pub total: u64,
 }
 
-/// Bytes a slab needs on its device: two lattices of 19 populations, one flag byte per node, and the
-/// interface buffers it allocates (4 buffers of 5 planes above it).
-pub fn slab_bytes(slab: &SlabSpec, precision: Precision) -> u64 {
+/// Bytes a slab of a lattice on `stencil` needs on its device: two lattices of Q populations, one
+/// flag byte per node, and the interface buffers it allocates (4 buffers of the crossing planes
+/// above it).
+pub fn slab_bytes(slab: &SlabSpec, stencil: &Stencil, precision: Precision) -> u64 {
     let nodes = slab.nodes() as u64;
     let b = precision.bytes() as u64;
-    2 * crate::lattice::Q as u64 * nodes * b + nodes + 4 * slab.interface_values() as u64 * b
+    2 * stencil.q() as u64 * nodes * b + nodes + 4 * slab.interface_values(stencil) as u64 * b
 }
 
 /// Where a worker thread should be bound.

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::collision::{Collision, MrtRates};
+use crate::physics::{Collision, FlowModel, MrtRates, DEFAULT_TRT_MAGIC};
 
 /// Storage and arithmetic precision of the populations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -226,6 +226,10 @@ pub struct PhysicsConfig {
     pub viscosity: Option<f64>,
     /// Lid speed `U` in lattice units (Mach = U √3).
     pub lid_speed: f64,
+    /// A uniform body force: a force density in lattice units, or with `[units]` an acceleration in
+    /// m/s² (gravity, a pressure gradient over the density), entering every operator by Guo's scheme.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub force: Option<[f64; 3]>,
 }
 
 impl Default for PhysicsConfig {
@@ -234,17 +238,37 @@ impl Default for PhysicsConfig {
             reynolds: 1000.0,
             viscosity: None,
             lid_speed: 0.1,
+            force: None,
         }
     }
 }
 
 /// Numerical method.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct NumericsConfig {
+    /// The collision operator, by its registered name (`bgk`, `trt`, `mrt`).
     pub collision: Collision,
     pub precision: Precision,
     pub mrt_rates: MrtRates,
+    /// TRT's magic parameter Λ = (1/ω⁺ − ½)(1/ω⁻ − ½).
+    pub trt_magic: f64,
+    /// The Smagorinsky constant C_s of the eddy viscosity (large-eddy simulation), for every
+    /// operator; absent: no subgrid model.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub smagorinsky: Option<f64>,
+}
+
+impl Default for NumericsConfig {
+    fn default() -> Self {
+        Self {
+            collision: Collision::default(),
+            precision: Precision::default(),
+            mrt_rates: MrtRates::default(),
+            trt_magic: DEFAULT_TRT_MAGIC,
+            smagorinsky: None,
+        }
+    }
 }
 
 /// When a run stops.
@@ -462,6 +486,108 @@ pub struct CaseConfig {
     /// Physical scales (optional); when given they fix the Reynolds number.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub units: Option<PhysicalUnits>,
+    /// What closes each face of the box that is not periodic (`[[boundary]]` tables); a face not
+    /// listed is a resting wall, and the cavity's lid is its z+ face.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub boundary: Vec<BoundaryConfig>,
+    /// The initial state (`[initial]`); absent: at rest with ρ = 1.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub initial: Option<InitialConfig>,
+}
+
+/// A number, or an expression of the node position (`x`, `y`, `z`) and the domain size (`nx`, `ny`,
+/// `nz`), with `sin`, `cos`, `exp`, `sqrt`, `PI`, … (the `exmex` grammar).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Expression {
+    Number(f64),
+    Text(String),
+}
+
+/// The initial state at every node, whose populations start at its equilibrium. Without `[units]`
+/// positions are node indices and velocities lattice units; with `[units]` positions are metres from
+/// the box's corner (node centres at (i + ½)·dx) and velocities m/s. The density is relative to the
+/// reference (1).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct InitialConfig {
+    pub density: Expression,
+    pub velocity: [Expression; 3],
+}
+
+impl Default for InitialConfig {
+    fn default() -> Self {
+        Self {
+            density: Expression::Number(1.0),
+            velocity: [
+                Expression::Number(0.0),
+                Expression::Number(0.0),
+                Expression::Number(0.0),
+            ],
+        }
+    }
+}
+
+/// A face of the box.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Face {
+    #[serde(rename = "x-")]
+    XMinus,
+    #[serde(rename = "x+")]
+    XPlus,
+    #[serde(rename = "y-")]
+    YMinus,
+    #[serde(rename = "y+")]
+    YPlus,
+    #[serde(rename = "z-")]
+    ZMinus,
+    #[serde(rename = "z+")]
+    ZPlus,
+}
+
+impl Face {
+    pub const ALL: [Face; 6] = [
+        Face::XMinus,
+        Face::XPlus,
+        Face::YMinus,
+        Face::YPlus,
+        Face::ZMinus,
+        Face::ZPlus,
+    ];
+    /// The axis normal to the face (0, 1, 2).
+    pub fn axis(self) -> usize {
+        self as usize / 2
+    }
+    /// Whether the face is the upper one of its axis.
+    pub fn upper(self) -> bool {
+        self as usize % 2 == 1
+    }
+    /// The face's name in case files (`x-`).
+    pub fn name(self) -> &'static str {
+        ["x-", "x+", "y-", "y+", "z-", "z+"][self as usize]
+    }
+}
+
+/// The rule that closes a face. Each kind has one home per layer: the flags it sets
+/// (`thelma-geometry`), and the per-link rule the fused step applies in each module.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum BoundaryKind {
+    /// A no-slip wall (halfway bounce-back), at rest or moving tangentially with `velocity`.
+    #[default]
+    Wall,
+}
+
+/// One `[[boundary]]` table: a face and what closes it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BoundaryConfig {
+    pub face: Face,
+    #[serde(default)]
+    pub kind: BoundaryKind,
+    /// A wall's velocity, tangential to the face: lattice units, or m/s with `[units]`.
+    #[serde(default)]
+    pub velocity: [f64; 3],
 }
 
 /// A configuration value that cannot be used, with the key and the command-line flag that set it.
@@ -500,6 +626,10 @@ pub const MAX_THREADS: usize = 4096;
 /// compressible range the scheme models.
 pub const MAX_LID_SPEED: f64 = 0.4;
 
+/// Body-force components at or above this (lattice units) are refused: within a few thousand steps
+/// such a force drives a flow far outside the weakly compressible range.
+pub const MAX_FORCE: f64 = 0.01;
+
 /// Default steps between watchdog checks: a check reads the populations once, so it costs about a
 /// step's memory traffic, 1% of the run at this interval.
 pub const DEFAULT_WATCHDOG_EVERY: u64 = 100;
@@ -520,6 +650,9 @@ pub struct LatticeParams {
     pub tau: f64,
     pub omega: f64,
     pub mach: f64,
+    /// The body force in lattice units (converted from m/s² when the case has physical units).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub force: Option<[f64; 3]>,
 }
 
 impl fmt::Display for LatticeParams {
@@ -759,6 +892,57 @@ impl CaseConfig {
                 ),
             ));
         }
+        self.validate_boundaries()?;
+        crate::initial::InitialState::from_case(self)?;
+        let n = &self.numerics;
+        if !(n.trt_magic.is_finite() && n.trt_magic > 0.0) {
+            return Err(bad(
+                "numerics.trt_magic",
+                "--trt-magic",
+                format!(
+                    "{} must be a finite number > 0 (3/16 by default)",
+                    n.trt_magic
+                ),
+            ));
+        }
+        if let Some(cs) = n.smagorinsky {
+            if !(cs.is_finite() && (0.0..=1.0).contains(&cs)) {
+                return Err(bad(
+                    "numerics.smagorinsky",
+                    "--smagorinsky",
+                    format!("C_s = {cs} must lie in [0, 1] (0.1 to 0.2 is usual)"),
+                ));
+            }
+        }
+        let force = match p.force {
+            None => None,
+            Some(f) => {
+                let to_lattice = match self.unit_scales() {
+                    // An acceleration a in m/s² is a·dt²/dx in lattice units (per unit density).
+                    Some(s) => s.dt * s.dt / s.dx,
+                    None => 1.0,
+                };
+                let lat = f.map(|v| v * to_lattice);
+                let unit = if self.units.is_some() { " m/s²" } else { "" };
+                if f.iter().chain(&lat).any(|v| !v.is_finite()) {
+                    return Err(bad(
+                        "physics.force",
+                        "--force",
+                        format!("{f:?}{unit} must be finite"),
+                    ));
+                }
+                if lat.iter().any(|v| v.abs() >= MAX_FORCE) {
+                    return Err(bad(
+                        "physics.force",
+                        "--force",
+                        format!(
+                            "{f:?}{unit} is {lat:?} in lattice units; each component must stay below {MAX_FORCE} (the flow it drives would leave the low-Mach range)"
+                        ),
+                    ));
+                }
+                Some(lat)
+            }
+        };
         Ok(LatticeParams {
             length,
             lid_speed: p.lid_speed,
@@ -767,7 +951,82 @@ impl CaseConfig {
             tau,
             omega: 1.0 / tau,
             mach: p.lid_speed * 3f64.sqrt(),
+            force,
         })
+    }
+
+    fn validate_boundaries(&self) -> Result<(), ConfigError> {
+        let d = &self.domain;
+        let mut seen = Vec::new();
+        for b in &self.boundary {
+            let face = b.face.name();
+            let refuse = |m: String| Err(bad("boundary", "--config", format!("face {face}: {m}")));
+            if seen.contains(&b.face) {
+                return refuse("listed twice".into());
+            }
+            seen.push(b.face);
+            if d.periodic[b.face.axis()] {
+                return refuse(format!(
+                    "the {} axis is periodic, so it has no face",
+                    ["x", "y", "z"][b.face.axis()]
+                ));
+            }
+            if d.case == CaseKind::Cavity && b.face == Face::ZPlus {
+                return refuse(
+                    "is the cavity's lid (set by physics.lid_speed); use case = \"box\" to set every face".into(),
+                );
+            }
+            let v = b.velocity;
+            if v.iter().any(|c| !c.is_finite()) {
+                return refuse(format!("velocity {v:?} must be finite"));
+            }
+            if v[b.face.axis()] != 0.0 {
+                return refuse(format!(
+                    "a wall moves along its face only: velocity {v:?} has a normal component"
+                ));
+            }
+        }
+        for (face, u) in self.moving_walls() {
+            if u.iter().any(|c| !c.is_finite() || c.abs() >= MAX_LID_SPEED) {
+                return Err(bad(
+                    "boundary",
+                    "--config",
+                    format!(
+                        "face {}: velocity {u:?} in lattice units; each component must stay below {MAX_LID_SPEED} (Mach = U√3)",
+                        face.name()
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The moving walls of the case, in lattice units: the cavity's lid on z+ and every
+    /// `[[boundary]]` wall with a non-zero velocity (converted from m/s with `[units]`).
+    pub fn moving_walls(&self) -> Vec<(Face, [f64; 3])> {
+        let mut walls = Vec::new();
+        if self.domain.case == CaseKind::Cavity {
+            walls.push((Face::ZPlus, [self.physics.lid_speed, 0.0, 0.0]));
+        }
+        let scale = self.unit_scales().map_or(1.0, |s| 1.0 / s.velocity);
+        for b in &self.boundary {
+            if b.kind == BoundaryKind::Wall && b.velocity != [0.0; 3] {
+                walls.push((b.face, b.velocity.map(|v| v * scale)));
+            }
+        }
+        walls
+    }
+
+    /// The flow lattice's collision model of this case (call after [`Self::validate`]).
+    pub fn flow_model(&self, lattice: &LatticeParams) -> FlowModel {
+        FlowModel {
+            collision: self.numerics.collision,
+            omega: lattice.omega,
+            mrt_rates: self.numerics.mrt_rates,
+            trt_magic: self.numerics.trt_magic,
+            smagorinsky: self.numerics.smagorinsky,
+            force: lattice.force,
+        }
     }
 
     fn validate_units(&self, u: &PhysicalUnits) -> Result<(), ConfigError> {

@@ -110,9 +110,10 @@ impl SlabSpec {
     pub fn has_above(&self) -> bool {
         self.index + 1 < self.count || self.domain.periodic[2]
     }
-    /// Values in one interface buffer: the five crossing populations of one plane.
-    pub fn interface_values(&self) -> usize {
-        crate::lattice::UP.len() * self.nx() * self.ny()
+    /// Values in one interface buffer of a lattice on `stencil`: its crossing populations (five
+    /// for D3Q19) of one plane.
+    pub fn interface_values(&self, stencil: &crate::physics::Stencil) -> usize {
+        stencil.crossing() * self.nx() * self.ny()
     }
 }
 

@@ -2,11 +2,12 @@
 //! compute-module trait and the multi-device runtime (the paper's "init" module).
 
 pub mod affinity;
-pub mod collision;
 pub mod compute;
 pub mod config;
 pub mod domain;
+pub mod initial;
 pub mod lattice;
+pub mod physics;
 pub mod real;
 pub mod runtime;
 

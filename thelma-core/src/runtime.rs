@@ -590,7 +590,7 @@ fn worker_main(
     let created = catch_unwind(AssertUnwindSafe(|| -> Result<_, ComputeError> {
         let mut module = factory.create(device, &slab)?;
         let above = if slab.has_above() {
-            Some(module.allocate_interface(slab.interface_values())?)
+            Some(module.allocate_interface()?)
         } else {
             None
         };

@@ -14,32 +14,37 @@ use cudarc::driver::{CudaFunction, CudaModule, CudaStream, LaunchConfig, PushKer
 use cudarc::nvrtc::{result as nvrtc, sys as nvrtc_sys, Ptx};
 use thelma_core::compute::ComputeError;
 use thelma_core::config::Precision;
+use thelma_core::physics::{Collision, OPERATORS};
 
 use super::prelude::{prelude, PreludeParams};
 
-/// The D3Q19 kernels (collision, face export, watchdog), compiled after the prelude.
+/// The D3Q19 kernels (collide-and-propagate, face export, watchdog), compiled after the prelude.
 pub const LBM_SOURCE: &str = include_str!("../../../kernels/lbm_d3q19.cu");
 /// The bandwidth probe of `thelma bench`, compiled alone.
 pub const BANDWIDTH_SOURCE: &str = include_str!("../../../kernels/bandwidth.cu");
 
-/// Every kernel of the project, by what it does. Names of precision-generic kernels get `_f32`/`_f64`.
+/// Every kernel of the project, by what it does. Names of precision-generic kernels get `_f32`/`_f64`;
+/// the collide-and-propagate step is named after its collision operator, whose code the prelude
+/// prints.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kernel {
-    CollidePropagateBgk,
-    CollidePropagateMrt,
+    CollidePropagate(Collision),
     ExportFaces,
     Health,
     BandwidthCopy,
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 5] = [
-        Kernel::CollidePropagateBgk,
-        Kernel::CollidePropagateMrt,
-        Kernel::ExportFaces,
-        Kernel::Health,
-        Kernel::BandwidthCopy,
-    ];
+    /// Every kernel: one step per registered operator, and the others.
+    pub fn all() -> Vec<Kernel> {
+        OPERATORS
+            .iter()
+            .map(|(name, _)| {
+                Kernel::CollidePropagate(Collision::parse(name).expect("a registered name"))
+            })
+            .chain([Kernel::ExportFaces, Kernel::Health, Kernel::BandwidthCopy])
+            .collect()
+    }
 
     /// The symbol in the compiled image.
     pub fn name(self, precision: Precision) -> String {
@@ -48,8 +53,7 @@ impl Kernel {
             Precision::F64 => "f64",
         };
         match self {
-            Kernel::CollidePropagateBgk => format!("collide_propagate_d3q19_bgk_{suffix}"),
-            Kernel::CollidePropagateMrt => format!("collide_propagate_d3q19_mrt_{suffix}"),
+            Kernel::CollidePropagate(c) => format!("collide_propagate_d3q19_{c}_{suffix}"),
             Kernel::ExportFaces => format!("export_faces_d3q19_{suffix}"),
             Kernel::Health => format!("health_d3q19_{suffix}"),
             Kernel::BandwidthCopy => "bandwidth_copy".to_string(),

@@ -11,7 +11,6 @@ use cudarc::driver::{
     result, sys, CudaContext, CudaFunction, CudaModule as CuModule, CudaSlice, CudaStream,
     DevicePtr, DeviceRepr, ValidAsZeroBits,
 };
-use thelma_core::collision::{equilibrium, moments, Arith};
 use thelma_core::compute::{
     interface_offset, ComputeError, ComputeModule, Fields, Health, InterfaceMemory, MemoryInfo,
     ModuleFactory, Placement,
@@ -19,11 +18,13 @@ use thelma_core::compute::{
 use thelma_core::config::Precision;
 use thelma_core::domain::SlabSpec;
 use thelma_core::lattice::Q;
+use thelma_core::physics::{Arith, D3Q19};
 use thelma_core::Real;
 
 use super::launch::{self, Kernel, StepArgs, HEALTH_BLOCKS};
 use super::prelude::{PreludeParams, SOLID_BIT};
 use super::{device, DEFAULT_BLOCK_X, RESIDENT_THREADS_F32, RESIDENT_THREADS_F64};
+use crate::fields::{fields_from_populations, initial_populations};
 use crate::params::ModelParams;
 
 fn dev_err(what: &str) -> impl FnOnce(cudarc::driver::DriverError) -> ComputeError + '_ {
@@ -219,6 +220,8 @@ pub struct CudaModule<T: Real + DeviceRepr> {
     below: Option<Attached>,
     above: Option<Attached>,
     host_solid: Vec<bool>,
+    /// The body force (lattice units), for the velocity `read_fields` reports.
+    force: Option<[f64; 3]>,
     slab: SlabSpec,
     collide: CudaFunction,
     export: CudaFunction,
@@ -262,17 +265,13 @@ where
 
         let pp = PreludeParams {
             precision: T::PRECISION,
-            omega: params.omega,
-            mrt_rates: params.mrt_rates,
+            model: params.model.clone(),
             block_x: shape.block_x,
             min_blocks: shape.min_blocks_for(T::PRECISION),
         };
         let arch = launch::arch_of(info.compute_capability);
         let cubin = launch::compile_cubin(&launch::lbm_source(&pp), "lbm_d3q19.cu", &arch)?;
-        let collide_kind = match params.collision {
-            thelma_core::collision::Collision::Bgk => Kernel::CollidePropagateBgk,
-            thelma_core::collision::Collision::Mrt => Kernel::CollidePropagateMrt,
-        };
+        let collide_kind = Kernel::CollidePropagate(params.model.collision);
         let names: Vec<String> = [collide_kind, Kernel::ExportFaces, Kernel::Health]
             .iter()
             .map(|k| k.name(T::PRECISION))
@@ -327,6 +326,7 @@ where
             raw(&health_out, &stream),
         ];
         let mut m = Self {
+            force: params.model.force,
             lattices: [a, b],
             ptrs,
             cur: 0,
@@ -354,16 +354,10 @@ where
             stream,
             ctx,
         };
-        // The rest state, one population at a time (a whole host lattice would double the memory).
-        let feq = equilibrium(T::one(), [T::zero(); 3]);
-        let mut plane = vec![T::zero(); n];
-        for i in 0..Q {
-            plane.fill(feq[i]);
-            let mut dst = m.lattices[m.cur].slice_mut(i * n..(i + 1) * n);
-            m.stream
-                .memcpy_htod(&plane, &mut dst)
-                .map_err(dev_err("copy to the device"))?;
-            m.sync()?;
+        // The lattices start zeroed: shifted populations at rest (ρ = 1, u = 0).
+        if let Some(init) = &params.initial {
+            let g = initial_populations::<T>(&m.slab, init)?;
+            m.upload(&g)?;
         }
         Ok(m)
     }
@@ -401,8 +395,8 @@ where
 
     /// Byte offset of buffer `up[parity]`/`down[parity]` inside an interface.
     fn offset(&self, upward: bool, parity: usize) -> u64 {
-        (interface_offset(self.slab.interface_values(), upward, parity) * std::mem::size_of::<T>())
-            as u64
+        (interface_offset(self.slab.interface_values(&D3Q19), upward, parity)
+            * std::mem::size_of::<T>()) as u64
     }
 
     /// Publishes the boundary layers of the current lattice into the buffers of `parity`.
@@ -443,13 +437,10 @@ where
         self.describe.clone()
     }
 
-    fn allocate_interface(
-        &mut self,
-        values_per_buffer: usize,
-    ) -> Result<Arc<dyn InterfaceMemory>, ComputeError> {
+    fn allocate_interface(&mut self) -> Result<Arc<dyn InterfaceMemory>, ComputeError> {
         Ok(Arc::new(MappedInterface::new(
             &self.ctx,
-            4 * values_per_buffer * std::mem::size_of::<T>(),
+            4 * self.slab.interface_values(&D3Q19) * std::mem::size_of::<T>(),
         )?))
     }
 
@@ -458,7 +449,7 @@ where
         below: Option<Arc<dyn InterfaceMemory>>,
         above: Option<Arc<dyn InterfaceMemory>>,
     ) -> Result<(), ComputeError> {
-        let need = 4 * self.slab.interface_values() * std::mem::size_of::<T>();
+        let need = 4 * self.slab.interface_values(&D3Q19) * std::mem::size_of::<T>();
         let att = |m: Option<Arc<dyn InterfaceMemory>>| -> Result<Option<Attached>, ComputeError> {
             m.map(|mem| {
                 if mem.bytes() < need {
@@ -511,23 +502,13 @@ where
     }
 
     fn read_fields(&mut self) -> Result<Fields, ComputeError> {
-        let (nx, ny, nz) = (self.slab.nx(), self.slab.ny(), self.slab.nz());
-        let a = self.download()?;
-        let n = self.slab.nodes();
-        let mut out = Fields::zeros([nx, ny, nz], self.slab.z.start);
-        for p in 0..n {
-            if self.host_solid[p] {
-                out.solid[p] = true;
-                continue;
-            }
-            let f: [T; Q] = std::array::from_fn(|i| a[i * n + p]);
-            let m = moments::<T>(&f);
-            out.rho[p] = m.rho.to_f64();
-            out.ux[p] = m.u[0].to_f64();
-            out.uy[p] = m.u[1].to_f64();
-            out.uz[p] = m.u[2].to_f64();
-        }
-        Ok(out)
+        let g = self.download()?;
+        Ok(fields_from_populations(
+            &self.slab,
+            &g,
+            |p| self.host_solid[p],
+            self.force,
+        ))
     }
 
     fn health(&mut self) -> Result<Health, ComputeError> {

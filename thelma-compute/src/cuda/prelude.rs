@@ -1,23 +1,29 @@
-//! The generated prelude of the CUDA kernels: the D3Q19 table, the MRT matrix, the flag bits, the
-//! relaxation rates and the launch shape, written out from `thelma_core` and `thelma_geometry` so that
-//! the direction order and the flag values have one source of truth.
+//! The generated prelude of the CUDA kernels: the D3Q19 table, the flag bits, the launch shape and
+//! the collision itself, printed from the Rust operator the CPU module runs
+//! (`thelma_core::physics`, recorded on symbols), so that the direction order, the flag values and
+//! every physical rule have one source of truth.
 
 use std::fmt::Write as _;
 
-use thelma_core::collision::{CollisionParams, MrtRates};
 use thelma_core::config::Precision;
-use thelma_core::lattice::{C, CONSERVED, DOWN, M, NM, OPP, Q, UP, W};
+use thelma_core::lattice::Q;
+use thelma_core::physics::{
+    dispatch, symbolic, Coefficients, Collision, CollisionOperator, FlowModel, OperatorVisitor,
+    Stencil, Sym, D3Q19,
+};
 
 /// The bit of a palette entry's mask that marks a solid node (bits 0..19 are the bounce directions).
 pub const SOLID_BIT: u32 = 1 << 31;
+
+/// Prefix of the run constants the printed collision reads (`THELMA_K_omega`).
+const PARAM_PREFIX: &str = "THELMA_K_";
 
 /// What the prelude depends on besides the lattice table.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PreludeParams {
     pub precision: Precision,
-    /// Shear relaxation rate ω = 1/τ.
-    pub omega: f64,
-    pub mrt_rates: MrtRates,
+    /// The collision the kernels apply (operator, rates, eddy viscosity, force).
+    pub model: FlowModel,
     /// Threads per block along x (a power of two).
     pub block_x: u32,
     /// Blocks per multiprocessor the compiler should plan registers for (`__launch_bounds__`).
@@ -25,12 +31,11 @@ pub struct PreludeParams {
 }
 
 impl PreludeParams {
-    /// A representative set (ω = 1.6, default MRT rates), for the compile check.
-    pub fn example(precision: Precision) -> Self {
+    /// A representative set (ω = 1.6, default rates), for the compile check.
+    pub fn example(precision: Precision, collision: Collision) -> Self {
         Self {
             precision,
-            omega: 1.6,
-            mrt_rates: MrtRates::default(),
+            model: FlowModel::plain(collision, 1.6),
             block_x: super::DEFAULT_BLOCK_X,
             min_blocks: super::module::LaunchShape::default().min_blocks_for(precision),
         }
@@ -53,76 +58,152 @@ fn lit(x: f64) -> String {
     format!("{x:e}")
 }
 
+/// The collision of `model` as a device function `thelma_collide(real g[Q])` on shifted populations,
+/// with the run constants it reads defined before it.
+pub fn collision_source(model: &FlowModel) -> String {
+    struct Print<'a>(&'a FlowModel);
+    impl OperatorVisitor for Print<'_> {
+        type Output = String;
+        fn visit<O: CollisionOperator>(self) -> String {
+            let model = self.0;
+            let (g, rec) = symbolic::record(|| {
+                let k = Coefficients::new(model, Sym::param);
+                let force = model.force.map(|f| {
+                    [
+                        Sym::param("force_x", f[0]),
+                        Sym::param("force_y", f[1]),
+                        Sym::param("force_z", f[2]),
+                    ]
+                });
+                let mut g: [Sym; Q] = std::array::from_fn(|i| Sym::input(format!("g[{i}]")));
+                O::collide(&mut g, &k, force);
+                g
+            });
+            let mut s = String::new();
+            for (name, value) in rec.params() {
+                let _ = writeln!(s, "#define {PARAM_PREFIX}{name} ((real){})", lit(*value));
+            }
+            let outputs: Vec<(String, Sym)> = (0..Q).map(|i| (format!("g[{i}]"), g[i])).collect();
+            let _ = writeln!(
+                s,
+                "// {}: {} ({} operations per node), printed from thelma_core::physics::{}.",
+                O::NAME,
+                O::SUMMARY,
+                rec.operations(&g),
+                std::any::type_name::<O>()
+                    .rsplit("::")
+                    .next()
+                    .unwrap_or(O::NAME),
+            );
+            let _ = writeln!(
+                s,
+                "__device__ __forceinline__ void thelma_collide(real* __restrict__ g) {{"
+            );
+            s.push_str(&rec.emit_c(&outputs, PARAM_PREFIX, "    "));
+            s.push_str("}\n");
+            s
+        }
+    }
+    dispatch(model.collision, Print(model))
+}
+
+/// The direction table of `stencil` as device functions.
+fn stencil_tables(s: &mut String, st: &Stencil) {
+    let col = |a: usize| st.c.iter().map(|c| c[a]).collect::<Vec<i32>>();
+    table(s, "int", "cx", &col(0));
+    table(s, "int", "cy", &col(1));
+    table(s, "int", "cz", &col(2));
+    table(s, "int", "opp", st.opp);
+    table(
+        s,
+        "double",
+        "weight",
+        &st.w.iter().map(|&w| lit(w)).collect::<Vec<_>>(),
+    );
+    table(s, "int", "up_dir", st.up);
+    table(s, "int", "down_dir", st.down);
+    let slot: Vec<i32> = (0..st.q())
+        .map(|i| st.crossing_slot(i).map_or(-1, |k| k as i32))
+        .collect();
+    table(s, "int", "slot_of", &slot);
+}
+
 /// The prelude for `p`.
 pub fn prelude(p: &PreludeParams) -> String {
     let mut s = String::new();
-    let (real, suffix) = match p.precision {
-        Precision::F32 => ("float", "f32"),
-        Precision::F64 => ("double", "f64"),
+    let (real, suffix, sqrt) = match p.precision {
+        Precision::F32 => ("float", "f32", "sqrtf"),
+        Precision::F64 => ("double", "f64", "sqrt"),
     };
+    let st = D3Q19;
     let _ = writeln!(
         s,
         "// Generated by thelma_compute::cuda::prelude from thelma-core; do not edit."
     );
     let _ = writeln!(s, "typedef {real} real;");
     let _ = writeln!(s, "#define THELMA_NAME(base) base##_{suffix}");
-    let _ = writeln!(s, "#define THELMA_Q {Q}");
-    let _ = writeln!(s, "#define THELMA_CROSSING {}", UP.len());
+    let _ = writeln!(
+        s,
+        "#define THELMA_COLLIDE_NAME collide_propagate_{}_{}_{suffix}",
+        st.name.to_lowercase(),
+        p.model.collision
+    );
+    let _ = writeln!(s, "#define THELMA_Q {}", st.q());
+    let _ = writeln!(s, "#define THELMA_CROSSING {}", st.crossing());
     let _ = writeln!(s, "#define THELMA_SOLID_BIT {SOLID_BIT}u");
     let _ = writeln!(s, "#define THELMA_BLOCK_X {}", p.block_x);
     let _ = writeln!(s, "#define THELMA_MIN_BLOCKS {}", p.min_blocks);
-    let _ = writeln!(s, "#define THELMA_OMEGA {}", lit(p.omega));
-    let col = |a: usize| C.iter().map(|c| c[a]).collect::<Vec<i32>>();
-    table(&mut s, "int", "cx", &col(0));
-    table(&mut s, "int", "cy", &col(1));
-    table(&mut s, "int", "cz", &col(2));
-    table(&mut s, "int", "opp", &OPP);
-    table(&mut s, "double", "weight", &W.map(lit));
-    table(&mut s, "int", "up_dir", &UP);
-    table(&mut s, "int", "down_dir", &DOWN);
-    let mut slot = [-1i32; Q];
-    for k in 0..UP.len() {
-        slot[UP[k]] = k as i32;
-        slot[DOWN[k]] = k as i32;
-    }
-    table(&mut s, "int", "slot_of", &slot);
-    // The moment matrix as one flat table indexed k·Q + i.
-    let flat: Vec<i32> = M.iter().flat_map(|r| r.iter().copied()).collect();
+    stencil_tables(&mut s, &st);
+    // The correctly rounded square root of the run's precision (what `Arith::sqrt` is on the CPU).
     let _ = writeln!(
         s,
-        "__device__ __forceinline__ int mrt_m(int k, int i) {{ const int t[{}] = {{{}}}; return t[k * {Q} + i]; }}",
-        flat.len(),
-        flat.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(", ")
+        "__device__ __forceinline__ real thelma_sqrt(real x) {{ return {sqrt}(x); }}"
     );
-    // s_k / ‖M_k‖², computed exactly as the CPU module does (in f64, then rounded by the kernel's T()).
-    let scaled = CollisionParams::<f64>::new(
-        thelma_core::collision::Collision::Mrt,
-        p.omega,
-        &p.mrt_rates,
-    )
-    .mrt_scaled;
-    table(&mut s, "double", "mrt_scaled", &scaled.map(lit));
-    let conserved: Vec<i32> = (0..NM).map(|k| i32::from(CONSERVED.contains(&k))).collect();
-    table(&mut s, "int", "mrt_conserved", &conserved);
+    s.push_str(&collision_source(&p.model));
     s
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use thelma_core::lattice::UP;
 
     #[test]
     fn literals_round_trip_and_tables_follow_the_core() {
         for x in [1.0 / 3.0, 1.0 / 36.0, 1.19 / 2394.0, 1.6] {
             assert_eq!(lit(x).parse::<f64>().unwrap(), x);
         }
-        let p = prelude(&PreludeParams::example(Precision::F32));
+        let p = prelude(&PreludeParams::example(Precision::F32, Collision::MRT));
         assert!(p.contains("typedef float real;"));
         assert!(p.contains("cx(int i) { const int t[19] = {0, 1, -1, 0, 0, 0, 0, 1, -1, 1, -1, 1, -1, 1, -1, 0, 0, 0, 0};"));
         assert!(p.contains(&format!(
             "up_dir(int i) {{ const int t[5] = {{{}}};",
             UP.map(|u| u.to_string()).join(", ")
         )));
-        assert!(prelude(&PreludeParams::example(Precision::F64)).contains("base##_f64"));
+        assert!(p.contains("#define THELMA_COLLIDE_NAME collide_propagate_d3q19_mrt_f32"));
+        assert!(p.contains("#define THELMA_K_omega ((real)1.6e0)"));
+        let p64 = prelude(&PreludeParams::example(Precision::F64, Collision::TRT));
+        assert!(p64.contains("base##_f64") && p64.contains("collide_propagate_d3q19_trt_f64"));
+    }
+
+    /// The printed collision follows the model: a force and the eddy viscosity appear as run
+    /// constants and square roots only when the model has them.
+    #[test]
+    fn the_printed_collision_follows_the_model() {
+        let mut m = FlowModel::plain(Collision::BGK, 1.2);
+        let plain = collision_source(&m);
+        assert!(!plain.contains("thelma_sqrt(") && !plain.contains("force_x"));
+        m.smagorinsky = Some(0.1);
+        m.force = Some([1e-5, 0.0, 0.0]);
+        let extra = collision_source(&m);
+        assert!(extra.contains("thelma_sqrt(") && extra.contains("#define THELMA_K_force_x"));
+        // Every population is assigned once.
+        for i in 0..Q {
+            assert_eq!(
+                extra.matches(&format!("    g[{i}] = ")).count(),
+                1,
+                "g[{i}]"
+            );
+        }
     }
 }

@@ -1,0 +1,98 @@
+//! The macroscopic fields and the watchdog's figures from a slab's populations, computed the same
+//! way by every module that reads its lattice back to the host.
+
+use thelma_core::compute::{ComputeError, Fields, Health};
+use thelma_core::domain::SlabSpec;
+use thelma_core::initial::InitialState;
+use thelma_core::lattice::Q;
+use thelma_core::physics::{equilibrium, macroscopic, Arith};
+use thelma_core::Real;
+
+/// The shifted populations `[i][z][y][x]` of a slab starting at the equilibrium of `init`'s state
+/// at every node (solid nodes too: they are never updated, and the value is harmless).
+pub(crate) fn initial_populations<T: Real + Arith<Scalar = T>>(
+    slab: &SlabSpec,
+    init: &InitialState,
+) -> Result<Vec<T>, ComputeError> {
+    let (nx, ny, nz) = (slab.nx(), slab.ny(), slab.nz());
+    let n = slab.nodes();
+    let mut g = vec![T::zero(); Q * n];
+    for z in 0..nz {
+        for y in 0..ny {
+            for x in 0..nx {
+                let (drho, u) = init
+                    .check(x, y, slab.z.start + z)
+                    .map_err(|m| ComputeError::Invalid(format!("initial: {m}")))?;
+                let geq = equilibrium(T::of(drho), u.map(T::of));
+                let p = (z * ny + y) * nx + x;
+                for i in 0..Q {
+                    g[i * n + p] = geq[i];
+                }
+            }
+        }
+    }
+    Ok(g)
+}
+
+/// ρ and u of every node of a slab from its shifted populations `g` (`[i][z][y][x]`), solid nodes
+/// marked. The density is `1 + δρ` summed in f64, so small density changes keep their digits; the
+/// velocity is Guo's `(j + F/2)/ρ` where the model has a body force.
+pub(crate) fn fields_from_populations<T: Real + Arith<Scalar = T>>(
+    slab: &SlabSpec,
+    g: &[T],
+    solid: impl Fn(usize) -> bool,
+    force: Option<[f64; 3]>,
+) -> Fields {
+    let n = slab.nodes();
+    let force = force.map(|f| f.map(T::of));
+    let mut out = Fields::zeros([slab.nx(), slab.ny(), slab.nz()], slab.z.start);
+    for p in 0..n {
+        if solid(p) {
+            out.solid[p] = true;
+            continue;
+        }
+        let node: [T; Q] = std::array::from_fn(|i| g[i * n + p]);
+        let m = macroscopic(&node, force);
+        out.rho[p] = 1.0 + m.drho.to_f64();
+        out.ux[p] = m.u[0].to_f64();
+        out.uy[p] = m.u[1].to_f64();
+        out.uz[p] = m.u[2].to_f64();
+    }
+    out
+}
+
+/// The watchdog's check of shifted populations: the first fluid node with a non-finite value and the
+/// fluid density range, summed in f64 (the CUDA module's reduction kernel does the same on the device).
+pub(crate) fn health_of_populations<T: Real>(
+    slab: &SlabSpec,
+    g: &[T],
+    solid: impl Fn(usize) -> bool,
+) -> Health {
+    let (nx, ny) = (slab.nx(), slab.ny());
+    let n = slab.nodes();
+    let mut h = Health {
+        non_finite: None,
+        rho_min: f64::INFINITY,
+        rho_max: f64::NEG_INFINITY,
+    };
+    for p in 0..n {
+        if solid(p) {
+            continue;
+        }
+        let mut drho = 0.0;
+        let mut finite = true;
+        for i in 0..Q {
+            let v = g[i * n + p].to_f64();
+            finite &= v.is_finite();
+            drho += v;
+        }
+        if !finite && h.non_finite.is_none() {
+            h.non_finite = Some([p % nx, (p / nx) % ny, slab.z.start + p / (nx * ny)]);
+        }
+        if finite {
+            h.rho_min = h.rho_min.min(1.0 + drho);
+            h.rho_max = h.rho_max.max(1.0 + drho);
+        }
+    }
+    h
+}

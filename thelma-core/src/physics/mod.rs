@@ -1,0 +1,24 @@
+//! The physics layer: stencils as values, the arithmetic every rule is written in, the collision
+//! operators of the flow lattice with their options (Smagorinsky LES, Guo forcing), and the
+//! symbolic number type through which the CUDA kernels are printed from the same Rust functions the
+//! CPU module runs.
+//!
+//! Adding a collision operator: a type implementing [`CollisionOperator`] in `collision.rs` and its
+//! name in the `registry!` line there. Nothing else in the workspace names operators one by one.
+
+mod arith;
+mod collision;
+mod stencil;
+pub mod symbolic;
+
+pub use arith::{term, Arith};
+pub use collision::{
+    density_momentum, dispatch, equilibrium, equilibrium_moments, equilibrium_pairs, guo_source,
+    macroscopic, Bgk, Coefficients, Collision, CollisionOperator, FlowModel, Macroscopic, Mrt,
+    MrtRates, OperatorVisitor, Pairs, Trt, DEFAULT_TRT_MAGIC, OPERATORS,
+};
+pub use stencil::{Stencil, D3Q19, D3Q7};
+pub use symbolic::{Recording, Sym};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,406 @@
+//! Tests of the collision operators: fixed points, conservation, reductions between operators, a
+//! hand-computed node, the force and the eddy viscosity, and the symbolic recording that the CUDA
+//! code is printed from, evaluated against the direct call bit for bit.
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::lattice::{M, NM, NORM2, Q, W};
+
+fn model(collision: Collision, omega: f64) -> FlowModel {
+    FlowModel::plain(collision, omega)
+}
+
+fn coefficients<T: crate::Real + Arith<Scalar = T>>(m: &FlowModel) -> Coefficients<T> {
+    Coefficients::new(m, |_, x| T::of(x))
+}
+
+fn collide_f64(m: &FlowModel, g: &mut [f64; Q]) {
+    struct Run<'a>(&'a FlowModel, &'a mut [f64; Q]);
+    impl OperatorVisitor for Run<'_> {
+        type Output = ();
+        fn visit<O: CollisionOperator>(self) {
+            let k = coefficients::<f64>(self.0);
+            O::collide(self.1, &k, self.0.force);
+        }
+    }
+    dispatch(m.collision, Run(m, g));
+}
+
+/// A perturbed shifted equilibrium: non-equilibrium parts in every moment.
+fn perturbed(seed: &[f64; Q], drho: f64, u: [f64; 3]) -> [f64; Q] {
+    let geq = equilibrium(drho, u);
+    std::array::from_fn(|i| geq[i] + 0.03 * W[i] * seed[i])
+}
+
+/// Mass (δρ) and momentum.
+fn conserved(g: &[f64; Q]) -> [f64; 4] {
+    let (d, j) = density_momentum(g);
+    [d, j[0], j[1], j[2]]
+}
+
+const ALL: [Collision; 3] = [Collision::BGK, Collision::TRT, Collision::MRT];
+
+#[test]
+fn the_registry_names_every_operator_once() {
+    let names: Vec<&str> = OPERATORS.iter().map(|(n, _)| *n).collect();
+    assert_eq!(names, ["bgk", "trt", "mrt"]);
+    for n in names {
+        assert_eq!(Collision::parse(n).unwrap().name(), n);
+        assert_eq!(Collision::parse(&n.to_uppercase()).unwrap().name(), n);
+    }
+    let e = Collision::parse("lbgk").unwrap_err();
+    assert!(e.contains("bgk, trt, mrt"), "{e}");
+}
+
+#[test]
+fn equilibrium_moments_are_the_moments_of_the_shifted_equilibrium() {
+    for (drho, u) in [
+        (0.0, [0.0, 0.0, 0.0]),
+        (0.03, [0.05, -0.02, 0.08]),
+        (-0.03, [-0.1, 0.07, 0.01]),
+    ] {
+        let g = equilibrium(drho, u);
+        let rho = 1.0 + drho;
+        let j = u.map(|v| rho * v);
+        let meq = equilibrium_moments(drho, rho, j);
+        for k in 0..NM {
+            let mk: f64 = (0..Q).map(|i| M[k][i] as f64 * g[i]).sum();
+            assert!(
+                (mk - meq[k]).abs() < 1e-14,
+                "moment {k}: {mk} vs {}",
+                meq[k]
+            );
+        }
+        // The shifted equilibrium plus the weights is the textbook one.
+        for i in 0..Q {
+            let c = crate::lattice::C[i].map(|v| v as f64);
+            let cu = c[0] * u[0] + c[1] * u[1] + c[2] * u[2];
+            let u2 = u[0] * u[0] + u[1] * u[1] + u[2] * u[2];
+            let f = W[i] * rho * (1.0 + 3.0 * cu + 4.5 * cu * cu - 1.5 * u2);
+            assert!((g[i] + W[i] - f).abs() < 1e-15, "direction {i}");
+        }
+    }
+}
+
+#[test]
+fn the_rest_state_is_exactly_zero_and_stays_so() {
+    for c in ALL {
+        for les in [None, Some(0.17)] {
+            let mut m = model(c, 1.7);
+            m.smagorinsky = les;
+            let k32 = coefficients::<f32>(&m);
+            let mut g = [0.0f32; Q];
+            dispatch_f32(&m, &k32, &mut g);
+            assert_eq!(g, [0.0; Q], "{c} les {les:?}");
+        }
+    }
+}
+
+fn dispatch_f32(m: &FlowModel, k: &Coefficients<f32>, g: &mut [f32; Q]) {
+    struct Run<'a>(&'a Coefficients<f32>, &'a mut [f32; Q]);
+    impl OperatorVisitor for Run<'_> {
+        type Output = ();
+        fn visit<O: CollisionOperator>(self) {
+            O::collide(self.1, self.0, None);
+        }
+    }
+    dispatch(m.collision, Run(k, g));
+}
+
+#[test]
+fn a_moving_equilibrium_is_a_fixed_point_of_every_operator() {
+    for c in ALL {
+        let m = model(c, 1.7);
+        let mut g = equilibrium(0.02, [0.05, -0.03, 0.02]);
+        let before = g;
+        collide_f64(&m, &mut g);
+        for i in 0..Q {
+            assert!((g[i] - before[i]).abs() < 1e-16, "{c} direction {i}");
+        }
+    }
+}
+
+#[test]
+fn mrt_with_equal_rates_and_trt_with_equal_rates_are_bgk() {
+    let seed: [f64; Q] = std::array::from_fn(|i| ((i * 7919) % 23) as f64 / 11.5 - 1.0);
+    let g0 = perturbed(&seed, 0.01, [0.04, -0.02, 0.03]);
+    for omega in [0.6, 1.0, 1.3, 1.9] {
+        let mut bgk = g0;
+        collide_f64(&model(Collision::BGK, omega), &mut bgk);
+        let mut mrt = g0;
+        let mut mm = model(Collision::MRT, omega);
+        mm.mrt_rates = MrtRates::uniform(omega);
+        collide_f64(&mm, &mut mrt);
+        let mut trt = g0;
+        let mut mt = model(Collision::TRT, omega);
+        // Λ = (τ − ½)² makes ω⁻ = ω⁺.
+        mt.trt_magic = (1.0 / omega - 0.5).powi(2);
+        collide_f64(&mt, &mut trt);
+        for i in 0..Q {
+            assert!((bgk[i] - mrt[i]).abs() < 1e-15, "MRT ω {omega} dir {i}");
+            assert!((bgk[i] - trt[i]).abs() < 1e-15, "TRT ω {omega} dir {i}");
+        }
+    }
+}
+
+proptest! {
+    #[test]
+    fn collision_conserves_mass_and_momentum_and_a_force_adds_exactly_f(
+        seed in prop::array::uniform19(-1.0f64..1.0),
+        drho in -0.1f64..0.1,
+        ux in -0.1f64..0.1, uy in -0.1f64..0.1, uz in -0.1f64..0.1,
+        omega in 0.5f64..1.99,
+        op in 0usize..3,
+        les in prop::option::of(0.05f64..0.3),
+        force in prop::option::of(prop::array::uniform3(-1e-3f64..1e-3)),
+    ) {
+        let g0 = perturbed(&seed, drho, [ux, uy, uz]);
+        let mut m = model(ALL[op], omega);
+        m.smagorinsky = les;
+        m.force = force;
+        let mut g = g0;
+        collide_f64(&m, &mut g);
+        let a = conserved(&g0);
+        let b = conserved(&g);
+        let f = force.unwrap_or([0.0; 3]);
+        prop_assert!((a[0] - b[0]).abs() < 1e-15, "mass {} -> {}", a[0], b[0]);
+        for k in 0..3 {
+            prop_assert!((a[k + 1] + f[k] - b[k + 1]).abs() < 1e-15, "momentum {} {} -> {}", k, a[k + 1], b[k + 1]);
+        }
+    }
+}
+
+/// The Guo scheme in its defining form for BGK, written out with unshifted populations:
+/// `f' = f − ω (f − f_eq(ρ, u*)) + (1 − ω/2) w_i (3 (c − u*)·F + 9 (c·u*)(c·F))`, `u* = (j + F/2)/ρ`.
+#[test]
+fn bgk_with_a_force_follows_guo_written_out() {
+    let seed: [f64; Q] = std::array::from_fn(|i| ((i * 31) % 17) as f64 / 8.5 - 1.0);
+    let g0 = perturbed(&seed, 0.02, [0.03, 0.01, -0.02]);
+    let f = [2e-4, -1e-4, 3e-4];
+    let omega = 1.4;
+    let mut m = model(Collision::BGK, omega);
+    m.force = Some(f);
+    let mut g = g0;
+    collide_f64(&m, &mut g);
+    let full: [f64; Q] = std::array::from_fn(|i| g0[i] + W[i]);
+    let rho: f64 = full.iter().sum();
+    let j: [f64; 3] = std::array::from_fn(|a| {
+        (0..Q)
+            .map(|i| crate::lattice::C[i][a] as f64 * full[i])
+            .sum::<f64>()
+    });
+    let u: [f64; 3] = std::array::from_fn(|a| (j[a] + 0.5 * f[a]) / rho);
+    for i in 0..Q {
+        let c = crate::lattice::C[i].map(|v| v as f64);
+        let cu = c[0] * u[0] + c[1] * u[1] + c[2] * u[2];
+        let cf = c[0] * f[0] + c[1] * f[1] + c[2] * f[2];
+        let uf = u[0] * f[0] + u[1] * f[1] + u[2] * f[2];
+        let u2 = u[0] * u[0] + u[1] * u[1] + u[2] * u[2];
+        let feq = W[i] * rho * (1.0 + 3.0 * cu + 4.5 * cu * cu - 1.5 * u2);
+        let src = W[i] * (3.0 * (cf - uf) + 9.0 * cu * cf);
+        let want = full[i] - omega * (full[i] - feq) + (1.0 - 0.5 * omega) * src;
+        assert!((g[i] + W[i] - want).abs() < 1e-15, "direction {i}");
+    }
+}
+
+/// MRT with all rates equal to ω and a force is BGK with the same force: the moment-space forcing
+/// `(I − S/2) M F` reduces to `(1 − ω/2) F`.
+#[test]
+fn mrt_with_equal_rates_and_a_force_is_bgk_with_a_force() {
+    let seed: [f64; Q] = std::array::from_fn(|i| ((i * 13) % 19) as f64 / 9.5 - 1.0);
+    let g0 = perturbed(&seed, -0.01, [0.02, -0.04, 0.01]);
+    for omega in [0.7, 1.5] {
+        let mut b = model(Collision::BGK, omega);
+        b.force = Some([1e-4, 2e-4, -3e-4]);
+        let mut mm = b.clone();
+        mm.collision = Collision::MRT;
+        mm.mrt_rates = MrtRates::uniform(omega);
+        let mut mt = b.clone();
+        mt.collision = Collision::TRT;
+        mt.trt_magic = (1.0 / omega - 0.5).powi(2);
+        let (mut gb, mut gm, mut gt) = (g0, g0, g0);
+        collide_f64(&b, &mut gb);
+        collide_f64(&mm, &mut gm);
+        collide_f64(&mt, &mut gt);
+        for i in 0..Q {
+            assert!((gb[i] - gm[i]).abs() < 1e-15, "MRT ω {omega} dir {i}");
+            assert!((gb[i] - gt[i]).abs() < 1e-15, "TRT ω {omega} dir {i}");
+        }
+    }
+}
+
+/// The eddy viscosity: for a node whose non-equilibrium stress is known, the relaxation time the
+/// BGK collision used equals Hou et al.'s formula, and it grows with C_s.
+#[test]
+fn smagorinsky_relaxes_with_the_local_eddy_viscosity() {
+    // A pure shear non-equilibrium part: Π_xy only (directions 7–10, the xy diagonals).
+    let mut g0 = equilibrium(0.0, [0.0; 3]);
+    let e = 1e-3;
+    g0[7] += e;
+    g0[8] += e;
+    g0[9] -= e;
+    g0[10] -= e;
+    // Π_xy = Σ c_x c_y g = 2e + 2e = 4e; Q = 2 Π_xy².
+    let pi_xy: f64 = 4.0 * e;
+    let qq = 2.0 * pi_xy * pi_xy;
+    let omega0 = 1.8;
+    let tau0 = 1.0 / omega0;
+    for cs in [0.1, 0.2] {
+        let mut m = model(Collision::BGK, omega0);
+        m.smagorinsky = Some(cs);
+        let mut g = g0;
+        collide_f64(&m, &mut g);
+        // g' − g_eq = (1 − ω)(g − g_eq), and g_eq = 0 here (δρ = 0, j = 0).
+        let omega = 1.0 - g[7] / g0[7];
+        let tau = 0.5 * (tau0 + (tau0 * tau0 + 18.0 * 2f64.sqrt() * cs * cs * qq.sqrt()).sqrt());
+        assert!(
+            (omega - 1.0 / tau).abs() < 1e-12,
+            "C_s {cs}: ω {omega} vs {}",
+            1.0 / tau
+        );
+        assert!(omega < omega0);
+    }
+}
+
+/// The node of the hand check: f = w_i (1 + δ_i), δ = +0.1 on direction 1 (+x) and −0.1 on 7 (+x+y).
+/// ρ = 361/360, j = (1/360, −1/360, 0), u = (1/361, −1/361, 0). BGK with ω = 1 returns the
+/// equilibrium of (ρ, u); MRT is checked through the dense inverse of M.
+#[test]
+fn one_node_collision_matches_hand_computation() {
+    let mut g = [0.0; Q];
+    g[1] = 0.1 * W[1];
+    g[7] = -0.1 * W[7];
+    let start = g;
+    collide_f64(&model(Collision::BGK, 1.0), &mut g);
+    let rho = 361.0 / 360.0;
+    let e0 = (1.0 / 3.0) * rho * (1.0 - 3.0 / (361.0 * 361.0));
+    let e1 = (1.0 / 18.0) * rho * (1.0 + 3.0 / 361.0 + 1.5 / (361.0 * 361.0));
+    assert!((g[0] + W[0] - e0).abs() < 1e-15, "{} vs {e0}", g[0] + W[0]);
+    assert!((g[1] + W[1] - e1).abs() < 1e-15, "{} vs {e1}", g[1] + W[1]);
+
+    let f: [f64; Q] = std::array::from_fn(|i| start[i] + W[i]);
+    let rates = MrtRates::default();
+    let omega = 1.25;
+    let s = rates.diagonal(omega);
+    let m: Vec<f64> = (0..NM)
+        .map(|k| (0..Q).map(|i| M[k][i] as f64 * f[i]).sum())
+        .collect();
+    // d'Humières et al. (2002), eq. (B1) with ω_ε = 3, ω_εj = −11/2, ω_xx = −1/2, for this node.
+    let (jx, jy, jz) = (0.1 / 36.0, -0.1 / 36.0, 0.0);
+    let jj = (jx * jx + jy * jy + jz * jz) / rho;
+    let pxx3 = (2.0 * jx * jx - jy * jy - jz * jz) / rho;
+    let pww = (jy * jy - jz * jz) / rho;
+    let meq = [
+        rho,
+        -11.0 * rho + 19.0 * jj,
+        3.0 * rho - 5.5 * jj,
+        jx,
+        -2.0 / 3.0 * jx,
+        jy,
+        -2.0 / 3.0 * jy,
+        jz,
+        -2.0 / 3.0 * jz,
+        pxx3,
+        -0.5 * pxx3,
+        pww,
+        -0.5 * pww,
+        jx * jy / rho,
+        jy * jz / rho,
+        jx * jz / rho,
+        0.0,
+        0.0,
+        0.0,
+    ];
+    let mstar: Vec<f64> = (0..NM).map(|k| m[k] - s[k] * (m[k] - meq[k])).collect();
+    let mut g = start;
+    let mut mm = model(Collision::MRT, omega);
+    mm.mrt_rates = rates;
+    collide_f64(&mm, &mut g);
+    for i in 0..Q {
+        let want: f64 = (0..NM)
+            .map(|k| M[k][i] as f64 * mstar[k] / NORM2[k] as f64)
+            .sum();
+        assert!(
+            (g[i] + W[i] - want).abs() < 1e-15,
+            "dir {i}: {} vs {want}",
+            g[i] + W[i]
+        );
+    }
+}
+
+/// What the CUDA code is printed from computes what the CPU code computes: every operator, with and
+/// without the eddy viscosity and the force, recorded on symbols and evaluated with the kernel's
+/// rounding, equals the direct call in f32 and f64 bit for bit.
+#[test]
+fn the_recording_the_kernels_are_printed_from_equals_the_direct_call_bit_for_bit() {
+    let seed: [f64; Q] = std::array::from_fn(|i| ((i * 7) % 11) as f64 / 5.5 - 1.0);
+    let g0 = perturbed(&seed, 0.013, [0.031, -0.022, 0.017]);
+    for c in ALL {
+        for les in [None, Some(0.16)] {
+            for force in [None, Some([1.5e-4, -2.5e-4, 0.5e-4])] {
+                let mut m = model(c, 1.62);
+                m.smagorinsky = les;
+                m.force = force;
+                struct Rec<'a>(&'a FlowModel);
+                impl OperatorVisitor for Rec<'_> {
+                    type Output = ([Sym; Q], Recording);
+                    fn visit<O: CollisionOperator>(self) -> Self::Output {
+                        symbolic::record(|| {
+                            let k = Coefficients::new(self.0, Sym::param);
+                            let f = self.0.force.map(|f| {
+                                [
+                                    Sym::param("force_x", f[0]),
+                                    Sym::param("force_y", f[1]),
+                                    Sym::param("force_z", f[2]),
+                                ]
+                            });
+                            let mut g: [Sym; Q] =
+                                std::array::from_fn(|i| Sym::input(format!("g[{i}]")));
+                            O::collide(&mut g, &k, f);
+                            g
+                        })
+                    }
+                }
+                let (out, rec) = dispatch(c, Rec(&m));
+                let index = |s: &str| s[2..s.len() - 1].parse::<usize>().unwrap();
+                // f64
+                let sym = rec.eval::<f64>(&out, |s| g0[index(s)]);
+                let mut direct = g0;
+                collide_f64(&m, &mut direct);
+                for i in 0..Q {
+                    assert_eq!(
+                        sym[i].to_bits(),
+                        direct[i].to_bits(),
+                        "{c} {les:?} {force:?} f64 {i}"
+                    );
+                }
+                // f32
+                let g32: [f32; Q] = g0.map(|v| v as f32);
+                let sym = rec.eval::<f32>(&out, |s| g32[index(s)]);
+                let mut direct = g32;
+                struct Run32<'a>(&'a FlowModel, &'a mut [f32; Q]);
+                impl OperatorVisitor for Run32<'_> {
+                    type Output = ();
+                    fn visit<O: CollisionOperator>(self) {
+                        let k = coefficients::<f32>(self.0);
+                        O::collide(self.1, &k, self.0.force.map(|f| f.map(|v| v as f32)));
+                    }
+                }
+                dispatch(c, Run32(&m, &mut direct));
+                for i in 0..Q {
+                    assert_eq!(
+                        sym[i].to_bits(),
+                        direct[i].to_bits(),
+                        "{c} {les:?} {force:?} f32 {i}"
+                    );
+                }
+                assert!(
+                    rec.operations(&out) > 50,
+                    "{c}: {} operations",
+                    rec.operations(&out)
+                );
+            }
+        }
+    }
+}
