@@ -121,10 +121,38 @@ fn restart_onto_fewer_devices_in_f64_is_bit_exact_on_the_cpu_module() {
 }
 
 #[test]
+fn restart_with_trt_an_eddy_viscosity_and_a_force_is_bit_exact_on_the_cpu_module() {
+    restart_is_bit_exact(
+        "cpu",
+        2,
+        1,
+        &[
+            "--collision",
+            "trt",
+            "--smagorinsky",
+            "0.1",
+            "--force",
+            "1e-6,0,0",
+        ],
+    );
+}
+
+/// On the GPUs the host has: a resume onto another device count where there are two or more (one
+/// slab per GPU; several slabs on one GPU are `gpu.rs`'s partition test), the same count otherwise.
+#[test]
 #[ignore = "needs a CUDA device"]
 fn restart_is_bit_exact_on_the_cuda_module() {
+    let Some(gpus) = thelma_tests::gpus() else {
+        return;
+    };
     restart_is_bit_exact("cuda", 1, 1, &[]);
-    restart_is_bit_exact("cuda", 1, 2, &["--collision", "bgk"]);
+    restart_is_bit_exact("cuda", 1, gpus.min(2), &["--collision", "trt"]);
+    restart_is_bit_exact(
+        "cuda",
+        gpus.min(2),
+        1,
+        &["--smagorinsky", "0.1", "--force", "1e-6,0,0"],
+    );
 }
 
 #[test]

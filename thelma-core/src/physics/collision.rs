@@ -360,15 +360,18 @@ fn dot_c<V: Arith>(i: usize, v: &[V; 3]) -> V {
 pub fn equilibrium_pairs<V: Arith>(m: &Macroscopic<V>) -> Pairs<V> {
     let u = &m.u;
     let u2 = u[0] * u[0] + u[1] * u[1] + u[2] * u[2];
-    let base = V::c(-1.5) * u2;
-    let rest = V::c(W[0]) * (m.drho + m.rho * base);
+    // What every direction shares, hoisted out of the pairs: δρ − 3/2 ρ u², 9/2 ρ and 3 ρ.
+    let c0 = m.drho + m.rho * (V::c(-1.5) * u2);
+    let rho45 = m.rho * V::c(4.5);
+    let rho3 = m.rho * V::c(3.0);
+    let rest = V::c(W[0]) * c0;
     let mut even = [rest; 9];
     let mut odd = [rest; 9];
     seq!(P in 0..9 {
         let cu = dot_c(2 * P + 1, u);
         let w = V::c(W[2 * P + 1]);
-        even[P] = w * (m.drho + m.rho * (base + V::c(4.5) * cu * cu));
-        odd[P] = w * (m.rho * (V::c(3.0) * cu));
+        even[P] = w * (c0 + rho45 * (cu * cu));
+        odd[P] = w * (rho3 * cu);
     });
     Pairs { rest, even, odd }
 }
