@@ -17,10 +17,10 @@ use serde::{Deserialize, Serialize};
 use thelma_compute::cpu::CpuFactory;
 use thelma_compute::cuda::{self, CudaFactory, LaunchShape};
 use thelma_compute::ModelParams;
-use thelma_core::physics::{Collision, D3Q19};
 use thelma_core::compute::{slab_bytes, ModuleFactory};
 use thelma_core::config::{CaseConfig, DeviceSpec, Precision, MAX_THREADS};
 use thelma_core::domain::{Domain, SlabSpec};
+use thelma_core::physics::{Collision, D3Q19};
 use thelma_core::runtime::Runtime;
 use thelma_geometry::Geometry;
 
