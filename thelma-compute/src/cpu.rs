@@ -239,7 +239,9 @@ impl<T> std::ops::DerefMut for AlignedBuf<T> {
 /// barrier (a mutex) orders one step's writes before the next step's reads.
 struct HostInterface(AlignedBuf<u8>);
 
-impl InterfaceMemory for HostInterface {
+// SAFETY: an `AlignedBuf` of `len` bytes, 64-byte aligned, owned by this value and freed only when it
+// drops; modules access it under the step protocol.
+unsafe impl InterfaceMemory for HostInterface {
     fn as_ptr(&self) -> *mut u8 {
         self.0.ptr
     }

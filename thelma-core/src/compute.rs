@@ -105,7 +105,15 @@ pub enum ComputeError {
 ///
 /// The lower slab's module allocates it (plain memory for the CPU module, page-locked device-mapped
 /// memory for CUDA) and both modules of the interface keep a handle.
-pub trait InterfaceMemory: Send + Sync {
+///
+/// # Safety
+/// Modules read and write `bytes()` bytes from `as_ptr()` on several threads, in the kernels too, so
+/// an implementation must guarantee that `as_ptr()` points to an allocation of at least `bytes()`
+/// bytes, aligned to 8 bytes, that stays valid and does not move for as long as the value lives, that
+/// nothing else reads or writes it except under the step protocol (DESIGN §3), and that both
+/// methods return the same values for the value's whole life. The trait is `unsafe` because safe
+/// code could otherwise hand a module a dangling or short buffer.
+pub unsafe trait InterfaceMemory: Send + Sync {
     /// Base address: a host pointer, and under unified addressing also the address the kernels use.
     fn as_ptr(&self) -> *mut u8;
     /// Size in bytes.

@@ -173,7 +173,9 @@ impl Drop for MappedInterface {
     }
 }
 
-impl InterfaceMemory for MappedInterface {
+// SAFETY: `ptr` is a page-locked allocation of `bytes` bytes made by cuMemHostAlloc in `new` (page
+// aligned), owned by this value and freed only when it drops; modules access it under the step protocol.
+unsafe impl InterfaceMemory for MappedInterface {
     fn as_ptr(&self) -> *mut u8 {
         self.ptr
     }
