@@ -335,3 +335,40 @@ fn the_written_fields_are_the_fields_the_run_gathered_from_every_device() {
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// The physics options from the command line over a case file: a TRT channel with an eddy viscosity,
+/// driven by the body force given on the command line; the run reports them and the flow goes the
+/// way the force pushes it.
+#[test]
+fn collision_les_and_force_options_reach_a_run_from_the_command_line_and_a_case_file() {
+    let dir = scratch("physics-options");
+    let (code, out, err) = thelma(&[
+        "run",
+        "--config",
+        &example("poiseuille.toml"),
+        "--steps",
+        "300",
+        "--collision",
+        "trt",
+        "--smagorinsky",
+        "0.1",
+        "--force",
+        "0,2e-5,0",
+        "--backend",
+        "cpu",
+        "--no-vtk",
+        "--no-images",
+        "-q",
+        "-o",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let s = summary(&dir);
+    let numerics = &s["case"]["numerics"];
+    assert_eq!(numerics["collision"], "trt");
+    assert_eq!(numerics["smagorinsky"], 0.1);
+    // The command line's force replaced the file's (along x) and now drives the flow along y.
+    assert_eq!(s["case"]["physics"]["force"][1], 2e-5);
+    assert_eq!(s["lattice"]["force"][0], 0.0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
