@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use thelma_core::config::CaseConfig;
+use thelma_core::CaseConfig;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
@@ -17,7 +17,7 @@ fuzz_target!(|data: &[u8]| {
                     assert_eq!(e.to_string().lines().count(), 1);
                 }
             }
-            Err(e) => assert_eq!(e.lines().count(), 1),
+            Err(e) => assert_eq!(e.to_string().lines().count(), 1),
         }
     }
 });

@@ -4,15 +4,16 @@
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use thelma_compute::cpu::CpuFactory;
 use thelma_compute::cuda::{self, CudaFactory};
+use thelma_compute::CpuFactory;
 use thelma_compute::ModelParams;
-use thelma_core::compute::ModuleFactory;
-use thelma_core::config::{CaseConfig, Precision};
-use thelma_core::domain::{Domain, SlabSpec};
-use thelma_core::lattice::Q;
+use thelma_core::physics::d3q19::Q;
 use thelma_core::physics::equilibrium;
-use thelma_core::runtime::Runtime;
+use thelma_core::physics::Collision;
+use thelma_core::ModuleFactory;
+use thelma_core::Runtime;
+use thelma_core::{CaseConfig, CaseKind, Obstacle, Precision};
+use thelma_core::{Domain, SlabSpec};
 use thelma_geometry::Geometry;
 
 /// Model parameters of a validated case.
@@ -66,7 +67,7 @@ pub fn cuda_runtime(case: &CaseConfig, ids: &[usize]) -> Runtime {
         .expect("CUDA runtime starts")
 }
 
-/// The compute modules a test body can run on.
+/// The compute modules a test body can run on, by their names in `thelma_compute::BACKENDS`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Module {
     Cpu,
@@ -74,11 +75,52 @@ pub enum Module {
 }
 
 impl Module {
+    /// The module's name in the backend registry (`--backend`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Module::Cpu => "cpu",
+            Module::Cuda => "cuda",
+        }
+    }
+
     /// A runtime of `slabs` slabs (CPU devices, or slabs sharing GPU 0).
     pub fn runtime(self, case: &CaseConfig, slabs: usize) -> Runtime {
         match self {
             Module::Cpu => cpu_runtime(case, slabs),
             Module::Cuda => cuda_runtime(case, &vec![0; slabs]),
+        }
+    }
+
+    /// A runtime with one slab per entry of `ids` (CPU devices are virtual: only the count counts).
+    pub fn runtime_on(self, case: &CaseConfig, ids: &[usize]) -> Runtime {
+        match self {
+            Module::Cpu => cpu_runtime(case, ids.len()),
+            Module::Cuda => cuda_runtime(case, ids),
+        }
+    }
+
+    /// Device lists a partition test splits a run over: several slabs on one device (2, 3, 5
+    /// slabs; on the CPU also 4), and on a host with several GPUs one slab per GPU, in both orders.
+    pub fn layouts(self) -> Vec<Vec<usize>> {
+        match self {
+            Module::Cpu => (2..=5).map(|k| (0..k).collect()).collect(),
+            Module::Cuda => {
+                let mut l = vec![vec![0, 0], vec![0, 0, 0], vec![0; 5]];
+                let n = gpus().unwrap_or(1);
+                if n > 1 {
+                    l.push((0..n).collect());
+                    l.push((0..n).rev().collect());
+                }
+                l
+            }
+        }
+    }
+
+    /// `want` devices for `--devices`, or as many as the host has (GPUs are physical).
+    pub fn devices_up_to(self, want: usize) -> usize {
+        match self {
+            Module::Cpu => want,
+            Module::Cuda => want.min(gpus().unwrap_or(1)),
         }
     }
 }
@@ -101,6 +143,79 @@ macro_rules! per_module {
             }
         }
     };
+}
+
+/// The collision variants the per-module tests cover: each operator plain, and two with the eddy
+/// viscosity and a body force (the other branch of every module's collision).
+pub const VARIANTS: [(Collision, bool); 5] = [
+    (Collision::MRT, false),
+    (Collision::BGK, false),
+    (Collision::TRT, false),
+    (Collision::MRT, true),
+    (Collision::TRT, true),
+];
+
+/// Walls, a moving lid and a box obstacle (walled z), or a sphere in a channel periodic in x and z;
+/// `extra`: with a Smagorinsky eddy viscosity and a body force.
+pub fn variant_case(
+    size: [usize; 3],
+    periodic_z: bool,
+    (collision, extra): (Collision, bool),
+    precision: Precision,
+) -> CaseConfig {
+    let mut c = CaseConfig::default();
+    if extra {
+        c.numerics.smagorinsky = Some(0.15);
+        c.physics.force = Some([2e-6, -1e-6, 3e-6]);
+    }
+    c.domain.size = size;
+    c.numerics.collision = collision;
+    c.numerics.precision = precision;
+    c.physics.reynolds = 50.0;
+    let [nx, ny, nz] = size;
+    if periodic_z {
+        c.domain.case = CaseKind::Box;
+        c.domain.periodic = [true, false, true];
+        c.domain.obstacles = vec![Obstacle::Sphere {
+            centre: [nx as f64 * 0.4, ny as f64 * 0.4, nz as f64 * 0.5],
+            radius: 3.5,
+        }];
+        c.physics.lid_speed = 0.0;
+        c.physics.viscosity = Some(0.02);
+    } else {
+        c.domain.obstacles = vec![Obstacle::Box {
+            min: [(nx / 4) as i64, (ny / 3) as i64, (nz / 4) as i64],
+            max: [(nx / 2) as i64, (ny / 2) as i64, (nz / 2) as i64],
+        }];
+    }
+    c
+}
+
+/// Starts `rt` from [`vortex_populations`] (so that every interface carries data from the first
+/// step), runs `steps` and returns the whole domain's populations.
+pub fn run_from_vortex(mut rt: Runtime, c: &CaseConfig, steps: u64) -> Vec<u8> {
+    let init = vortex_populations(domain(c), 0.05);
+    let parts = scatter_populations(&rt, &init, c.numerics.precision);
+    rt.write_populations(parts, 0).unwrap();
+    let st = rt.run(steps).unwrap();
+    assert_eq!(st.steps, steps);
+    let out = gather_populations(&mut rt);
+    rt.shutdown();
+    out
+}
+
+/// Population bytes as numbers.
+pub fn values(bytes: &[u8], p: Precision) -> Vec<f64> {
+    match p {
+        Precision::F32 => bytes
+            .chunks_exact(4)
+            .map(|b| f32::from_ne_bytes(b.try_into().unwrap()) as f64)
+            .collect(),
+        Precision::F64 => bytes
+            .chunks_exact(8)
+            .map(|b| f64::from_ne_bytes(b.try_into().unwrap()))
+            .collect(),
+    }
 }
 
 /// The populations of the whole domain, `[i][z][y][x]`, reassembled from slabs (bytes).

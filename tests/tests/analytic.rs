@@ -4,10 +4,10 @@
 //! started from the case file's initial-state expressions (second order), and Couette flow between
 //! two walls moving in opposite directions.
 
-use thelma_core::config::{
+use thelma_core::physics::Collision;
+use thelma_core::{
     BoundaryConfig, BoundaryKind, CaseConfig, CaseKind, Expression, Face, InitialConfig, Precision,
 };
-use thelma_core::physics::Collision;
 use thelma_tests::{per_module, Module};
 
 const OPERATORS: [Collision; 3] = [Collision::BGK, Collision::TRT, Collision::MRT];

@@ -1,8 +1,8 @@
 //! Mass conservation in closed domains: the lid-driven cavity over thousands of steps, and in f32
 //! over 100,000 steps, which the weight-shifted storage makes possible.
 
-use thelma_core::config::{CaseConfig, Precision};
 use thelma_core::physics::Collision;
+use thelma_core::{CaseConfig, Precision};
 use thelma_tests::cpu_runtime;
 
 fn drift(precision: Precision, steps: u64) -> f64 {

@@ -6,13 +6,13 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use thelma_compute::cpu::CpuFactory;
-use thelma_core::compute::{
+use thelma_compute::CpuFactory;
+use thelma_core::CaseConfig;
+use thelma_core::SlabSpec;
+use thelma_core::{
     ComputeError, ComputeModule, Fields, Health, InterfaceMemory, ModuleFactory, Placement,
 };
-use thelma_core::config::CaseConfig;
-use thelma_core::domain::SlabSpec;
-use thelma_core::runtime::{Runtime, RuntimeError};
+use thelma_core::{Runtime, RuntimeError};
 use thelma_tests::{domain, model};
 
 #[derive(Clone, Copy)]

@@ -1,60 +1,29 @@
-//! Partition invariance: a run split over N slabs equals the one-slab run bit for bit, for 1 to 5
-//! slabs (uneven sizes), walled and periodic z, BGK and MRT, f32 and f64.
+//! Partition invariance and agreement with the oracle, one test body per property for every module
+//! (`per_module!`): a run split over N slabs equals the one-slab run bit for bit (2 to 5 uneven slabs
+//! on one device; one slab per GPU where a host has several), and a module's run equals the CPU
+//! module's to rounding; walled and periodic z, every collision variant, f32 and f64. The CPU cases
+//! run in CI, the CUDA ones on a GPU host (`--ignored`).
 
-use thelma_core::config::{CaseConfig, CaseKind, Obstacle, Precision};
 use thelma_core::physics::Collision;
+use thelma_core::Precision;
 use thelma_tests::{
-    cpu_runtime, domain, gather_populations, scatter_populations, vortex_populations,
+    cpu_runtime, domain, gather_populations, per_module, run_from_vortex, scatter_populations,
+    values, variant_case, vortex_populations, Module, VARIANTS,
 };
 
-fn case(periodic_z: bool, collision: Collision, precision: Precision) -> CaseConfig {
-    let mut c = CaseConfig::default();
-    // 23 planes: uneven slabs for every count from 2 to 5.
-    c.domain.size = [12, 10, 23];
-    c.numerics.collision = collision;
-    c.numerics.precision = precision;
-    c.physics.reynolds = 50.0;
-    if periodic_z {
-        c.domain.case = CaseKind::Box;
-        c.domain.periodic = [true, false, true];
-        c.domain.obstacles = vec![Obstacle::Sphere {
-            centre: [5.0, 4.0, 11.0],
-            radius: 2.5,
-        }];
-        c.physics.lid_speed = 0.0;
-        c.physics.viscosity = Some(0.02);
-    } else {
-        c.domain.obstacles = vec![Obstacle::Box {
-            min: [3, 3, 6],
-            max: [6, 5, 9],
-        }];
-    }
-    c
-}
-
-fn run(c: &CaseConfig, slabs: usize, steps: u64) -> Vec<u8> {
-    let mut rt = cpu_runtime(c, slabs);
-    // Start from a vortex so that every interface carries data from the first step.
-    let init = vortex_populations(domain(c), 0.05);
-    let parts = scatter_populations(&rt, &init, c.numerics.precision);
-    rt.write_populations(parts, 0).unwrap();
-    let st = rt.run(steps).unwrap();
-    assert_eq!(st.steps, steps);
-    gather_populations(&mut rt)
-}
-
-#[test]
-fn slabs_equal_one_slab_bit_for_bit() {
+fn slabs_equal_one_slab(m: Module) {
     for periodic_z in [false, true] {
-        for collision in [Collision::BGK, Collision::MRT] {
+        for variant in VARIANTS {
             for precision in [Precision::F32, Precision::F64] {
-                let c = case(periodic_z, collision, precision);
-                let reference = run(&c, 1, 200);
-                for slabs in 2..=5 {
-                    let got = run(&c, slabs, 200);
+                // 23 planes: uneven slabs for every count from 2 to 5.
+                let c = variant_case([24, 20, 23], periodic_z, variant, precision);
+                let reference = run_from_vortex(m.runtime(&c, 1), &c, 200);
+                for ids in m.layouts() {
+                    let got = run_from_vortex(m.runtime_on(&c, &ids), &c, 200);
                     assert!(
                         got == reference,
-                        "{slabs} slabs differ from 1 slab (periodic z {periodic_z}, {collision:?}, {precision:?})"
+                        "{}: devices {ids:?} differ from one slab (periodic z {periodic_z}, {variant:?}, {precision:?})",
+                        m.name()
                     );
                 }
             }
@@ -62,9 +31,56 @@ fn slabs_equal_one_slab_bit_for_bit() {
     }
 }
 
+per_module!(slabs_equal_one_slab => slabs_equal_one_slab_bit_for_bit_on_the_cpu_module,
+    slabs_equal_one_slab_bit_for_bit_on_the_cuda_module);
+
+/// The module against the CPU module on two slabs: equal to rounding (the CPU module itself equals
+/// it bit for bit, which is also partition invariance).
+fn agrees_with_the_cpu_module(m: Module) {
+    for periodic_z in [false, true] {
+        for variant in VARIANTS {
+            for precision in [Precision::F32, Precision::F64] {
+                // The CPU module's own case is smaller: it only repeats partition invariance.
+                let size = match m {
+                    Module::Cpu => [20, 18, 22],
+                    Module::Cuda => [40, 36, 44],
+                };
+                let c = variant_case(size, periodic_z, variant, precision);
+                let steps = 300;
+                let cpu = values(&run_from_vortex(cpu_runtime(&c, 2), &c, steps), precision);
+                let got = values(&run_from_vortex(m.runtime(&c, 1), &c, steps), precision);
+                assert_eq!(cpu.len(), got.len());
+                let start = vortex_populations(domain(&c), 0.05);
+                let moved: f64 = cpu.iter().zip(&start).map(|(a, b)| (a - b).powi(2)).sum();
+                let diff: f64 = cpu.iter().zip(&got).map(|(a, b)| (a - b).powi(2)).sum();
+                let norm: f64 = cpu.iter().map(|a| a * a).sum();
+                let rel = (diff / norm).sqrt();
+                let tol = match (m, precision) {
+                    (Module::Cpu, _) => 0.0,
+                    (_, Precision::F32) => 1e-5,
+                    (_, Precision::F64) => 1e-12,
+                };
+                eprintln!(
+                    "{}: periodic z {periodic_z}, {variant:?}, {precision:?}: |Δ|/|ref| = {rel:.3e}",
+                    m.name()
+                );
+                assert!(moved > 0.0, "the state did not move");
+                assert!(
+                    rel <= tol,
+                    "{}: {variant:?} {precision:?} periodic z {periodic_z}: |Δ|/|ref| = {rel:e} > {tol:e}",
+                    m.name()
+                );
+            }
+        }
+    }
+}
+
+per_module!(agrees_with_the_cpu_module => the_cpu_module_agrees_with_itself_on_other_slabs,
+    the_cuda_module_matches_the_cpu_module);
+
 #[test]
 fn the_initial_state_actually_moves_so_the_comparison_is_not_trivial() {
-    let c = case(true, Collision::MRT, Precision::F64);
+    let c = variant_case([24, 20, 23], true, (Collision::MRT, false), Precision::F64);
     let start = {
         let mut rt = cpu_runtime(&c, 1);
         let init = vortex_populations(domain(&c), 0.05);
@@ -72,5 +88,5 @@ fn the_initial_state_actually_moves_so_the_comparison_is_not_trivial() {
         rt.write_populations(parts, 0).unwrap();
         gather_populations(&mut rt)
     };
-    assert_ne!(run(&c, 1, 50), start);
+    assert_ne!(run_from_vortex(cpu_runtime(&c, 1), &c, 50), start);
 }

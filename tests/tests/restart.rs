@@ -10,6 +10,7 @@ use clap::Parser;
 use thelma_cli::app::{run_case_from, Outcome};
 use thelma_cli::checkpoint;
 use thelma_cli::cli::RunArgs;
+use thelma_tests::{per_module, Module};
 
 /// `thelma run` arguments, parsed exactly as the binary parses them.
 #[derive(Parser)]
@@ -105,27 +106,18 @@ fn restart_is_bit_exact(backend: &str, first: usize, resumed: usize, numerics: &
     assert!(a.fields.ux.iter().any(|u| u.abs() > 1e-3));
 }
 
-#[test]
-fn restart_is_bit_exact_on_the_cpu_module() {
-    restart_is_bit_exact("cpu", 1, 1, &[]);
-}
-
-#[test]
-fn restart_onto_more_devices_is_bit_exact_on_the_cpu_module() {
-    restart_is_bit_exact("cpu", 2, 3, &["--collision", "bgk"]);
-}
-
-#[test]
-fn restart_onto_fewer_devices_in_f64_is_bit_exact_on_the_cpu_module() {
-    restart_is_bit_exact("cpu", 3, 1, &["--precision", "f64"]);
-}
-
-#[test]
-fn restart_with_trt_an_eddy_viscosity_and_a_force_is_bit_exact_on_the_cpu_module() {
+/// Every restart case on module `m`: the same device count; onto more devices; onto fewer in f64;
+/// with TRT, an eddy viscosity and a force. GPUs are physical, so a host with one GPU resumes onto
+/// the same count (several slabs on one GPU are `partition.rs`'s).
+fn restart_cases(m: Module) {
+    let d = |k| m.devices_up_to(k);
+    restart_is_bit_exact(m.name(), d(1), d(1), &[]);
+    restart_is_bit_exact(m.name(), d(2), d(3), &["--collision", "bgk"]);
+    restart_is_bit_exact(m.name(), d(3), d(1), &["--precision", "f64"]);
     restart_is_bit_exact(
-        "cpu",
-        2,
-        1,
+        m.name(),
+        d(2),
+        d(1),
         &[
             "--collision",
             "trt",
@@ -137,23 +129,8 @@ fn restart_with_trt_an_eddy_viscosity_and_a_force_is_bit_exact_on_the_cpu_module
     );
 }
 
-/// On the GPUs the host has: a resume onto another device count where there are two or more (one
-/// slab per GPU; several slabs on one GPU are `gpu.rs`'s partition test), the same count otherwise.
-#[test]
-#[ignore = "needs a CUDA device"]
-fn restart_is_bit_exact_on_the_cuda_module() {
-    let Some(gpus) = thelma_tests::gpus() else {
-        return;
-    };
-    restart_is_bit_exact("cuda", 1, 1, &[]);
-    restart_is_bit_exact("cuda", 1, gpus.min(2), &["--collision", "trt"]);
-    restart_is_bit_exact(
-        "cuda",
-        gpus.min(2),
-        1,
-        &["--smagorinsky", "0.1", "--force", "1e-6,0,0"],
-    );
-}
+per_module!(restart_cases => restart_is_bit_exact_on_the_cpu_module,
+    restart_is_bit_exact_on_the_cuda_module);
 
 #[test]
 fn a_resume_refuses_changes_to_the_simulation_and_damaged_checkpoints() {

@@ -11,13 +11,13 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use thelma_cli::app::run_case;
-use thelma_core::config::CaseConfig;
+use thelma_core::CaseConfig;
 use thelma_results::reference::Comparison;
 
 fn cavity(n: usize) -> Comparison {
     let mut c = CaseConfig::default();
     c.domain.size = [n; 3];
-    c.hardware.devices = thelma_core::config::DeviceSpec::Count(2);
+    c.hardware.devices = thelma_core::DeviceSpec::Count(2);
     c.output.dir =
         std::env::temp_dir().join(format!("thelma-validation-{n}-{}", std::process::id()));
     let out = run_case(&c, Arc::new(AtomicBool::new(false)), &mut |_| {}).expect("cavity runs");

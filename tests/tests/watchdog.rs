@@ -7,9 +7,9 @@ use std::sync::Arc;
 use thelma_cli::app::{run_case, run_case_from, Diverged};
 use thelma_cli::checkpoint;
 use thelma_cli::watchdog::Reason;
-use thelma_core::config::{Backend, CaseConfig};
-use thelma_core::lattice::Q;
+use thelma_core::physics::d3q19::Q;
 use thelma_core::physics::Collision;
+use thelma_core::{BackendName, CaseConfig};
 
 /// BGK at a viscosity near zero with a fast lid: unstable within a few dozen steps.
 fn unstable(out: &std::path::Path) -> CaseConfig {
@@ -20,8 +20,8 @@ fn unstable(out: &std::path::Path) -> CaseConfig {
     c.physics.lid_speed = 0.35;
     c.run.steps = Some(2000);
     c.run.watchdog_every = 10;
-    c.hardware.backend = Backend::Cpu;
-    c.hardware.devices = thelma_core::config::DeviceSpec::Count(2);
+    c.hardware.backend = BackendName::new("cpu");
+    c.hardware.devices = thelma_core::DeviceSpec::Count(2);
     c.output.dir = out.to_path_buf();
     c
 }
@@ -102,7 +102,7 @@ fn a_nan_in_the_populations_is_reported_at_its_node() {
     c.domain.size = [8, 6, 10];
     c.run.steps = Some(20);
     c.run.checkpoint_every = 20;
-    c.hardware.backend = Backend::Cpu;
+    c.hardware.backend = BackendName::new("cpu");
     c.output.dir = tmp.path().join("healthy");
     run_case(&c, Arc::new(AtomicBool::new(false)), &mut |_| {}).unwrap();
 
@@ -146,7 +146,7 @@ fn a_case_without_field_outputs_points_to_its_checkpoint_as_the_healthy_state() 
     // at a vanishing viscosity cannot hold.
     let tmp = tempfile::tempdir().unwrap();
     let mut c = unstable(tmp.path());
-    c.domain.case = thelma_core::config::CaseKind::Box;
+    c.domain.case = thelma_core::CaseKind::Box;
     c.domain.size = [12, 12, 16];
     c.run.checkpoint_every = 20;
     let whole: Vec<u8> = thelma_tests::vortex_populations(thelma_tests::domain(&c), 0.3)

@@ -1,7 +1,6 @@
 //! One run of a case: validate, build the geometry, start the runtime, step with progress, watchdog
 //! and convergence checks, then gather fields and write the results.
 
-use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -9,11 +8,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use thelma_compute::ModelParams;
-use thelma_core::compute::{interface_bytes_per_step, ComputeError, Fields};
-use thelma_core::config::{CaseConfig, CaseKind, LatticeParams};
-use thelma_core::domain::Domain;
 use thelma_core::physics::D3Q19;
-use thelma_core::runtime::{DeviceInfo, Runtime, RuntimeError};
+use thelma_core::Domain;
+use thelma_core::{interface_bytes_per_step, ComputeError, Fields};
+use thelma_core::{CaseConfig, CaseKind, LatticeParams};
+use thelma_core::{DeviceInfo, Runtime, RuntimeError};
 use thelma_geometry::Geometry;
 use thelma_results::convergence::relative_change;
 use thelma_results::profiles::Profile;
@@ -23,28 +22,7 @@ use thelma_results::report::{DeviceSummary, RunSummary, StopReason, Timings, Uni
 use crate::outputs::Outputs;
 use crate::{backend, checkpoint, preflight, watchdog};
 
-/// A bad input: the program exits with status 2 and this one line.
-#[derive(Debug)]
-pub struct UsageError {
-    pub flag: String,
-    pub message: String,
-}
-
-impl UsageError {
-    pub fn new(flag: impl Into<String>, message: impl Into<String>) -> Self {
-        Self {
-            flag: flag.into(),
-            message: message.into(),
-        }
-    }
-}
-
-impl fmt::Display for UsageError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.flag, self.message)
-    }
-}
-impl std::error::Error for UsageError {}
+pub use crate::error::UsageError;
 
 pub use crate::watchdog::Diverged;
 
@@ -118,12 +96,7 @@ pub fn run_case_from(
     }
     let params = ModelParams::new(case, &lattice, geometry);
     let sel = backend::select(case, params)?;
-    preflight::check(
-        case,
-        &*sel.factory,
-        &sel.devices,
-        sel.factory.backend() == "cpu",
-    )?;
+    preflight::check(case, &*sel.factory, &sel.devices, sel.host)?;
     let resumed = match resume {
         Some(path) => Some(load_resume(case, path)?),
         None => None,

@@ -1,120 +1,60 @@
-//! Choosing the compute module for a run: `cpu`, `cuda`, or `auto` (CUDA when a driver and a GPU
-//! exist, the CPU module otherwise, said in the run's first line).
+//! Choosing the compute module for a run through `thelma-compute`'s registry: a module by name, or
+//! `auto` (the first registered module that finds a device, said in the run's first line).
 
 use std::sync::Arc;
 
-use anyhow::{bail, Result};
-use thelma_compute::cpu::CpuFactory;
-use thelma_compute::cuda::{self, CudaFactory};
-use thelma_compute::ModelParams;
-use thelma_core::compute::ModuleFactory;
-use thelma_core::config::{Backend, CaseConfig, DeviceSpec};
+use anyhow::Result;
+use thelma_compute::{BackendError, Choice, ModelParams, Tuning};
+use thelma_core::{BackendName, CaseConfig, DeviceSpec, ModuleFactory};
 
-use crate::app::UsageError;
+use crate::error::UsageError;
 
 /// The factory serving a run, the devices in slab order, and what was decided (for the user).
 pub struct Selection {
     pub factory: Arc<dyn ModuleFactory>,
     pub devices: Vec<usize>,
+    /// Whether the modules keep their lattices in host memory (the host's memory is then checked).
+    pub host: bool,
     pub note: String,
 }
 
-/// Picks the backend and resolves the device list.
+/// Picks the backend the case names and resolves its device list.
 pub fn select(case: &CaseConfig, params: ModelParams) -> Result<Selection> {
     let hw = &case.hardware;
-    let cuda_count = match hw.backend {
-        Backend::Cpu => None,
-        Backend::Cuda => match cuda::device_count() {
-            Ok(n) => Some(n),
-            Err(e) => bail!(UsageError::new("--backend", format!("cuda: {e}"))),
-        },
-        Backend::Auto => cuda::device_count().ok(),
+    let choice = choose(&hw.backend)?;
+    let devices = resolve(&choice, &hw.devices)?;
+    let tuning = Tuning {
+        threads: hw.threads,
+        ..Tuning::default()
     };
-    if let Some(count) = cuda_count {
-        let devices = cuda_devices(case, count)?;
-        let factory = CudaFactory::new(params)
-            .map_err(|e| UsageError::new("--backend", format!("cuda: {e}")))?;
-        let note = format!(
-            "backend {}cuda ({count} GPU{} present)",
-            if hw.backend == Backend::Auto {
-                "auto: "
-            } else {
-                ""
-            },
-            if count == 1 { "" } else { "s" }
-        );
-        return Ok(Selection {
-            factory: Arc::new(factory),
-            devices,
-            note,
-        });
-    }
-    let note = if hw.backend == Backend::Auto {
-        let why = cuda::device_count()
-            .err()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
-        format!("backend auto: {why}; using the CPU module")
-    } else {
-        "backend cpu".to_string()
-    };
-    let devices = cpu_devices(case)?;
-    let factory = Arc::new(CpuFactory::new(params, devices.len(), hw.threads));
+    let factory = choice
+        .factory(params, devices.len(), &tuning)
+        .map_err(|e| UsageError::new("--backend", e.to_string()))?;
     Ok(Selection {
         factory,
         devices,
-        note,
+        host: choice.backend.host,
+        note: choice.note,
     })
 }
 
-/// GPU ordinals in slab order, checked against the GPUs present and the planes to share.
-pub fn cuda_devices(case: &CaseConfig, available: usize) -> Result<Vec<usize>> {
-    let ids = case
-        .hardware
-        .devices
-        .resolve(available)
-        .map_err(|e| UsageError::new("--devices", e))?;
-    // Duplicates and the z-planes per device are checked for every backend by `preflight`.
-    Ok(ids)
+/// The registry's choice for `name`; a name that is unknown, or whose devices are missing, is bad
+/// input of `--backend`.
+pub fn choose(name: &BackendName) -> Result<Choice> {
+    thelma_compute::choose(name).map_err(|e| {
+        let e = match e {
+            // `hardware.backend` in a case file reaches here unchecked by the argument parser.
+            e @ BackendError::Unknown { .. } => e.to_string(),
+            BackendError::Unavailable { name, reason } => format!("{name}: {reason}"),
+        };
+        UsageError::new("--backend", e).into()
+    })
 }
 
-/// CPU "devices" are virtual: a count, or the ids `0..N` in the slab order wanted. The list's
-/// duplicates and its length against the z-planes are checked, for every backend, by `preflight`.
-fn cpu_devices(case: &CaseConfig) -> Result<Vec<usize>> {
-    cpu_device_ids(&case.hardware.devices)
+/// The devices `spec` names on the chosen backend, in slab order. Duplicates and the planes per
+/// device are checked, for every backend, by `preflight`.
+pub fn resolve(choice: &Choice, spec: &DeviceSpec) -> Result<Vec<usize>> {
+    Ok(choice
+        .resolve(spec)
+        .map_err(|e| UsageError::new("--devices", e.to_string()))?)
 }
-
-/// The CPU devices `spec` names (`all` is one), checked as [`cpu_devices`] says; for `run` and
-/// `bench` alike.
-pub fn cpu_device_ids(spec: &DeviceSpec) -> Result<Vec<usize>> {
-    let count = match spec {
-        DeviceSpec::All => 1,
-        DeviceSpec::Count(n) => *n,
-        DeviceSpec::List(ids) => ids.len(),
-    };
-    // Checked before the list is made: a count of 10^18 must not become a vector.
-    if count > MAX_CPU_DEVICES {
-        bail!(UsageError::new(
-            "--devices",
-            format!("{count} CPU devices: at most {MAX_CPU_DEVICES} (each is a thread pool)")
-        ));
-    }
-    let ids = match spec {
-        DeviceSpec::List(ids) => ids.clone(),
-        _ => (0..count).collect(),
-    };
-    if let Some(bad) = ids.iter().find(|&&i| i >= ids.len()) {
-        bail!(UsageError::new(
-            "--devices",
-            format!(
-                "CPU device {bad} does not exist: a list of {} CPU devices names 0..{} in slab order",
-                ids.len(),
-                ids.len() - 1
-            )
-        ));
-    }
-    Ok(ids)
-}
-
-/// The most CPU devices a run may ask for: each one is a pool of threads sharing the cores.
-const MAX_CPU_DEVICES: usize = 1024;

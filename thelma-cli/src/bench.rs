@@ -14,18 +14,17 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use serde::{Deserialize, Serialize};
-use thelma_compute::cpu::CpuFactory;
-use thelma_compute::cuda::{self, CudaFactory, LaunchShape};
-use thelma_compute::ModelParams;
-use thelma_core::compute::{slab_bytes, ModuleFactory};
-use thelma_core::config::{CaseConfig, DeviceSpec, Precision, MAX_THREADS};
-use thelma_core::domain::{Domain, SlabSpec};
+use thelma_compute::cuda::{self, LaunchShape};
+use thelma_compute::{ModelParams, Tuning};
 use thelma_core::physics::{Collision, D3Q19};
-use thelma_core::runtime::Runtime;
+use thelma_core::slab_bytes;
+use thelma_core::Runtime;
+use thelma_core::{BackendName, CaseConfig, DeviceSpec, Precision, MAX_THREADS};
+use thelma_core::{Domain, SlabSpec};
 use thelma_geometry::Geometry;
 
 use crate::app::UsageError;
-use crate::cli::{BackendArg, PrecisionArg};
+use crate::cli::{BackendParser, PrecisionArg};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -39,8 +38,8 @@ pub enum Scaling {
 #[derive(Args, Debug)]
 pub struct BenchArgs {
     /// Compute module: auto picks CUDA when a GPU is present.
-    #[arg(long, value_enum, default_value = "auto")]
-    pub backend: BackendArg,
+    #[arg(long, value_name = "NAME", value_parser = BackendParser, default_value = "auto")]
+    pub backend: BackendName,
     /// Devices in slab order (`all`, a count, or ids `0,1,2,3`); runs use the first 1, 2, … of them.
     #[arg(long, value_name = "SPEC", value_parser = DeviceSpec::parse, default_value = "all", allow_hyphen_values = true)]
     pub devices: DeviceSpec,
@@ -153,7 +152,7 @@ fn bytes_per_node(p: Precision) -> f64 {
 /// started is an error, not a panic.
 fn cpu_bandwidth(bytes: usize, threads: usize) -> Result<f64> {
     let threads = if threads == 0 {
-        thelma_core::affinity::core_count()
+        thelma_core::core_count()
     } else {
         threads
     }
@@ -259,31 +258,12 @@ fn utc_now() -> String {
 /// Runs the benchmark; `progress` receives each row as it is measured.
 pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<BenchReport> {
     check_args(args)?;
-    let gpus = match args.backend {
-        BackendArg::Cpu => None,
-        BackendArg::Cuda => match cuda::device_count() {
-            Ok(n) => Some(n),
-            Err(e) => bail!(UsageError::new("--backend", format!("cuda: {e}"))),
-        },
-        BackendArg::Auto => match cuda::device_count() {
-            Ok(n) => Some(n),
-            Err(e) => {
-                progress(&format!("backend auto: {e}; using the CPU module"));
-                None
-            }
-        },
-    };
-    let on_gpu = gpus.is_some();
-    let ids: Vec<usize> = match gpus {
-        Some(n) => args
-            .devices
-            .resolve(n)
-            .map_err(|e| UsageError::new("--devices", e))?,
-        None => match &args.devices {
-            DeviceSpec::All => vec![0],
-            spec => crate::backend::cpu_device_ids(spec)?,
-        },
-    };
+    let choice = crate::backend::choose(&args.backend)?;
+    if args.backend.is_auto() {
+        progress(&choice.note);
+    }
+    let on_gpu = !choice.backend.host;
+    let ids = crate::backend::resolve(&choice, &args.devices)?;
     if ids.len().saturating_mul(args.slabs_per_device) > MAX_SLABS {
         bail!(UsageError::new(
             "--slabs-per-device",
@@ -423,13 +403,14 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
                     };
                     let geometry = Arc::new(Geometry::from_case(&case)?);
                     let params = ModelParams::new(&case, &lat, geometry);
-                    let factory: Arc<dyn ModuleFactory> = if on_gpu {
-                        let mut shape = LaunchShape::for_block(args.block);
-                        shape.min_blocks = args.min_blocks;
-                        Arc::new(CudaFactory::new(params)?.with_shape(shape))
-                    } else {
-                        Arc::new(CpuFactory::new(params, k, args.threads))
+                    let tuning = Tuning {
+                        threads: args.threads,
+                        launch: LaunchShape {
+                            block_x: args.block,
+                            min_blocks: args.min_blocks,
+                        },
                     };
+                    let factory = choice.factory(params, k, &tuning)?;
                     let domain = Domain::new(lattice, case.domain.periodic);
                     let slabs = SlabSpec::split(domain, k)?;
                     let too_big = slabs
@@ -504,7 +485,7 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
         }
     }
     let report = BenchReport {
-        backend: if on_gpu { "cuda" } else { "cpu" }.into(),
+        backend: choice.backend.name.into(),
         devices: names,
         bandwidth_bytes_per_s: bandwidth,
         scaling: args.scaling,

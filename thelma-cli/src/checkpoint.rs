@@ -13,10 +13,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
-use thelma_core::config::{CaseConfig, Precision};
-use thelma_core::domain::{Domain, SlabSpec};
 use thelma_core::physics::{Stencil, D3Q19};
-use thelma_core::runtime::Runtime;
+use thelma_core::Runtime;
+use thelma_core::{CaseConfig, Precision};
+use thelma_core::{Domain, SlabSpec};
 
 /// The checkpoint's file name inside the output folder.
 pub const FILE_NAME: &str = "checkpoint.thelma";

@@ -4,10 +4,10 @@
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
-use thelma_core::config::{Backend, CaseConfig, DeviceSpec, PhysicalUnits, Precision, SlicePlane};
 use thelma_core::physics::Collision;
+use thelma_core::{BackendName, CaseConfig, DeviceSpec, PhysicalUnits, Precision, SlicePlane};
 
-use crate::app::UsageError;
+use crate::error::UsageError;
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum PrecisionArg {
@@ -15,11 +15,53 @@ pub enum PrecisionArg {
     F64,
 }
 
-#[derive(Clone, Copy, Debug, ValueEnum)]
-pub enum BackendArg {
-    Auto,
-    Cpu,
-    Cuda,
+/// Parses `--backend` against `thelma-compute`'s registry, whose names the help lists.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BackendParser;
+
+impl clap::builder::TypedValueParser for BackendParser {
+    type Value = BackendName;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<BackendName, clap::Error> {
+        let text = clap::builder::StringValueParser::new().parse_ref(cmd, arg, value)?;
+        thelma_compute::parse_backend(&text).map_err(|e| {
+            let mut err = clap::Error::new(clap::error::ErrorKind::ValueValidation).with_cmd(cmd);
+            if let Some(arg) = arg {
+                err.insert(
+                    clap::error::ContextKind::InvalidArg,
+                    clap::error::ContextValue::String(arg.to_string()),
+                );
+            }
+            err.insert(
+                clap::error::ContextKind::InvalidValue,
+                clap::error::ContextValue::String(text.clone()),
+            );
+            err.insert(
+                clap::error::ContextKind::Custom,
+                clap::error::ContextValue::String(e.to_string()),
+            );
+            err
+        })
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        let auto = clap::builder::PossibleValue::new(BackendName::AUTO)
+            .help("the first registered module that finds a device");
+        Some(Box::new(
+            std::iter::once(auto).chain(
+                thelma_compute::BACKENDS
+                    .iter()
+                    .map(|b| clap::builder::PossibleValue::new(b.name).help(b.summary)),
+            ),
+        ))
+    }
 }
 
 // Options taking numbers accept a leading minus sign (lists and names: any leading hyphen) so that
@@ -85,8 +127,8 @@ pub struct RunArgs {
     #[arg(long, value_enum)]
     pub precision: Option<PrecisionArg>,
     /// Compute module: auto picks CUDA when a GPU is present, the CPU otherwise. Default auto.
-    #[arg(long, value_enum)]
-    pub backend: Option<BackendArg>,
+    #[arg(long, value_name = "NAME", value_parser = BackendParser)]
+    pub backend: Option<BackendName>,
     /// Devices in slab order: `all`, a count N, or ids `2,0,1,3` (one id alone: `3,`). With
     /// --backend cpu, N CPU devices share the cores.
     #[arg(long, value_name = "SPEC", value_parser = DeviceSpec::parse, allow_hyphen_values = true)]
@@ -372,11 +414,7 @@ impl RunArgs {
             };
         }
         if let Some(b) = self.backend {
-            c.hardware.backend = match b {
-                BackendArg::Auto => Backend::Auto,
-                BackendArg::Cpu => Backend::Cpu,
-                BackendArg::Cuda => Backend::Cuda,
-            };
+            c.hardware.backend = b;
         }
         if let Some(d) = self.devices {
             c.hardware.devices = d;

@@ -11,13 +11,13 @@ use clap::{Args, ValueEnum};
 use thelma_compute::comm_bench::{
     self, model, Backend, BenchConfig, BenchResult, CommError, Shape, Topology, Transport,
 };
-use thelma_core::config::DeviceSpec;
+use thelma_core::{BackendName, DeviceSpec};
 use thelma_results::output::write_bytes_atomic;
 use thelma_results::plot::{line_plot, Mark, Series};
 
 use crate::app::UsageError;
 use crate::bench::{BenchReport, Scaling};
-use crate::cli::{BackendArg, PrecisionArg};
+use crate::cli::{BackendParser, PrecisionArg};
 
 /// Whether transposed accesses are measured.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -34,8 +34,8 @@ pub enum TransposeArg {
 pub struct CommBenchArgs {
     /// Where to run: auto picks CUDA when a GPU is present, the CPU (threads and host memory)
     /// otherwise. Default auto.
-    #[arg(long, value_enum)]
-    pub backend: Option<BackendArg>,
+    #[arg(long, value_name = "NAME", value_parser = BackendParser)]
+    pub backend: Option<BackendName>,
     /// Devices in graph order: `all`, a count N, or ids `0,2,1,3` (the order the solver's slabs
     /// would take). Default all.
     #[arg(long, value_name = "SPEC", value_parser = DeviceSpec::parse, allow_hyphen_values = true)]
@@ -370,13 +370,19 @@ fn cpu_devices_fit(n: usize, args: &CommBenchArgs) -> Result<()> {
 
 /// Runs every configuration the arguments ask for, calling `progress` after each.
 pub fn measure(args: &CommBenchArgs, progress: &mut dyn FnMut(&BenchResult)) -> Result<Report> {
-    let backend = match args.backend.unwrap_or(BackendArg::Auto) {
-        BackendArg::Cpu => Backend::Cpu,
-        BackendArg::Cuda => Backend::Cuda,
-        BackendArg::Auto => match comm_bench::available_devices(Backend::Cuda) {
+    let name = args.backend.clone().unwrap_or_default();
+    let backend = if name.is_auto() {
+        match comm_bench::available_devices(Backend::Cuda) {
             Ok(n) if n > 0 => Backend::Cuda,
             _ => Backend::Cpu,
-        },
+        }
+    } else {
+        Backend::named(name.as_str()).ok_or_else(|| {
+            usage(
+                "--backend",
+                format!("the exchange benchmark has no `{name}` transport"),
+            )
+        })?
     };
     let available = comm_bench::available_devices(backend).map_err(|e| match e {
         // Asked for by name and not there: the same bad input as `run --backend cuda`.
@@ -394,7 +400,9 @@ pub fn measure(args: &CommBenchArgs, progress: &mut dyn FnMut(&BenchResult)) -> 
             cpu_devices_fit(ids.len(), args)?;
             ids.clone()
         }
-        _ => spec.resolve(available).map_err(|m| usage("--devices", m))?,
+        _ => spec
+            .resolve(available)
+            .map_err(|m| usage("--devices", m.to_string()))?,
     };
     // The library checks the shape too; checking here first names the option the user typed.
     if args.edge == 0 {

@@ -3,11 +3,11 @@
 
 use std::fmt::Write as _;
 
-use thelma_compute::cuda::{self, device};
-use thelma_core::compute::slab_bytes;
-use thelma_core::config::Precision;
-use thelma_core::domain::{Domain, SlabSpec};
+use thelma_compute::cuda;
 use thelma_core::physics::D3Q19;
+use thelma_core::slab_bytes;
+use thelma_core::Precision;
+use thelma_core::{Domain, SlabSpec};
 
 /// The largest edge `s` such that one slab of `s³` nodes in `precision` fits in `free` bytes (leaving
 /// 5 % for the context and kernels).
@@ -41,7 +41,7 @@ pub fn report() -> String {
         Err(e) => {
             return format!(
                 "no CUDA devices: {e}\nruns use the CPU module (--backend cpu, the default `auto` falls back to it): {} cores\n",
-                thelma_core::affinity::core_count()
+                thelma_core::core_count()
             )
         }
     };
@@ -54,8 +54,8 @@ pub fn report() -> String {
     for d in 0..count {
         match cuda::gpu_info(d) {
             Ok(g) => {
-                let mem = device::memory(d).ok();
-                let near = match thelma_core::affinity::pci_locality(&g.pci_bus_id) {
+                let mem = cuda::memory(d).ok();
+                let near = match thelma_core::pci_locality(&g.pci_bus_id) {
                     Ok(b) if !b.cpus.is_empty() => b.to_string(),
                     Ok(_) => "unknown".into(),
                     Err(e) => format!("unknown ({e})"),
@@ -100,7 +100,7 @@ pub fn report() -> String {
                 let v = if a == b {
                     "-".to_string()
                 } else {
-                    match device::can_access_peer(a, b) {
+                    match cuda::can_access_peer(a, b) {
                         Ok(true) => "1".into(),
                         Ok(false) => "0".into(),
                         Err(_) => "?".into(),

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use anyhow::Result;
 
-use crate::app::UsageError;
+use crate::error::UsageError;
 
 /// The default case, every key with a comment: the same text as `examples/cavity.toml`, which a
 /// test parses so that the template never drifts from the configuration it documents.
@@ -40,7 +40,7 @@ pub fn write(path: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use thelma_core::config::CaseConfig;
+    use thelma_core::CaseConfig;
 
     #[test]
     fn the_template_is_the_default_case() {

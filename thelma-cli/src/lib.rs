@@ -10,6 +10,7 @@ pub mod cli;
 pub mod comm_bench;
 pub mod console;
 pub mod devices;
+pub mod error;
 pub mod init;
 pub mod outputs;
 pub mod preflight;

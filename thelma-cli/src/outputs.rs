@@ -6,9 +6,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use thelma_core::compute::Fields;
-use thelma_core::config::{CaseConfig, CaseKind, LatticeParams, OutputConfig, Precision};
-use thelma_core::runtime::Runtime;
+use thelma_core::Fields;
+use thelma_core::Runtime;
+use thelma_core::{CaseConfig, CaseKind, LatticeParams, OutputConfig, Precision};
 use thelma_results::image::{write_slice_png, Slice, SliceStyle};
 use thelma_results::plot::profile_plot;
 use thelma_results::profiles::{cavity_centrelines, write_csv, Profile};

@@ -2,12 +2,12 @@
 //! the lattice, and the memory each device (and the host) will need against what is free.
 
 use anyhow::Result;
-use thelma_core::compute::{slab_bytes, ModuleFactory};
-use thelma_core::config::CaseConfig;
-use thelma_core::domain::{Domain, SlabSpec};
 use thelma_core::physics::D3Q19;
+use thelma_core::CaseConfig;
+use thelma_core::{slab_bytes, ModuleFactory};
+use thelma_core::{Domain, SlabSpec};
 
-use crate::app::UsageError;
+use crate::error::UsageError;
 
 /// Bytes the host holds per node of the whole domain besides any lattice: gathered fields (ρ, u in
 /// f64, a solid flag), twice (the newest healthy state is kept while the next one is read).
@@ -122,7 +122,7 @@ fn fmt_size(s: [usize; 3]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use thelma_core::compute::{ComputeError, ComputeModule, MemoryInfo, Placement};
+    use thelma_core::{ComputeError, ComputeModule, MemoryInfo, Placement};
 
     /// A backend whose devices report 1 GiB free and that must never be asked for a module.
     struct Small;

@@ -4,8 +4,8 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use thelma_core::compute::{Fields, Health};
-use thelma_core::runtime::{Runtime, RuntimeError};
+use thelma_core::{Fields, Health};
+use thelma_core::{Runtime, RuntimeError};
 
 /// Why the watchdog stopped a run.
 #[derive(Clone, Copy, Debug, PartialEq)]

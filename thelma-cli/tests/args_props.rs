@@ -139,7 +139,7 @@ fn drive(argv: &[String]) {
 }
 
 /// Everything `thelma run` does with a case before it allocates a lattice.
-fn drive_case(case: &thelma_core::config::CaseConfig) {
+fn drive_case(case: &thelma_core::CaseConfig) {
     let lattice = match case.validate() {
         Ok(l) => l,
         Err(e) => return one_line(&e.to_string()),
@@ -195,9 +195,9 @@ proptest! {
             .chain(insert.chars())
             .chain(chars[end..].iter().copied())
             .collect();
-        match thelma_core::config::CaseConfig::parse(&mutated, false) {
+        match thelma_core::CaseConfig::parse(&mutated, false) {
             Ok(case) => drive_case(&case),
-            Err(e) => one_line(&e),
+            Err(e) => one_line(&e.to_string()),
         }
     }
 }
@@ -217,7 +217,7 @@ const EXAMPLES: &[&str] = &[
 #[test]
 fn every_example_case_validates() {
     for (k, text) in EXAMPLES.iter().enumerate() {
-        let case = thelma_core::config::CaseConfig::parse(text, false)
+        let case = thelma_core::CaseConfig::parse(text, false)
             .unwrap_or_else(|e| panic!("example {k}: {e}"));
         case.validate()
             .unwrap_or_else(|e| panic!("example {k}: {e}"));

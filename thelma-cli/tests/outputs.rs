@@ -299,14 +299,14 @@ fn vti_f32(bytes: &[u8], name: &str, count: usize) -> Vec<f32> {
 fn the_written_fields_are_the_fields_the_run_gathered_from_every_device() {
     use std::sync::atomic::AtomicBool;
     use std::sync::Arc;
-    use thelma_core::config::{Backend, CaseConfig, DeviceSpec};
+    use thelma_core::{BackendName, CaseConfig, DeviceSpec};
 
     let dir = scratch("gathered");
     let mut case = CaseConfig::default();
     case.domain.size = [10, 8, 9];
     case.physics.reynolds = 100.0;
     case.run.steps = Some(30);
-    case.hardware.backend = Backend::Cpu;
+    case.hardware.backend = BackendName::new("cpu");
     case.hardware.devices = DeviceSpec::Count(3);
     case.output.dir = dir.clone();
     case.output.images = false;

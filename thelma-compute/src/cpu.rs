@@ -14,18 +14,18 @@ use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::sync::Arc;
 
 use rayon::prelude::*;
-use thelma_core::compute::{
-    interface_offset, ComputeError, ComputeModule, Fields, Health, InterfaceMemory, ModuleFactory,
-    Placement,
-};
-use thelma_core::domain::SlabSpec;
 #[cfg(test)]
-use thelma_core::lattice::W;
-use thelma_core::lattice::{C, DOWN, OPP, Q, UP};
+use thelma_core::physics::d3q19::W;
+use thelma_core::physics::d3q19::{C, DOWN, OPP, Q, UP};
 use thelma_core::physics::{
     dispatch, Arith, Coefficients, CollisionOperator, OperatorVisitor, D3Q19,
 };
 use thelma_core::Real;
+use thelma_core::SlabSpec;
+use thelma_core::{
+    interface_offset, ComputeError, ComputeModule, Fields, Health, InterfaceMemory, ModuleFactory,
+    Placement,
+};
 
 use crate::fields::{fields_from_populations, health_of_populations, initial_populations};
 use crate::params::ModelParams;
@@ -105,7 +105,7 @@ impl CpuFactory {
     /// `threads` in all (0: one per core), split over `devices` devices (at least one each).
     pub fn new(params: ModelParams, devices: usize, threads: usize) -> Self {
         let total = if threads == 0 {
-            thelma_core::affinity::core_count()
+            thelma_core::core_count()
         } else {
             threads
         };
@@ -133,12 +133,12 @@ impl ModuleFactory for CpuFactory {
         slab: &SlabSpec,
     ) -> Result<Box<dyn ComputeModule>, ComputeError> {
         Ok(match self.params.precision {
-            thelma_core::config::Precision::F32 => Box::new(CpuModule::<f32>::new(
+            thelma_core::Precision::F32 => Box::new(CpuModule::<f32>::new(
                 &self.params,
                 slab.clone(),
                 self.threads_per_device,
             )?),
-            thelma_core::config::Precision::F64 => Box::new(CpuModule::<f64>::new(
+            thelma_core::Precision::F64 => Box::new(CpuModule::<f64>::new(
                 &self.params,
                 slab.clone(),
                 self.threads_per_device,
@@ -909,9 +909,9 @@ mod tests {
     //! and on several linked by interfaces, on every bundle width this CPU runs.
 
     use super::*;
-    use thelma_core::config::Obstacle;
-    use thelma_core::domain::Domain;
     use thelma_core::physics::{Collision, FlowModel};
+    use thelma_core::Domain;
+    use thelma_core::Obstacle;
     use thelma_geometry::Geometry;
 
     /// One step of the pull scheme, node by node, on the whole domain: the definition the CPU module

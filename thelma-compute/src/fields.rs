@@ -1,12 +1,12 @@
 //! The macroscopic fields and the watchdog's figures from a slab's populations, computed the same
 //! way by every module that reads its lattice back to the host.
 
-use thelma_core::compute::{ComputeError, Fields, Health};
-use thelma_core::domain::SlabSpec;
-use thelma_core::initial::InitialState;
-use thelma_core::lattice::Q;
+use thelma_core::physics::d3q19::Q;
 use thelma_core::physics::{equilibrium, macroscopic, Arith};
+use thelma_core::InitialState;
 use thelma_core::Real;
+use thelma_core::SlabSpec;
+use thelma_core::{ComputeError, Fields, Health};
 
 /// The shifted populations `[i][z][y][x]` of a slab starting at the equilibrium of `init`'s state
 /// at every node (solid nodes too: they are never updated, and the value is harmless).

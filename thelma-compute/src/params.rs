@@ -2,9 +2,9 @@
 
 use std::sync::Arc;
 
-use thelma_core::config::{CaseConfig, LatticeParams, Precision};
-use thelma_core::initial::InitialState;
 use thelma_core::physics::FlowModel;
+use thelma_core::InitialState;
+use thelma_core::{CaseConfig, LatticeParams, Precision};
 use thelma_geometry::Geometry;
 
 /// What a compute module needs to know about the model, shared by all slabs of a run.
@@ -26,7 +26,8 @@ impl ModelParams {
             geometry,
             model: case.flow_model(lattice),
             precision: case.numerics.precision,
-            initial: InitialState::from_case(case)
+            initial: case
+                .initial_state()
                 .expect("the case was validated")
                 .map(Arc::new),
         }

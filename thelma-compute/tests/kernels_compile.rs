@@ -7,9 +7,9 @@ use thelma_compute::cuda::launch::{
     compile_cubin, lbm_source, nvrtc_present, Kernel, BANDWIDTH_SOURCE,
 };
 use thelma_compute::cuda::prelude::PreludeParams;
-use thelma_core::compute::ComputeError;
-use thelma_core::config::Precision;
 use thelma_core::physics::{Collision, OPERATORS};
+use thelma_core::ComputeError;
+use thelma_core::Precision;
 
 fn nvrtc_or_skip() -> bool {
     if nvrtc_present() {

@@ -1,14 +1,30 @@
-//! thelma-core: lattice constants, collision operators, configuration, partition maths, the
-//! compute-module trait and the multi-device runtime (the paper's "init" module).
+//! thelma-core: the physics layer (stencils, collision operators, forcing), the case configuration,
+//! partition maths, the compute-module trait and the multi-device runtime (the paper's "init"
+//! module).
+//!
+//! Modules are private and the crate root re-exports what other crates use, so that the compiler
+//! reports whatever nothing uses. `physics` stays a namespace: its names (`D3Q19`, `Bgk`) read best
+//! qualified.
 
-pub mod affinity;
-pub mod compute;
-pub mod config;
-pub mod domain;
-pub mod initial;
-pub mod lattice;
+mod affinity;
+mod compute;
+mod config;
+mod domain;
 pub mod physics;
-pub mod real;
-pub mod runtime;
+mod real;
+mod runtime;
 
-pub use real::Real;
+pub use affinity::{bind_current_thread, core_count, pci_locality, Binding};
+pub use compute::{
+    interface_bytes_per_step, interface_offset, slab_bytes, ComputeError, ComputeModule, Fields,
+    Health, InterfaceMemory, MemoryInfo, ModuleFactory, Placement,
+};
+pub use config::{
+    BackendName, BoundaryConfig, BoundaryKind, CaseConfig, CaseFileError, CaseKind, ConfigError,
+    DeviceSpec, DeviceSpecError, DomainConfig, Expression, Face, HardwareConfig, InitialConfig,
+    InitialState, LatticeParams, NumericsConfig, Obstacle, OutputConfig, PhysicalUnits,
+    PhysicsConfig, RunConfig, SlicePlane, SlicePlaneError, SyntaxError, UnitScales, MAX_THREADS,
+};
+pub use domain::{partition, Domain, PartitionError, SlabSpec};
+pub use real::{Precision, Real};
+pub use runtime::{Aborted, DeviceInfo, RunStats, Runtime, RuntimeError, StepBarrier, WorkerTimes};

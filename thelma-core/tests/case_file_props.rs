@@ -3,7 +3,7 @@
 //! error with its line and column; a parsed case validates or gives a one-line error naming a flag.
 
 use proptest::prelude::*;
-use thelma_core::config::CaseConfig;
+use thelma_core::CaseConfig;
 
 const EXAMPLE: &str = include_str!("../../examples/cavity.toml");
 
@@ -57,6 +57,7 @@ fn check(text: &str, json: bool) {
             }
         }
         Err(e) => {
+            let e = e.to_string();
             assert_one_line(&e);
             if !text.trim().is_empty() {
                 assert!(e.starts_with("line ") || !e.contains(" at line "), "{e}");

@@ -1,6 +1,6 @@
 //! `NodeFlags`, the per-node bit field, and its palette-compressed form for compute modules.
 
-use thelma_core::lattice::{C, Q, W};
+use thelma_core::physics::d3q19::{C, Q, W};
 
 /// Per-node bit field. Every kernel mirrors these bits through the generated prelude.
 ///

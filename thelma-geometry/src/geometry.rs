@@ -4,9 +4,9 @@
 use std::collections::HashMap;
 use std::ops::Range;
 
-use thelma_core::config::{CaseConfig, Face, Obstacle};
-use thelma_core::domain::Domain;
-use thelma_core::lattice::{C, Q};
+use thelma_core::physics::d3q19::{C, Q};
+use thelma_core::Domain;
+use thelma_core::{CaseConfig, Face, Obstacle};
 
 use crate::flags::{moving_term, FlagPalette, NodeFlags, SlabFlags, MAX_PALETTE};
 
@@ -345,7 +345,7 @@ mod tests {
         assert!(g.has_fluid());
         assert!(Geometry::cavity(domain, 0.1).has_fluid());
     }
-    use thelma_core::lattice::W;
+    use thelma_core::physics::d3q19::W;
 
     #[test]
     fn cavity_walls_bounce_and_only_the_lid_moves() {

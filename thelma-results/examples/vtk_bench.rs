@@ -7,7 +7,7 @@
 use std::time::Instant;
 
 use base64::Engine;
-use thelma_core::compute::Fields;
+use thelma_core::Fields;
 use thelma_results::output::write_atomic;
 use thelma_results::vtk::{write_vti, Scalar, Scales};
 

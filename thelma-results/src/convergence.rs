@@ -1,6 +1,6 @@
 //! Convergence of a run to steady state.
 
-use thelma_core::compute::Fields;
+use thelma_core::Fields;
 
 /// Relative L2 change of the velocity field between two snapshots, over fluid nodes:
 /// `‖u − u_prev‖₂ / ‖u‖₂` (0 when the field is zero and unchanged).

@@ -5,8 +5,8 @@
 use std::path::Path;
 
 use plotters::prelude::*;
-use thelma_core::compute::Fields;
-use thelma_core::config::SlicePlane;
+use thelma_core::Fields;
+use thelma_core::SlicePlane;
 
 use crate::plot::{register_font, write_png_rgb};
 

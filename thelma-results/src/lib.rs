@@ -2,7 +2,7 @@
 //! centreline profiles and their comparison with published reference data, convergence measures,
 //! progress lines and the run summary.
 //!
-//! Results see macroscopic fields ([`thelma_core::compute::Fields`]), never populations or devices.
+//! Results see macroscopic fields ([`thelma_core::Fields`]), never populations or devices.
 
 pub mod convergence;
 pub mod image;

@@ -7,7 +7,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use thelma_core::compute::Fields;
+use thelma_core::Fields;
 
 /// A profile: a velocity component along a line, as (coordinate, value) pairs sorted by coordinate.
 #[derive(Clone, Debug, PartialEq)]

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use thelma_core::config::{CaseConfig, LatticeParams, UnitScales};
+use thelma_core::{CaseConfig, LatticeParams, UnitScales};
 
 use crate::reference::Comparison;
 
@@ -394,7 +394,7 @@ mod tests {
     #[test]
     fn the_json_report_holds_configuration_devices_timings_and_units() {
         let case = CaseConfig {
-            units: Some(thelma_core::config::PhysicalUnits {
+            units: Some(thelma_core::PhysicalUnits {
                 length: 0.1,
                 velocity: 0.01,
                 viscosity: 1e-6,

@@ -13,7 +13,7 @@
 use std::io::{self, Write};
 use std::path::Path;
 
-use thelma_core::compute::Fields;
+use thelma_core::Fields;
 
 use crate::output::write_atomic;
 

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use thelma_core::compute::Placement;
+use thelma_core::Placement;
 
 use super::graph::{links, sides, Side};
 use super::protocol::{

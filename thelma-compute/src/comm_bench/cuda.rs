@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{result, sys, CudaContext, CudaFunction, CudaStream, DriverError};
 use cudarc::nvrtc;
-use thelma_core::compute::Placement;
-use thelma_core::runtime::StepBarrier;
+use thelma_core::Placement;
+use thelma_core::StepBarrier;
 
 use super::graph::{links, sides, Side};
 use super::protocol::{buffer_offset, read_parity, write_parity, Shape};

@@ -22,7 +22,7 @@ use std::str::FromStr;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use thelma_core::runtime::StepBarrier;
+use thelma_core::StepBarrier;
 
 pub use graph::Topology;
 pub use protocol::Shape;
@@ -81,6 +81,13 @@ pub enum Backend {
 }
 
 impl Backend {
+    /// The benchmark of the registered backend `name` (`thelma_compute::BACKENDS`), if it has one.
+    pub fn named(name: &str) -> Option<Self> {
+        [Backend::Cpu, Backend::Cuda]
+            .into_iter()
+            .find(|b| b.name().eq_ignore_ascii_case(name))
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Backend::Cpu => "cpu",
@@ -256,9 +263,9 @@ pub(crate) fn drive(
 
 /// Binds the calling worker thread as `placement` asks (as the solver's runtime does) and says
 /// where it ended up; a failure leaves the thread unbound and is only reported.
-pub(crate) fn bind_worker(placement: &thelma_core::compute::Placement) -> String {
+pub(crate) fn bind_worker(placement: &thelma_core::Placement) -> String {
     // Binding is an optimisation: even a panic inside hwloc's bindings must not stop a measurement.
-    let bound = std::panic::catch_unwind(|| thelma_core::affinity::bind_current_thread(placement));
+    let bound = std::panic::catch_unwind(|| thelma_core::bind_current_thread(placement));
     match bound {
         Ok(Ok(b)) => b.to_string(),
         Ok(Err(e)) => format!("unbound ({e})"),
@@ -392,7 +399,7 @@ pub fn run(backend: Backend, cfg: &BenchConfig) -> Result<BenchResult, CommError
 /// so that a chain has a link).
 pub fn available_devices(backend: Backend) -> Result<usize, CommError> {
     match backend {
-        Backend::Cpu => Ok(thelma_core::affinity::core_count().max(2)),
+        Backend::Cpu => Ok(thelma_core::core_count().max(2)),
         Backend::Cuda => cuda::device_count(),
     }
 }

@@ -9,7 +9,7 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use thelma_core::compute::interface_offset;
+use thelma_core::interface_offset;
 
 use super::graph::Side;
 

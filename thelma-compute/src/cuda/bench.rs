@@ -2,7 +2,7 @@
 //! events; the figure counts bytes read plus bytes written, as the D3Q19 roofline does.
 
 use cudarc::driver::{sys, CudaContext, DevicePtr};
-use thelma_core::compute::ComputeError;
+use thelma_core::ComputeError;
 
 use super::launch::{self, Kernel, BANDWIDTH_SOURCE};
 use super::{device, gpu_info};
@@ -25,7 +25,7 @@ pub fn copy_bandwidth(ordinal: usize, bytes: usize, iters: usize) -> Result<f64,
         "bandwidth.cu",
         &launch::arch_of(info.compute_capability),
     )?;
-    let name = Kernel::BandwidthCopy.name(thelma_core::config::Precision::F32);
+    let name = Kernel::BandwidthCopy.name(thelma_core::Precision::F32);
     let (_module, funcs) = launch::load(&stream, &cubin, std::slice::from_ref(&name))?;
     let n16 = (bytes / 16).max(1);
     let src = stream
@@ -39,7 +39,9 @@ pub fn copy_bandwidth(ordinal: usize, bytes: usize, iters: usize) -> Result<f64,
     let blocks = (info.multiprocessors.max(1) as u32 * 8)
         .min(n16.div_ceil(256) as u32)
         .max(1);
-    launch::bandwidth_copy(&stream, &funcs[0], s, d, n16 as u64, blocks)?;
+    // SAFETY: `funcs[0]` is the bandwidth kernel; `src` and `dst` hold n16 16-byte vectors each
+    // and live until the stream is synchronised below.
+    unsafe { launch::bandwidth_copy(&stream, &funcs[0], s, d, n16 as u64, blocks) }?;
     let start = ctx
         .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
         .map_err(dev_err)?;
@@ -48,7 +50,8 @@ pub fn copy_bandwidth(ordinal: usize, bytes: usize, iters: usize) -> Result<f64,
         .map_err(dev_err)?;
     start.record(&stream).map_err(dev_err)?;
     for _ in 0..iters.max(1) {
-        launch::bandwidth_copy(&stream, &funcs[0], s, d, n16 as u64, blocks)?;
+        // SAFETY: as above.
+        unsafe { launch::bandwidth_copy(&stream, &funcs[0], s, d, n16 as u64, blocks) }?;
     }
     stop.record(&stream).map_err(dev_err)?;
     stop.synchronize().map_err(dev_err)?;

@@ -4,7 +4,7 @@
 use std::ffi::{c_char, c_int, CStr};
 
 use cudarc::driver::{result, sys};
-use thelma_core::compute::{ComputeError, MemoryInfo};
+use thelma_core::{ComputeError, MemoryInfo};
 
 /// Why no CUDA device can be used.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

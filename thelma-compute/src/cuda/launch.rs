@@ -3,7 +3,8 @@
 //!
 //! Kernel sources are embedded (`include_str!`) and compiled at run time after the generated prelude;
 //! a cubin for the exact architecture (`sm_90` on H100/H200) avoids any PTX-version mismatch with the
-//! driver. Compiled images are cached per source and architecture for the life of the process, so that
+//! driver. The launch wrappers are `unsafe fn`s: they take device addresses, and their `# Safety`
+//! sections say what the caller (the module that owns the buffers) must guarantee. Compiled images are cached per source and architecture for the life of the process, so that
 //! many modules of one run (several slabs on one GPU, say) compile once.
 
 use std::collections::HashMap;
@@ -12,9 +13,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::{CudaFunction, CudaModule, CudaStream, LaunchConfig, PushKernelArg};
 use cudarc::nvrtc::{result as nvrtc, sys as nvrtc_sys, Ptx};
-use thelma_core::compute::ComputeError;
-use thelma_core::config::Precision;
 use thelma_core::physics::{Collision, OPERATORS};
+use thelma_core::ComputeError;
+use thelma_core::Precision;
 
 use super::prelude::{prelude, PreludeParams};
 
@@ -203,7 +204,14 @@ pub struct StepArgs {
 }
 
 /// Enqueues one collide-and-propagate step on `stream`.
-pub fn collide_propagate(
+///
+/// # Safety
+/// `f` is a collide-and-propagate kernel of the lattices' precision; `a` and `b` are device
+/// lattices of 19·nx·ny·nz values of that precision; `index` holds nx·ny·nz palette indices, each
+/// below the length of the palettes `pal_mask` and `pal_term`; every interface address is null or
+/// points at a plane of 5·nx·ny values in mapped, page-locked memory. All of it stays allocated until
+/// the stream has finished the launch.
+pub unsafe fn collide_propagate(
     stream: &CudaStream,
     f: &CudaFunction,
     s: &StepArgs,
@@ -229,18 +237,20 @@ pub fn collide_propagate(
         .arg(&nz)
         .arg(&s.periodic);
     // SAFETY: the argument list matches THELMA_COLLIDE_ARGS in kernels/lbm_d3q19.cu (nine device
-    // addresses, four ints). `a`, `b` are lattices of 19·nx·ny·nz values of the kernel's precision,
-    // `index` holds nx·ny·nz palette indices, all below the palette length of `pal_mask`/`pal_term`;
-    // interface addresses are null or point at planes of 5·nx·ny values in mapped, page-locked memory
-    // that outlives the launch (the module holds it and synchronises before dropping it). The grid
-    // covers each node once; threads past nx return.
+    // addresses, four ints); the buffers are as the caller promises. The grid covers each node once;
+    // threads past nx return.
     unsafe { b.launch(cfg) }
         .map(|_| ())
         .map_err(launch_err("collide_propagate"))
 }
 
 /// Enqueues the export of lattice `a`'s crossing populations into `up_out`/`down_out` (null: skipped).
-pub fn export_faces(
+///
+/// # Safety
+/// `f` is an export kernel of the lattice's precision; `a` is a device lattice of 19·nx·ny·nz values
+/// and each non-null output a buffer of 5·nx·ny values in mapped memory, all allocated until the
+/// stream has finished the launch.
+pub unsafe fn export_faces(
     stream: &CudaStream,
     f: &CudaFunction,
     a: u64,
@@ -262,8 +272,7 @@ pub fn export_faces(
         .arg(&nx)
         .arg(&ny)
         .arg(&nz);
-    // SAFETY: matches export_faces_d3q19's parameters; `a` is a lattice of 19·nx·ny·nz values and each
-    // non-null output is a buffer of 5·nx·ny values in mapped memory that outlives the launch.
+    // SAFETY: matches export_faces_d3q19's parameters; the buffers are as the caller promises.
     unsafe { b.launch(cfg) }
         .map(|_| ())
         .map_err(launch_err("export_faces"))
@@ -273,7 +282,12 @@ pub fn export_faces(
 pub const HEALTH_BLOCKS: u32 = 1024;
 
 /// Enqueues the watchdog's reduction of lattice `a` into `out` (3·[`HEALTH_BLOCKS`] doubles).
-pub fn health(
+///
+/// # Safety
+/// `f` is a health kernel of the lattice's precision; `a` holds 19·`nodes` values, `index` `nodes`
+/// entries below the length of the palette `pal_mask`, and `out` 3·[`HEALTH_BLOCKS`] doubles, all on
+/// the device and allocated until the stream has finished the launch.
+pub unsafe fn health(
     stream: &CudaStream,
     f: &CudaFunction,
     a: u64,
@@ -289,15 +303,18 @@ pub fn health(
     };
     let mut b = stream.launch_builder(f);
     b.arg(&a).arg(&index).arg(&pal_mask).arg(&nodes).arg(&out);
-    // SAFETY: matches health_d3q19's parameters; `a` holds 19·nodes values, `index` nodes entries
-    // below the palette length of `pal_mask`, and `out` 3·HEALTH_BLOCKS doubles.
+    // SAFETY: matches health_d3q19's parameters; the buffers are as the caller promises.
     unsafe { b.launch(cfg) }
         .map(|_| ())
         .map_err(launch_err("health"))
 }
 
 /// Enqueues a copy of `n16` 16-byte vectors from `src` to `dst`.
-pub fn bandwidth_copy(
+///
+/// # Safety
+/// `f` is the bandwidth kernel; `src` and `dst` are device buffers of at least `n16` 16-byte
+/// vectors, allocated until the stream has finished the launch.
+pub unsafe fn bandwidth_copy(
     stream: &CudaStream,
     f: &CudaFunction,
     src: u64,
@@ -312,7 +329,7 @@ pub fn bandwidth_copy(
     };
     let mut b = stream.launch_builder(f);
     b.arg(&src).arg(&dst).arg(&n16);
-    // SAFETY: matches bandwidth_copy's parameters; both buffers hold at least n16 16-byte vectors.
+    // SAFETY: matches bandwidth_copy's parameters; the buffers are as the caller promises.
     unsafe { b.launch(cfg) }
         .map(|_| ())
         .map_err(launch_err("bandwidth_copy"))

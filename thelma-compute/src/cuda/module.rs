@@ -11,61 +11,25 @@ use cudarc::driver::{
     result, sys, CudaContext, CudaFunction, CudaModule as CuModule, CudaSlice, CudaStream,
     DevicePtr, DeviceRepr, ValidAsZeroBits,
 };
-use thelma_core::compute::{
+use thelma_core::physics::d3q19::Q;
+use thelma_core::physics::{Arith, D3Q19};
+use thelma_core::Precision;
+use thelma_core::Real;
+use thelma_core::SlabSpec;
+use thelma_core::{
     interface_offset, ComputeError, ComputeModule, Fields, Health, InterfaceMemory, MemoryInfo,
     ModuleFactory, Placement,
 };
-use thelma_core::config::Precision;
-use thelma_core::domain::SlabSpec;
-use thelma_core::lattice::Q;
-use thelma_core::physics::{Arith, D3Q19};
-use thelma_core::Real;
 
+use super::device;
 use super::launch::{self, Kernel, StepArgs, HEALTH_BLOCKS};
 use super::prelude::{PreludeParams, SOLID_BIT};
-use super::{device, DEFAULT_BLOCK_X, RESIDENT_THREADS_F32, RESIDENT_THREADS_F64};
+use super::shape::LaunchShape;
 use crate::fields::{fields_from_populations, initial_populations};
 use crate::params::ModelParams;
 
 fn dev_err(what: &str) -> impl FnOnce(cudarc::driver::DriverError) -> ComputeError + '_ {
     move |e| ComputeError::Device(format!("{what}: {e}"))
-}
-
-/// Launch shape of the collision kernel.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LaunchShape {
-    /// Threads per block along x (a power of two, at most 1024).
-    pub block_x: u32,
-    /// `__launch_bounds__` minimum blocks per multiprocessor; `None`: the measured default of the
-    /// precision ([`RESIDENT_THREADS_F32`] or [`RESIDENT_THREADS_F64`] resident threads).
-    pub min_blocks: Option<u32>,
-}
-
-impl LaunchShape {
-    /// Blocks of `block_x` threads with the default register plan.
-    pub fn for_block(block_x: u32) -> Self {
-        Self {
-            block_x,
-            min_blocks: None,
-        }
-    }
-
-    /// The minimum blocks per multiprocessor for `precision`.
-    pub fn min_blocks_for(&self, precision: Precision) -> u32 {
-        let threads = match precision {
-            Precision::F32 => RESIDENT_THREADS_F32,
-            Precision::F64 => RESIDENT_THREADS_F64,
-        };
-        self.min_blocks
-            .unwrap_or(threads / self.block_x.max(1))
-            .max(1)
-    }
-}
-
-impl Default for LaunchShape {
-    fn default() -> Self {
-        Self::for_block(DEFAULT_BLOCK_X)
-    }
 }
 
 /// Creates CUDA modules; device ids are CUDA ordinals.
@@ -412,14 +376,20 @@ where
             .as_ref()
             .map_or(0, |b| b.dev + self.offset(false, parity));
         if up != 0 || down != 0 {
-            launch::export_faces(
-                &self.stream,
-                &self.export,
-                self.ptrs[self.cur],
-                up,
-                down,
-                self.size(),
-            )?;
+            // SAFETY: `export` was loaded for this module's precision; `ptrs[cur]` is one of the
+            // module's two lattices (19 values per node of its slab) and `up`/`down` are null or
+            // planes of the attached interfaces, which the module holds (and synchronises before
+            // releasing).
+            unsafe {
+                launch::export_faces(
+                    &self.stream,
+                    &self.export,
+                    self.ptrs[self.cur],
+                    up,
+                    down,
+                    self.size(),
+                )
+            }?;
         }
         self.sync()
     }
@@ -494,7 +464,11 @@ where
             periodic: i32::from(p[0]) | (i32::from(p[1]) << 1),
             block_x: self.shape.block_x,
         };
-        launch::collide_propagate(&self.stream, &self.collide, &args)?;
+        // SAFETY: `collide` was loaded for this module's precision; `a`/`b` are its two lattices,
+        // `index` its palette index per node (built from its own flags, so below the palette
+        // length), `pal_mask`/`pal_term` that palette, and the interface planes belong to the
+        // interfaces it holds; all live as long as the module, which synchronises before dropping.
+        unsafe { launch::collide_propagate(&self.stream, &self.collide, &args) }?;
         self.cur = 1 - self.cur;
         Ok(())
     }
@@ -515,15 +489,19 @@ where
 
     fn health(&mut self) -> Result<Health, ComputeError> {
         let n = self.slab.nodes();
-        launch::health(
-            &self.stream,
-            &self.health_k,
-            self.ptrs[self.cur],
-            self.addr[0],
-            self.addr[1],
-            n as u64,
-            self.addr[3],
-        )?;
+        // SAFETY: as for the step: the current lattice (19·n values), the palette index (n
+        // entries) and mask of this module, and `health_out` of 3·HEALTH_BLOCKS doubles.
+        unsafe {
+            launch::health(
+                &self.stream,
+                &self.health_k,
+                self.ptrs[self.cur],
+                self.addr[0],
+                self.addr[1],
+                n as u64,
+                self.addr[3],
+            )
+        }?;
         self.sync()?;
         let mut out = vec![0.0f64; 3 * HEALTH_BLOCKS as usize];
         self.stream

@@ -5,8 +5,10 @@
 
 use std::fmt::Write as _;
 
-use thelma_core::config::Precision;
-use thelma_core::lattice::Q;
+use thelma_core::Precision;
+
+use super::shape::{LaunchShape, DEFAULT_BLOCK_X};
+use thelma_core::physics::d3q19::Q;
 use thelma_core::physics::{
     dispatch, symbolic, Coefficients, Collision, CollisionOperator, FlowModel, OperatorVisitor,
     Stencil, Sym, D3Q19,
@@ -36,8 +38,8 @@ impl PreludeParams {
         Self {
             precision,
             model: FlowModel::plain(collision, 1.6),
-            block_x: super::DEFAULT_BLOCK_X,
-            min_blocks: super::module::LaunchShape::default().min_blocks_for(precision),
+            block_x: DEFAULT_BLOCK_X,
+            min_blocks: LaunchShape::default().min_blocks_for(precision),
         }
     }
 }
@@ -166,7 +168,7 @@ pub fn prelude(p: &PreludeParams) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use thelma_core::lattice::UP;
+    use thelma_core::physics::d3q19::UP;
 
     #[test]
     fn literals_round_trip_and_tables_follow_the_core() {

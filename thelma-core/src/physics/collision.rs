@@ -18,7 +18,8 @@ use seq_macro::seq;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::arith::{term, Arith};
-use crate::lattice::{C, CONSERVED, M, NM, NORM2, Q, W};
+use super::d3q19::{C, CONSERVED, M, NM, NORM2, Q, W};
+use super::error::PhysicsError;
 
 /// The relaxation rates of the non-shear MRT moments. The shear rate (`s_ν`, moments 3p_xx, p_ww,
 /// p_xy, p_yz, p_xz) always comes from the viscosity: `s_ν = 1/τ`, `τ = 3ν + 1/2`.
@@ -74,7 +75,7 @@ impl MrtRates {
     }
 
     /// Checks every rate lies in the linearly stable interval (0, 2).
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), PhysicsError> {
         for (name, v) in [
             ("s_e", self.s_e),
             ("s_epsilon", self.s_epsilon),
@@ -83,7 +84,7 @@ impl MrtRates {
             ("s_m", self.s_m),
         ] {
             if !(v > 0.0 && v < 2.0) {
-                return Err(format!("MRT rate {name} = {v} must lie in (0, 2)"));
+                return Err(PhysicsError::Rate { name, value: v });
             }
         }
         Ok(())
@@ -227,17 +228,18 @@ impl Collision {
     pub const MRT: Collision = Collision(Mrt::NAME);
 
     /// The registered operator called `name`.
-    pub fn parse(name: &str) -> Result<Self, String> {
+    pub fn parse(name: &str) -> Result<Self, PhysicsError> {
         OPERATORS
             .iter()
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
             .map(|(n, _)| Collision(n))
-            .ok_or_else(|| {
-                let names: Vec<&str> = OPERATORS.iter().map(|(n, _)| *n).collect();
-                format!(
-                    "unknown collision operator {name:?} (one of {})",
-                    names.join(", ")
-                )
+            .ok_or_else(|| PhysicsError::UnknownOperator {
+                name: name.to_string(),
+                known: OPERATORS
+                    .iter()
+                    .map(|(n, _)| *n)
+                    .collect::<Vec<_>>()
+                    .join(", "),
             })
     }
     pub fn name(self) -> &'static str {

@@ -8,6 +8,8 @@
 
 mod arith;
 mod collision;
+pub mod d3q19;
+mod error;
 mod stencil;
 pub mod symbolic;
 
@@ -17,7 +19,8 @@ pub use collision::{
     macroscopic, Bgk, Coefficients, Collision, CollisionOperator, FlowModel, Macroscopic, Mrt,
     MrtRates, OperatorVisitor, Pairs, Trt, DEFAULT_TRT_MAGIC, OPERATORS,
 };
-pub use stencil::{Stencil, D3Q19, D3Q7};
+pub use error::PhysicsError;
+pub use stencil::{Stencil, D3Q19, D3Q7, MAX_SPEED};
 pub use symbolic::{Recording, Sym};
 
 #[cfg(test)]

@@ -2,7 +2,12 @@
 //! populations that cross a slab's faces. Sizes, interfaces, memory estimates, checkpoints and the
 //! kernel prelude are derived from a [`Stencil`], not from global constants.
 
-use crate::lattice;
+use super::d3q19 as lattice;
+use super::error::PhysicsError;
+
+/// Lattice speeds at or above this are refused wherever a case sets one (a lid, a wall, an initial
+/// state): Mach = U√3 ≥ 0.69 is far outside the weakly compressible range the scheme models.
+pub const MAX_SPEED: f64 = 0.4;
 
 /// A velocity set `DdQq`: the discrete velocities in the one order every module and kernel uses.
 ///
@@ -42,23 +47,24 @@ impl Stencil {
             .or_else(|| self.down.iter().position(|&d| d == i))
     }
     /// Checks the invariants listed on the type.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), PhysicsError> {
+        let bad = |what: String| PhysicsError::Stencil {
+            stencil: self.name,
+            what,
+        };
         let q = self.q();
         if self.w.len() != q || self.opp.len() != q || self.c[0] != [0, 0, 0] {
-            return Err(format!("{}: table sizes or rest velocity", self.name));
+            return Err(bad("table sizes or rest velocity".into()));
         }
         for i in 1..q {
             let o = if i % 2 == 1 { i + 1 } else { i - 1 };
             if self.opp[i] != o || (0..3).any(|a| self.c[o][a] != -self.c[i][a]) {
-                return Err(format!(
-                    "{}: direction {i}'s opposite is not next to it",
-                    self.name
-                ));
+                return Err(bad(format!("direction {i}'s opposite is not next to it")));
             }
         }
         let sum: f64 = self.w.iter().sum();
         if (sum - 1.0).abs() > 1e-14 {
-            return Err(format!("{}: weights sum to {sum}", self.name));
+            return Err(bad(format!("weights sum to {sum}")));
         }
         for a in 0..3 {
             for b in 0..3 {
@@ -67,7 +73,7 @@ impl Stencil {
                     .sum();
                 let want = if a == b { self.cs2 } else { 0.0 };
                 if (m - want).abs() > 1e-14 {
-                    return Err(format!("{}: second moment {a}{b} = {m}", self.name));
+                    return Err(bad(format!("second moment {a}{b} = {m}")));
                 }
             }
         }
@@ -75,7 +81,7 @@ impl Stencil {
             if self.up.contains(&i) != (self.c[i][2] == 1)
                 || self.down.contains(&i) != (self.c[i][2] == -1)
             {
-                return Err(format!("{}: crossing sets at direction {i}", self.name));
+                return Err(bad(format!("crossing sets at direction {i}")));
             }
         }
         if self.up.len() != self.down.len()
@@ -85,10 +91,7 @@ impl Stencil {
                 .zip(self.down)
                 .any(|(&u, &d)| self.opp[u] != d)
         {
-            return Err(format!(
-                "{}: down[k] must be the opposite of up[k]",
-                self.name
-            ));
+            return Err(bad("down[k] must be the opposite of up[k]".into()));
         }
         Ok(())
     }

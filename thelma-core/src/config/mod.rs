@@ -4,171 +4,26 @@
 //! A case is data: a TOML or JSON file, overridden by command-line flags, validated before anything
 //! is allocated. Every validation error names the offending key and the flag that sets it.
 
+mod boundary;
+mod error;
+mod hardware;
+mod initial;
+mod units;
+
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::physics::{Collision, FlowModel, MrtRates, DEFAULT_TRT_MAGIC};
+pub use boundary::{BoundaryConfig, BoundaryKind, Face};
+use error::{bad, line_column};
+pub use error::{CaseFileError, ConfigError, SyntaxError};
+pub use hardware::{BackendName, DeviceSpec, DeviceSpecError, HardwareConfig};
+pub use initial::{Expression, InitialConfig, InitialState};
+pub use units::{PhysicalUnits, UnitScales};
 
-/// Storage and arithmetic precision of the populations.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum Precision {
-    #[default]
-    F32,
-    F64,
-}
-
-impl Precision {
-    pub fn name(self) -> &'static str {
-        match self {
-            Precision::F32 => "f32",
-            Precision::F64 => "f64",
-        }
-    }
-    pub fn bytes(self) -> usize {
-        match self {
-            Precision::F32 => 4,
-            Precision::F64 => 8,
-        }
-    }
-}
-
-/// Which compute module serves the devices.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum Backend {
-    /// CUDA when a driver and a GPU are present, the CPU module otherwise (said at start).
-    #[default]
-    Auto,
-    Cpu,
-    Cuda,
-}
-
-impl Backend {
-    pub fn name(self) -> &'static str {
-        match self {
-            Backend::Auto => "auto",
-            Backend::Cpu => "cpu",
-            Backend::Cuda => "cuda",
-        }
-    }
-}
-
-/// Which devices serve the run, in slab order (the first device owns the lowest z planes).
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
-pub enum DeviceSpec {
-    /// Every GPU (CUDA) or one device (CPU).
-    #[default]
-    All,
-    /// The first `n` devices: `--devices 3`. For the CPU backend, `n` devices sharing the cores.
-    Count(usize),
-    /// Explicit ids in slab order: `--devices 2,0,1,3` (one id alone: `--devices 3,`).
-    List(Vec<usize>),
-}
-
-impl DeviceSpec {
-    /// Parses `all`, `N` or a comma-separated list of ids; an id may be written as `thelma
-    /// devices` lists it (`cuda:1`), so that `cuda:0` alone is GPU 0, not a count.
-    pub fn parse(s: &str) -> Result<Self, String> {
-        let s = s.trim();
-        if s.eq_ignore_ascii_case("all") {
-            return Ok(DeviceSpec::All);
-        }
-        let named = |p: &str| p.get(..5).is_some_and(|h| h.eq_ignore_ascii_case("cuda:"));
-        if !s.contains(',') && !named(s) {
-            let n: usize = s.parse().map_err(|_| {
-                format!("expected `all`, a count or a list of ids like `2,0,1,3`, got `{s}`")
-            })?;
-            if n == 0 {
-                return Err(
-                    "0 devices: a bare number is a count; for device 0 alone write `0,` or `cuda:0`"
-                        .into(),
-                );
-            }
-            return Ok(DeviceSpec::Count(n));
-        }
-        let mut ids = Vec::new();
-        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let digits = if named(part) { &part[5..] } else { part };
-            let id: usize = digits
-                .parse()
-                .map_err(|_| format!("`{part}` is not a device id"))?;
-            if ids.contains(&id) {
-                return Err(format!("device {id} is listed twice"));
-            }
-            ids.push(id);
-        }
-        if ids.is_empty() {
-            return Err("the device list is empty".into());
-        }
-        Ok(DeviceSpec::List(ids))
-    }
-
-    /// The ids in slab order, given how many devices exist (`available`).
-    pub fn resolve(&self, available: usize) -> Result<Vec<usize>, String> {
-        match self {
-            DeviceSpec::All => Ok((0..available.max(1)).collect()),
-            DeviceSpec::Count(n) if *n > available => {
-                Err(format!("{n} devices asked for, {available} available"))
-            }
-            DeviceSpec::Count(n) => Ok((0..*n).collect()),
-            DeviceSpec::List(ids) => {
-                if let Some(bad) = ids.iter().find(|&&i| i >= available) {
-                    return Err(format!(
-                        "device {bad} does not exist ({available} available: 0..{})",
-                        available.saturating_sub(1)
-                    ));
-                }
-                Ok(ids.clone())
-            }
-        }
-    }
-}
-
-impl fmt::Display for DeviceSpec {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            DeviceSpec::All => write!(f, "all"),
-            DeviceSpec::Count(n) => write!(f, "{n}"),
-            DeviceSpec::List(ids) => {
-                let s: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
-                if ids.len() == 1 {
-                    write!(f, "{},", s[0])
-                } else {
-                    write!(f, "{}", s.join(","))
-                }
-            }
-        }
-    }
-}
-
-impl Serialize for DeviceSpec {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.to_string())
-    }
-}
-
-impl<'de> Deserialize<'de> for DeviceSpec {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Text(String),
-            Count(usize),
-            List(Vec<usize>),
-        }
-        match Raw::deserialize(d)? {
-            Raw::Text(s) => DeviceSpec::parse(&s).map_err(serde::de::Error::custom),
-            Raw::Count(n) => DeviceSpec::parse(&n.to_string()).map_err(serde::de::Error::custom),
-            Raw::List(ids) => {
-                let s: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
-                DeviceSpec::parse(&format!("{},", s.join(","))).map_err(serde::de::Error::custom)
-            }
-        }
-    }
-}
+use crate::physics::{Collision, FlowModel, MrtRates, DEFAULT_TRT_MAGIC, MAX_SPEED};
+pub use crate::real::Precision;
 
 /// The geometry of a case.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -306,16 +161,6 @@ impl Default for RunConfig {
     }
 }
 
-/// Where and on what the run executes.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
-#[serde(deny_unknown_fields, default)]
-pub struct HardwareConfig {
-    pub backend: Backend,
-    pub devices: DeviceSpec,
-    /// CPU backend: worker threads in all (0: every core).
-    pub threads: usize,
-}
-
 /// A plane through the domain, normal to one axis: what the slice images show. A case file may
 /// write it as the command line does (`slice = "y"`, `"z=10"`) or as a table whose axis is a name
 /// or a number (`{axis = "y", index = 10}`, `{axis = 1}`).
@@ -384,9 +229,18 @@ impl<'de> Deserialize<'de> for SlicePlane {
     }
 }
 
+/// A slice plane that cannot be read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SlicePlaneError {
+    #[error("`{0}` is not AXIS or AXIS=INDEX (axis x, y or z)")]
+    NotAPlane(String),
+    #[error("`{0}`: the index must be a non-negative integer")]
+    NotAnIndex(String),
+}
+
 impl SlicePlane {
     /// Parses `y`, `y=24` (axis, optionally `=index`).
-    pub fn parse(s: &str) -> Result<Self, String> {
+    pub fn parse(s: &str) -> Result<Self, SlicePlaneError> {
         let (a, i) = match s.split_once('=') {
             Some((a, i)) => (a.trim(), Some(i.trim())),
             None => (s.trim(), None),
@@ -395,12 +249,12 @@ impl SlicePlane {
             "x" => 0,
             "y" => 1,
             "z" => 2,
-            _ => return Err(format!("`{s}` is not AXIS or AXIS=INDEX (axis x, y or z)")),
+            _ => return Err(SlicePlaneError::NotAPlane(s.to_string())),
         };
         let index = i
             .map(|i| i.parse::<usize>())
             .transpose()
-            .map_err(|_| format!("`{s}`: the index must be a non-negative integer"))?;
+            .map_err(|_| SlicePlaneError::NotAnIndex(s.to_string()))?;
         Ok(Self { axis, index })
     }
 
@@ -439,40 +293,6 @@ impl Default for OutputConfig {
     }
 }
 
-/// Optional physical scales of a case, in SI units. With them the Reynolds number is `U L / ν`, and
-/// lattice and physical units convert through [`UnitScales`].
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PhysicalUnits {
-    /// Edge of the domain along x, m (the characteristic length L).
-    pub length: f64,
-    /// Characteristic (lid) velocity U, m/s.
-    pub velocity: f64,
-    /// Kinematic viscosity ν, m²/s.
-    pub viscosity: f64,
-}
-
-impl PhysicalUnits {
-    /// The Reynolds number `U L / ν`.
-    pub fn reynolds(&self) -> f64 {
-        self.velocity * self.length / self.viscosity
-    }
-}
-
-/// Conversion between lattice and physical units: `dx = L / nx`, `dt = U_lb dx / U`, so that the
-/// lattice lid speed maps onto the physical velocity and `ν_lb = ν dt / dx²`.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
-pub struct UnitScales {
-    /// Node spacing, m.
-    pub dx: f64,
-    /// Physical time of one step, s.
-    pub dt: f64,
-    /// One lattice velocity unit, m/s (`dx / dt`).
-    pub velocity: f64,
-    /// One lattice viscosity unit, m²/s (`dx² / dt`).
-    pub viscosity: f64,
-}
-
 /// A whole case.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields, default)]
@@ -495,120 +315,6 @@ pub struct CaseConfig {
     pub initial: Option<InitialConfig>,
 }
 
-/// A number, or an expression of the node position (`x`, `y`, `z`) and the domain size (`nx`, `ny`,
-/// `nz`), with `sin`, `cos`, `exp`, `sqrt`, `PI`, … (the `exmex` grammar).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum Expression {
-    Number(f64),
-    Text(String),
-}
-
-/// The initial state at every node, whose populations start at its equilibrium. Without `[units]`
-/// positions are node indices and velocities lattice units; with `[units]` positions are metres from
-/// the box's corner (node centres at (i + ½)·dx) and velocities m/s. The density is relative to the
-/// reference (1).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct InitialConfig {
-    pub density: Expression,
-    pub velocity: [Expression; 3],
-}
-
-impl Default for InitialConfig {
-    fn default() -> Self {
-        Self {
-            density: Expression::Number(1.0),
-            velocity: [
-                Expression::Number(0.0),
-                Expression::Number(0.0),
-                Expression::Number(0.0),
-            ],
-        }
-    }
-}
-
-/// A face of the box.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum Face {
-    #[serde(rename = "x-")]
-    XMinus,
-    #[serde(rename = "x+")]
-    XPlus,
-    #[serde(rename = "y-")]
-    YMinus,
-    #[serde(rename = "y+")]
-    YPlus,
-    #[serde(rename = "z-")]
-    ZMinus,
-    #[serde(rename = "z+")]
-    ZPlus,
-}
-
-impl Face {
-    pub const ALL: [Face; 6] = [
-        Face::XMinus,
-        Face::XPlus,
-        Face::YMinus,
-        Face::YPlus,
-        Face::ZMinus,
-        Face::ZPlus,
-    ];
-    /// The axis normal to the face (0, 1, 2).
-    pub fn axis(self) -> usize {
-        self as usize / 2
-    }
-    /// Whether the face is the upper one of its axis.
-    pub fn upper(self) -> bool {
-        self as usize % 2 == 1
-    }
-    /// The face's name in case files (`x-`).
-    pub fn name(self) -> &'static str {
-        ["x-", "x+", "y-", "y+", "z-", "z+"][self as usize]
-    }
-}
-
-/// The rule that closes a face. Each kind has one home per layer: the flags it sets
-/// (`thelma-geometry`), and the per-link rule the fused step applies in each module.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "kebab-case")]
-pub enum BoundaryKind {
-    /// A no-slip wall (halfway bounce-back), at rest or moving tangentially with `velocity`.
-    #[default]
-    Wall,
-}
-
-/// One `[[boundary]]` table: a face and what closes it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct BoundaryConfig {
-    pub face: Face,
-    #[serde(default)]
-    pub kind: BoundaryKind,
-    /// A wall's velocity, tangential to the face: lattice units, or m/s with `[units]`.
-    #[serde(default)]
-    pub velocity: [f64; 3],
-}
-
-/// A configuration value that cannot be used, with the key and the command-line flag that set it.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{flag}: {message}")]
-pub struct ConfigError {
-    /// Dotted key in the case file (`physics.reynolds`).
-    pub key: &'static str,
-    /// The command-line flag (`--re`).
-    pub flag: &'static str,
-    pub message: String,
-}
-
-fn bad(key: &'static str, flag: &'static str, message: impl Into<String>) -> ConfigError {
-    ConfigError {
-        key,
-        flag,
-        message: message.into(),
-    }
-}
-
 /// The smallest edge the lattice accepts along a periodic axis: the pull stencil needs two nodes.
 pub const MIN_EDGE: usize = 2;
 
@@ -621,10 +327,6 @@ pub const MIN_WALLED_EDGE: usize = 4;
 /// The most CPU threads a run or a benchmark may ask for: more than any machine's cores, fewer than
 /// would exhaust the system's threads.
 pub const MAX_THREADS: usize = 4096;
-
-/// Lid speeds at or above this are refused: Mach = U√3 ≥ 0.69 is far outside the weakly
-/// compressible range the scheme models.
-pub const MAX_LID_SPEED: f64 = 0.4;
 
 /// Body-force components at or above this (lattice units) are refused: within a few thousand steps
 /// such a force drives a flow far outside the weakly compressible range.
@@ -715,12 +417,12 @@ impl CaseConfig {
             }
         }
         let p = &self.physics;
-        if !p.lid_speed.is_finite() || p.lid_speed < 0.0 || p.lid_speed >= MAX_LID_SPEED {
+        if !p.lid_speed.is_finite() || p.lid_speed < 0.0 || p.lid_speed >= MAX_SPEED {
             return Err(bad(
                 "physics.lid_speed",
                 "--lid-speed",
                 format!(
-                    "{} is outside [0, {MAX_LID_SPEED}) (lattice units; Mach = U√3)",
+                    "{} is outside [0, {MAX_SPEED}) (lattice units; Mach = U√3)",
                     p.lid_speed
                 ),
             ));
@@ -830,7 +532,7 @@ impl CaseConfig {
         self.numerics
             .mrt_rates
             .validate()
-            .map_err(|m| bad("numerics.mrt_rates", "--config", m))?;
+            .map_err(|m| bad("numerics.mrt_rates", "--config", m.to_string()))?;
         let r = &self.run;
         if r.steps == Some(0) {
             return Err(bad("run.steps", "--steps", "must be at least 1"));
@@ -893,7 +595,7 @@ impl CaseConfig {
             ));
         }
         self.validate_boundaries()?;
-        crate::initial::InitialState::from_case(self)?;
+        self.initial_state()?;
         let n = &self.numerics;
         if !(n.trt_magic.is_finite() && n.trt_magic > 0.0) {
             return Err(bad(
@@ -987,12 +689,12 @@ impl CaseConfig {
             }
         }
         for (face, u) in self.moving_walls() {
-            if u.iter().any(|c| !c.is_finite() || c.abs() >= MAX_LID_SPEED) {
+            if u.iter().any(|c| !c.is_finite() || c.abs() >= MAX_SPEED) {
                 return Err(bad(
                     "boundary",
                     "--config",
                     format!(
-                        "face {}: velocity {u:?} in lattice units; each component must stay below {MAX_LID_SPEED} (Mach = U√3)",
+                        "face {}: velocity {u:?} in lattice units; each component must stay below {MAX_SPEED} (Mach = U√3)",
                         face.name()
                     ),
                 ));
@@ -1104,6 +806,14 @@ impl CaseConfig {
         Ok(())
     }
 
+    /// The case's initial state (`[initial]`), `None` when it starts at rest with ρ = 1.
+    pub fn initial_state(&self) -> Result<Option<InitialState>, ConfigError> {
+        self.initial
+            .as_ref()
+            .map(|init| InitialState::new(init, self.domain.size, self.unit_scales().as_ref()))
+            .transpose()
+    }
+
     /// The conversion factors when the case has physical units (call after [`Self::validate`]).
     pub fn unit_scales(&self) -> Option<UnitScales> {
         let u = self.units.as_ref()?;
@@ -1132,84 +842,38 @@ impl CaseConfig {
     }
 
     /// Parses a case file, TOML or JSON by extension; errors carry line and column.
-    pub fn from_file(path: &std::path::Path) -> anyhow::Result<Self> {
-        let bytes = std::fs::read(path)
-            .map_err(|e| anyhow::anyhow!("cannot read case file {}: {e}", path.display()))?;
+    pub fn from_file(path: &Path) -> Result<Self, CaseFileError> {
+        let shown = path.to_path_buf();
+        let bytes = std::fs::read(path).map_err(|e| CaseFileError::Read {
+            path: shown.clone(),
+            message: e.to_string(),
+        })?;
         let text = String::from_utf8(bytes).map_err(|e| {
             // Where the text stops being UTF-8, as a line and column of the valid part before it.
             let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
             let valid = std::str::from_utf8(valid).unwrap_or_default();
-            let (line, col) = line_column(valid, valid.len());
-            anyhow::anyhow!(
-                "{}: line {line}, column {col}: the file is not UTF-8 text",
-                path.display()
-            )
+            let (line, column) = line_column(valid, valid.len());
+            CaseFileError::NotUtf8 {
+                path: shown.clone(),
+                line,
+                column,
+            }
         })?;
         let is_json = path
             .extension()
             .is_some_and(|e| e.eq_ignore_ascii_case("json"));
-        Self::parse(&text, is_json).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+        Self::parse(&text, is_json).map_err(|error| CaseFileError::Syntax { path: shown, error })
     }
 
     /// Parses case text (TOML, or JSON when `json`). The message is one line and gives the line and
     /// column (in characters) where the text went wrong.
-    pub fn parse(text: &str, json: bool) -> Result<Self, String> {
+    pub fn parse(text: &str, json: bool) -> Result<Self, SyntaxError> {
         if json {
-            serde_json::from_str(text).map_err(|e| {
-                // serde_json appends " at line L column C"; say it once, in front.
-                let msg = e.to_string();
-                let suffix = format!(" at line {} column {}", e.line(), e.column());
-                let msg = msg.strip_suffix(&suffix).unwrap_or(&msg);
-                one_line(&format!("line {}, column {}: {msg}", e.line(), e.column()))
-            })
+            serde_json::from_str(text).map_err(|e| SyntaxError::json(&e))
         } else {
-            toml::from_str(text).map_err(|e| {
-                let at = e
-                    .span()
-                    .map(|s| {
-                        let (line, col) = line_column(text, s.start);
-                        format!("line {line}, column {col}: ")
-                    })
-                    .unwrap_or_default();
-                one_line(&format!("{at}{}", e.message()))
-            })
+            toml::from_str(text).map_err(|e| SyntaxError::toml(text, &e))
         }
     }
-}
-
-/// Line and column (both from 1, the column in characters) of byte offset `at` in `text`; an offset
-/// inside a character counts as that character.
-fn line_column(text: &str, at: usize) -> (usize, usize) {
-    let mut at = at.min(text.len());
-    while !text.is_char_boundary(at) {
-        at -= 1;
-    }
-    let before = &text[..at];
-    let line = before.matches('\n').count() + 1;
-    let col = before[before.rfind('\n').map_or(0, |p| p + 1)..]
-        .chars()
-        .count()
-        + 1;
-    (line, col)
-}
-
-/// A message on one line: parser messages may quote the offending text, newlines included. Rust's
-/// type names, which serde puts in its messages, are said in words a case file's author knows.
-fn one_line(s: &str) -> String {
-    let mut s = s.split_whitespace().collect::<Vec<_>>().join(" ");
-    for (rust, plain) in [
-        ("expected usize", "expected a whole number >= 0"),
-        ("expected u64", "expected a whole number >= 0"),
-        ("expected u32", "expected a whole number >= 0"),
-        ("expected i64", "expected a whole number"),
-        ("expected f64", "expected a number"),
-        ("expected a sequence", "expected a list"),
-        ("expected an array of length 2", "expected a list of 2"),
-        ("expected an array of length 3", "expected a list of 3"),
-    ] {
-        s = s.replace(rust, plain);
-    }
-    s
 }
 
 #[cfg(test)]
@@ -1324,13 +988,19 @@ mod tests {
         );
         assert_eq!(DeviceSpec::parse("3,").unwrap(), DeviceSpec::List(vec![3]));
         assert!(DeviceSpec::parse("0").is_err());
-        assert!(DeviceSpec::parse("1,1").unwrap_err().contains("twice"));
+        assert_eq!(
+            DeviceSpec::parse("1,1").unwrap_err(),
+            DeviceSpecError::Twice(1)
+        );
         assert!(DeviceSpec::parse("a,b").is_err());
         assert_eq!(DeviceSpec::List(vec![2, 0]).resolve(4).unwrap(), vec![2, 0]);
-        assert!(DeviceSpec::List(vec![5])
-            .resolve(4)
-            .unwrap_err()
-            .contains("does not exist"));
+        assert_eq!(
+            DeviceSpec::List(vec![5]).resolve(4).unwrap_err(),
+            DeviceSpecError::Missing {
+                id: 5,
+                available: 4
+            }
+        );
         assert!(DeviceSpec::Count(5).resolve(4).is_err());
         for s in ["all", "3", "2,0,1,3", "3,"] {
             let d = DeviceSpec::parse(s).unwrap();
@@ -1392,15 +1062,26 @@ mod tests {
         assert_eq!(CaseConfig::parse(&text, false).unwrap(), c);
         let json = serde_json::to_string(&c).unwrap();
         assert_eq!(CaseConfig::parse(&json, true).unwrap(), c);
-        let e = CaseConfig::parse("[physics]\nreynolds = \"many\"\n", false).unwrap_err();
+        let e = CaseConfig::parse("[physics]\nreynolds = \"many\"\n", false)
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("line 2, column"), "{e}");
-        let e = CaseConfig::parse("[physics]\nreynold = 5\n", false).unwrap_err();
+        let e = CaseConfig::parse("[physics]\nreynold = 5\n", false)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("reynold"), "{e}");
         // Columns count characters, not bytes, and multi-byte text never splits a character.
-        let e = CaseConfig::parse("# ρ, ν, τ\n[physics]\nlid_speed = \"ü\"\n", false).unwrap_err();
+        let text = "# ρ, ν, τ\n[physics]\nlid_speed = \"ü\"\n";
+        assert_eq!(
+            CaseConfig::parse(text, false).unwrap_err().at,
+            Some((3, 13))
+        );
+        let e = CaseConfig::parse(text, false).unwrap_err().to_string();
         assert!(e.starts_with("line 3, column 13:"), "{e}");
         assert_eq!(e.lines().count(), 1, "{e}");
-        let e = CaseConfig::parse("{\"physics\": {\"reynolds\": \"many\"}}", true).unwrap_err();
+        let e = CaseConfig::parse("{\"physics\": {\"reynolds\": \"many\"}}", true)
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("line 1, column"), "{e}");
         assert!(!e.contains(" at line "), "position said twice: {e}");
     }
@@ -1447,6 +1128,7 @@ mod tests {
         );
         assert!(DeviceSpec::parse("0")
             .unwrap_err()
+            .to_string()
             .contains("`0,` or `cuda:0`"));
         assert!(DeviceSpec::parse("cuda:x").is_err());
     }
@@ -1465,15 +1147,21 @@ mod tests {
             let c = CaseConfig::parse(&format!("[output]\n{text}\n"), false).unwrap();
             assert_eq!(c.output.slice, plane, "{text}");
         }
-        let e = CaseConfig::parse("[output]\nslice = \"w\"\n", false).unwrap_err();
+        let e = CaseConfig::parse("[output]\nslice = \"w\"\n", false)
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("line 2"), "{e}");
     }
 
     #[test]
     fn parse_errors_speak_of_numbers_not_rust_types() {
-        let e = CaseConfig::parse("[run]\nsteps = -3\n", false).unwrap_err();
+        let e = CaseConfig::parse("[run]\nsteps = -3\n", false)
+            .unwrap_err()
+            .to_string();
         assert!(!e.contains("u64") && e.contains("whole number"), "{e}");
-        let e = CaseConfig::parse("[domain]\nsize = [8, -8, 8]\n", false).unwrap_err();
+        let e = CaseConfig::parse("[domain]\nsize = [8, -8, 8]\n", false)
+            .unwrap_err()
+            .to_string();
         assert!(!e.contains("usize"), "{e}");
     }
 

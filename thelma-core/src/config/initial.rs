@@ -2,8 +2,44 @@
 //! units (the modules start every node at the equilibrium of the state found here).
 
 use exmex::prelude::*;
+use serde::{Deserialize, Serialize};
 
-use crate::config::{CaseConfig, ConfigError, Expression, MAX_LID_SPEED};
+use super::error::ConfigError;
+use super::units::UnitScales;
+use crate::physics::MAX_SPEED;
+
+/// A number, or an expression of the node position (`x`, `y`, `z`) and the domain size (`nx`, `ny`,
+/// `nz`), with `sin`, `cos`, `exp`, `sqrt`, `PI`, … (the `exmex` grammar).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Expression {
+    Number(f64),
+    Text(String),
+}
+
+/// The initial state at every node, whose populations start at its equilibrium. Without `[units]`
+/// positions are node indices and velocities lattice units; with `[units]` positions are metres from
+/// the box's corner (node centres at (i + ½)·dx) and velocities m/s. The density is relative to the
+/// reference (1).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct InitialConfig {
+    pub density: Expression,
+    pub velocity: [Expression; 3],
+}
+
+impl Default for InitialConfig {
+    fn default() -> Self {
+        Self {
+            density: Expression::Number(1.0),
+            velocity: [
+                Expression::Number(0.0),
+                Expression::Number(0.0),
+                Expression::Number(0.0),
+            ],
+        }
+    }
+}
 
 /// The variables an expression may use, in the order they are looked up.
 const VARIABLES: [&str; 6] = ["x", "y", "z", "nx", "ny", "nz"];
@@ -76,14 +112,15 @@ pub struct InitialState {
 }
 
 impl InitialState {
-    /// The case's initial state, `None` when it has none. Refuses expressions that do not parse,
-    /// use unknown variables, or give a non-finite, non-positive density or a velocity beyond the
-    /// lattice's range at a corner or the centre of the domain (every node is checked when a module
-    /// fills its slab).
-    pub fn from_case(case: &CaseConfig) -> Result<Option<Self>, ConfigError> {
-        let Some(init) = &case.initial else {
-            return Ok(None);
-        };
+    /// The state `init` describes on a domain of `size` nodes (`units`: the case's scales, when it
+    /// has them). Refuses expressions that do not parse, use unknown variables, or give a
+    /// non-finite, non-positive density or a velocity beyond the lattice's range at a corner or the
+    /// centre of the domain (every node is checked when a module fills its slab).
+    pub fn new(
+        init: &InitialConfig,
+        size: [usize; 3],
+        units: Option<&UnitScales>,
+    ) -> Result<Self, ConfigError> {
         let s = Self {
             density: Compiled::new(&init.density, "initial.density")?,
             velocity: [
@@ -91,10 +128,10 @@ impl InitialState {
                 Compiled::new(&init.velocity[1], "initial.velocity")?,
                 Compiled::new(&init.velocity[2], "initial.velocity")?,
             ],
-            size: case.domain.size,
-            units: case.unit_scales().map(|u| (u.dx, 1.0 / u.velocity)),
+            size,
+            units: units.map(|u| (u.dx, 1.0 / u.velocity)),
         };
-        let [nx, ny, nz] = case.domain.size;
+        let [nx, ny, nz] = size;
         for x in [0, nx / 2, nx - 1] {
             for y in [0, ny / 2, ny - 1] {
                 for z in [0, nz / 2, nz - 1] {
@@ -106,7 +143,7 @@ impl InitialState {
                 }
             }
         }
-        Ok(Some(s))
+        Ok(s)
     }
 
     /// `δρ = ρ − 1` and the velocity (lattice units) at node (x, y, z) of the whole domain.
@@ -136,9 +173,9 @@ impl InitialState {
                 drho + 1.0
             ));
         }
-        if u.iter().any(|c| !c.is_finite() || c.abs() >= MAX_LID_SPEED) {
+        if u.iter().any(|c| !c.is_finite() || c.abs() >= MAX_SPEED) {
             return Err(format!(
-                "the velocity at node ({x}, {y}, {z}) is {u:?} in lattice units; each component must be finite and below {MAX_LID_SPEED}"
+                "the velocity at node ({x}, {y}, {z}) is {u:?} in lattice units; each component must be finite and below {MAX_SPEED}"
             ));
         }
         Ok((drho, u))
@@ -148,7 +185,7 @@ impl InitialState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{InitialConfig, PhysicalUnits};
+    use crate::config::{CaseConfig, PhysicalUnits};
 
     fn case(init: InitialConfig) -> CaseConfig {
         let mut c = CaseConfig::default();
@@ -167,7 +204,7 @@ mod tests {
                 Expression::Text("0.001*y".into()),
             ],
         };
-        let s = InitialState::from_case(&case(init)).unwrap().unwrap();
+        let s = case(init).initial_state().unwrap().unwrap();
         let (drho, u) = s.at(2, 3, 2);
         assert!((drho - 0.005).abs() < 1e-15);
         assert!((u[0] - 0.05).abs() < 1e-15, "{u:?}");
@@ -190,7 +227,7 @@ mod tests {
             velocity: 1.0,
             viscosity: 1e-3,
         });
-        let s = InitialState::from_case(&c).unwrap().unwrap();
+        let s = c.initial_state().unwrap().unwrap();
         let sc = c.unit_scales().unwrap();
         // Node 3's centre lies at 3.5 dx = 0.35 m; u = 0.35 m/s.
         let (_, u) = s.at(3, 0, 0);
@@ -199,7 +236,7 @@ mod tests {
 
     #[test]
     fn bad_expressions_are_refused_with_their_key() {
-        let bad = |init: InitialConfig| InitialState::from_case(&case(init)).unwrap_err();
+        let bad = |init: InitialConfig| case(init).initial_state().unwrap_err();
         let e = bad(InitialConfig {
             density: Expression::Text("1 + q".into()),
             ..InitialConfig::default()

@@ -1,0 +1,51 @@
+//! How the collision kernel is launched: the block shape and the register plan, measured per
+//! precision (PERFORMANCE.md).
+
+use thelma_core::Precision;
+
+/// Threads per block along x of the collision kernel (TheLMA's 2^n layout; measured in PERFORMANCE.md).
+pub const DEFAULT_BLOCK_X: u32 = 128;
+/// Resident threads per multiprocessor the f32 collision kernel's registers are planned for
+/// (`__launch_bounds__`): 1,024 caps it at 64 registers, which measured faster than the 72 the
+/// compiler picks alone, and faster than 40 (PERFORMANCE.md).
+pub const RESIDENT_THREADS_F32: u32 = 1024;
+/// The same for f64, whose collision needs about 108 registers: 512 threads (a cap of 128) keeps it
+/// from spilling (a 64-register cap cost 40 % on the H100).
+pub const RESIDENT_THREADS_F64: u32 = 512;
+
+/// Launch shape of the collision kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LaunchShape {
+    /// Threads per block along x (a power of two, at most 1024).
+    pub block_x: u32,
+    /// `__launch_bounds__` minimum blocks per multiprocessor; `None`: the measured default of the
+    /// precision ([`RESIDENT_THREADS_F32`] or [`RESIDENT_THREADS_F64`] resident threads).
+    pub min_blocks: Option<u32>,
+}
+
+impl LaunchShape {
+    /// Blocks of `block_x` threads with the default register plan.
+    pub fn for_block(block_x: u32) -> Self {
+        Self {
+            block_x,
+            min_blocks: None,
+        }
+    }
+
+    /// The minimum blocks per multiprocessor for `precision`.
+    pub fn min_blocks_for(&self, precision: Precision) -> u32 {
+        let threads = match precision {
+            Precision::F32 => RESIDENT_THREADS_F32,
+            Precision::F64 => RESIDENT_THREADS_F64,
+        };
+        self.min_blocks
+            .unwrap_or(threads / self.block_x.max(1))
+            .max(1)
+    }
+}
+
+impl Default for LaunchShape {
+    fn default() -> Self {
+        Self::for_block(DEFAULT_BLOCK_X)
+    }
+}
