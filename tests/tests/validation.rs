@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use thelma_cli::app::run_case;
 use thelma_core::CaseConfig;
-use thelma_results::reference::Comparison;
+use thelma_results::Comparison;
 
 fn cavity(n: usize) -> Comparison {
     let mut c = CaseConfig::default();

@@ -14,10 +14,10 @@ use thelma_core::{interface_bytes_per_step, ComputeError, Fields};
 use thelma_core::{CaseConfig, CaseKind, LatticeParams};
 use thelma_core::{DeviceInfo, Runtime, RuntimeError};
 use thelma_geometry::Geometry;
-use thelma_results::convergence::relative_change;
-use thelma_results::profiles::Profile;
-use thelma_results::reference::Comparison;
-use thelma_results::report::{DeviceSummary, RunSummary, StopReason, Timings, UnitsReport};
+use thelma_results::relative_change;
+use thelma_results::Comparison;
+use thelma_results::Profile;
+use thelma_results::{DeviceSummary, RunSummary, StopReason, Timings, UnitsReport};
 
 use crate::outputs::Outputs;
 use crate::{backend, checkpoint, preflight, watchdog};

@@ -495,7 +495,7 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
     };
     if let Some(path) = &args.json {
         let json = serde_json::to_string_pretty(&report)?;
-        thelma_results::output::write_bytes_atomic(path, json.as_bytes())
+        thelma_results::write_bytes_atomic(path, json.as_bytes())
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
     Ok(report)

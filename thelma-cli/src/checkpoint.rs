@@ -144,7 +144,7 @@ pub fn write_to(
 pub fn save(dir: &Path, case: &CaseConfig, rt: &mut Runtime) -> Result<()> {
     let slabs = rt.read_populations()?;
     let path = dir.join(FILE_NAME);
-    thelma_results::output::write_atomic(&path, |w| write_to(w, case, rt.step(), &slabs))
+    thelma_results::write_atomic(&path, |w| write_to(w, case, rt.step(), &slabs))
         .with_context(|| format!("cannot write the checkpoint {}", path.display()))
 }
 
@@ -313,7 +313,7 @@ mod tests {
         let c = case();
         let (whole, parts) = slabs(1.0);
         let path = dir.path().join(FILE_NAME);
-        thelma_results::output::write_atomic(&path, |w| write_to(w, &c, 77, &parts)).unwrap();
+        thelma_results::write_atomic(&path, |w| write_to(w, &c, 77, &parts)).unwrap();
         let ck = load(dir.path()).unwrap();
         assert_eq!(ck.header.step, 77);
         assert_eq!(ck.header.case, c);
@@ -341,7 +341,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(FILE_NAME);
         let (_, parts) = slabs(1.0);
-        thelma_results::output::write_atomic(&path, |w| write_to(w, &case(), 5, &parts)).unwrap();
+        thelma_results::write_atomic(&path, |w| write_to(w, &case(), 5, &parts)).unwrap();
         let good = std::fs::read(&path).unwrap();
         // One flipped bit in the populations, a cut-off tail, a foreign file.
         let mut flipped = good.clone();
@@ -384,9 +384,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(FILE_NAME);
         let (first, parts) = slabs(1.0);
-        thelma_results::output::write_atomic(&path, |w| write_to(w, &case(), 10, &parts)).unwrap();
+        thelma_results::write_atomic(&path, |w| write_to(w, &case(), 10, &parts)).unwrap();
         let (_, newer) = slabs(2.0);
-        let err = thelma_results::output::write_atomic(&path, |w| {
+        let err = thelma_results::write_atomic(&path, |w| {
             write_to(
                 &mut FailAfter {
                     inner: w,

@@ -12,8 +12,8 @@ use thelma_compute::comm_bench::{
     self, model, Backend, BenchConfig, BenchResult, CommError, Shape, Topology, Transport,
 };
 use thelma_core::{BackendName, DeviceSpec};
-use thelma_results::output::write_bytes_atomic;
-use thelma_results::plot::{line_plot, Mark, Series};
+use thelma_results::write_bytes_atomic;
+use thelma_results::{line_plot, Mark, Series};
 
 use crate::app::UsageError;
 use crate::bench::{BenchReport, Scaling};
@@ -139,8 +139,9 @@ fn parse_topologies(s: &str) -> Result<Topologies, String> {
     }
     dedup(
         s.split(',')
-            .map(str::parse)
-            .collect::<Result<Vec<_>, _>>()?,
+            .map(str::parse::<Topology>)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| e.to_string())?,
     )
     .map(Topologies)
 }
@@ -151,8 +152,9 @@ fn parse_transports(s: &str) -> Result<Transports, String> {
     }
     dedup(
         s.split(',')
-            .map(str::parse)
-            .collect::<Result<Vec<_>, _>>()?,
+            .map(str::parse::<Transport>)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| e.to_string())?,
     )
     .map(Transports)
 }

@@ -12,7 +12,7 @@ use thelma_cli::app::{run_case_from, Diverged, Event, UsageError};
 use thelma_cli::bench::{run_bench, BenchArgs};
 use thelma_cli::cli::RunArgs;
 use thelma_cli::{say, say_raw, warn_line};
-use thelma_results::report::{clock as clock_text, Convergence, ProgressLine};
+use thelma_results::{clock as clock_text, Convergence, ProgressLine};
 
 /// thelma: lattice Boltzmann (D3Q19) fluid simulation on one or many GPUs, or on the CPU.
 #[derive(Parser)]

@@ -9,12 +9,12 @@ use anyhow::{Context, Result};
 use thelma_core::Fields;
 use thelma_core::Runtime;
 use thelma_core::{CaseConfig, CaseKind, LatticeParams, OutputConfig, Precision};
-use thelma_results::image::{write_slice_png, Slice, SliceStyle};
-use thelma_results::plot::profile_plot;
-use thelma_results::profiles::{cavity_centrelines, write_csv, Profile};
-use thelma_results::reference::{compare, Comparison, Reference};
-use thelma_results::report::seconds;
+use thelma_results::profile_plot;
+use thelma_results::seconds;
 use thelma_results::vtk::{self, Piece, Scalar, Scales};
+use thelma_results::{cavity_centrelines, write_csv, Profile};
+use thelma_results::{compare, Comparison, Reference};
+use thelma_results::{write_slice_png, Slice, SliceStyle};
 
 /// The outputs of one run and what they have written so far.
 pub struct Outputs {

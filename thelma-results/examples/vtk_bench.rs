@@ -8,8 +8,8 @@ use std::time::Instant;
 
 use base64::Engine;
 use thelma_core::Fields;
-use thelma_results::output::write_atomic;
 use thelma_results::vtk::{write_vti, Scalar, Scales};
+use thelma_results::write_atomic;
 
 /// A smooth field with a few solid nodes, so that no array compresses or encodes specially.
 fn field(n: usize) -> Fields {

@@ -4,11 +4,26 @@
 //!
 //! Results see macroscopic fields ([`thelma_core::Fields`]), never populations or devices.
 
-pub mod convergence;
-pub mod image;
-pub mod output;
-pub mod plot;
-pub mod profiles;
-pub mod reference;
-pub mod report;
+//!
+//! Modules are private and the root re-exports what the application uses, so that the compiler
+//! reports what nothing uses; `vtk` stays a namespace (`vtk::write_vti`).
+
+mod convergence;
+mod image;
+mod output;
+mod plot;
+mod profiles;
+mod reference;
+mod report;
 pub mod vtk;
+
+pub use convergence::relative_change;
+pub use image::{write_slice_png, Slice, SliceStyle};
+pub use output::{write_atomic, write_bytes_atomic};
+pub use plot::{line_plot, profile_plot, Mark, Series};
+pub use profiles::{cavity_centrelines, write_csv, Profile};
+pub use reference::{compare, Comparison, Reference, ReferenceError};
+pub use report::{
+    clock, seconds, Convergence, DeviceSummary, ProgressLine, RunSummary, StopReason, Timings,
+    UnitsReport,
+};

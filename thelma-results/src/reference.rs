@@ -17,6 +17,19 @@ pub const CAVITY_RE1000_EXTREMA: [(&str, f64, f64); 3] = [
     ("w_max", 0.10913, 0.2466511),
 ];
 
+/// Reference data that cannot be read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ReferenceError {
+    #[error("reference data, record {record}: {message}")]
+    Record { record: usize, message: String },
+    #[error("reference data, record {record}: bad {what} `{text}`")]
+    Number {
+        record: usize,
+        what: &'static str,
+        text: String,
+    },
+}
+
 /// A reference data set: named profiles of (coordinate, value).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Reference {
@@ -25,26 +38,33 @@ pub struct Reference {
 
 impl Reference {
     /// Parses the `profile,coordinate,value` format, with `#` comment lines.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, ReferenceError> {
         let mut rdr = csv::ReaderBuilder::new()
             .comment(Some(b'#'))
             .trim(csv::Trim::All)
             .from_reader(text.as_bytes());
         let mut profiles: Vec<Profile> = Vec::new();
         for (k, rec) in rdr.records().enumerate() {
-            let rec = rec.map_err(|e| format!("reference data, record {}: {e}", k + 1))?;
+            let record = k + 1;
+            let rec = rec.map_err(|e| ReferenceError::Record {
+                record,
+                message: e.to_string(),
+            })?;
             if rec.len() != 3 {
-                return Err(format!(
-                    "reference data, record {}: expected 3 fields",
-                    k + 1
-                ));
+                return Err(ReferenceError::Record {
+                    record,
+                    message: "expected 3 fields".into(),
+                });
             }
-            let c: f64 = rec[1]
-                .parse()
-                .map_err(|_| format!("reference data: bad coordinate `{}`", &rec[1]))?;
-            let v: f64 = rec[2]
-                .parse()
-                .map_err(|_| format!("reference data: bad value `{}`", &rec[2]))?;
+            let number = |s: &str, what: &'static str| {
+                s.parse::<f64>().map_err(|_| ReferenceError::Number {
+                    record,
+                    what,
+                    text: s.to_string(),
+                })
+            };
+            let c = number(&rec[1], "coordinate")?;
+            let v = number(&rec[2], "value")?;
             match profiles.iter_mut().find(|p| p.name == rec[0]) {
                 Some(p) => p.points.push((c, v)),
                 None => profiles.push(Profile {

@@ -47,13 +47,18 @@ impl fmt::Display for Topology {
     }
 }
 
+/// A topology name that is not one.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not a topology (linear, circular)")]
+pub struct UnknownTopology(pub String);
+
 impl FromStr for Topology {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownTopology;
+    fn from_str(s: &str) -> Result<Self, UnknownTopology> {
         match s.trim().to_ascii_lowercase().as_str() {
             "linear" => Ok(Topology::Linear),
             "circular" => Ok(Topology::Circular),
-            other => Err(format!("`{other}` is not a topology (linear, circular)")),
+            other => Err(UnknownTopology(other.to_string())),
         }
     }
 }

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use thelma_core::StepBarrier;
 
-pub use graph::Topology;
+pub use graph::{Topology, UnknownTopology};
 pub use protocol::Shape;
 
 /// How the words travel between devices.
@@ -58,16 +58,19 @@ impl fmt::Display for Transport {
     }
 }
 
+/// A transport name that is not one.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not a transport (zero-copy, peer, copy-engine)")]
+pub struct UnknownTransport(pub String);
+
 impl FromStr for Transport {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownTransport;
+    fn from_str(s: &str) -> Result<Self, UnknownTransport> {
         match s.trim().to_ascii_lowercase().as_str() {
             "zero-copy" | "zerocopy" => Ok(Transport::ZeroCopy),
             "peer" | "p2p" => Ok(Transport::Peer),
             "copy-engine" | "copy" => Ok(Transport::CopyEngine),
-            other => Err(format!(
-                "`{other}` is not a transport (zero-copy, peer, copy-engine)"
-            )),
+            other => Err(UnknownTransport(other.to_string())),
         }
     }
 }
