@@ -35,6 +35,51 @@ __device__ __forceinline__ T pull_edge(const T* __restrict__ a, const T* below_i
     return buf[(size_t)slot_of(i) * plane + (size_t)ys * nx + xs];
 }
 
+// Population j of lattice a at node (xs, ys, zs) of the slab, wrapped on periodic x and y (an open
+// link's source is inside the box, so only those axes wrap); a plane beyond the slab's z faces is
+// read from the neighbour's interface buffer, where j crosses that face.
+template <typename T>
+__device__ __forceinline__ T value_at(const T* __restrict__ a, const T* below_in, const T* above_in,
+                                      int j, int xs, int ys, int zs, int nx, int ny, int nz,
+                                      size_t n) {
+    xs = (xs + nx) % nx;
+    ys = (ys + ny) % ny;
+    const size_t plane = (size_t)nx * ny;
+    if (zs >= 0 && zs < nz) return a[(size_t)j * n + (size_t)zs * plane + (size_t)ys * nx + xs];
+    const T* buf = zs < 0 ? below_in : above_in;
+    return buf[(size_t)slot_of(j) * plane + (size_t)ys * nx + xs];
+}
+
+// The open-face links of node p (palette entry k): anti-bounce-back to a pressure outlet's density
+// (the terms printed from thelma_core::physics::pressure_terms, once per node) and the shifted pulls
+// of outflows and free-slip walls (thelma_geometry::LinkRule).
+template <typename T>
+__device__ __forceinline__ void open_links(T* f, const T* __restrict__ a, const T* below_in,
+                                           const T* above_in, const unsigned int* __restrict__ link,
+                                           const T* __restrict__ term, int x, int y, int z, int nx,
+                                           int ny, int nz, size_t n, size_t p) {
+    T node[THELMA_Q];
+#pragma unroll
+    for (int i = 0; i < THELMA_Q; i++) node[i] = a[(size_t)i * n + p];
+    T t[9];
+    bool have = false;
+#pragma unroll
+    for (int i = 1; i < THELMA_Q; i++) {
+        const unsigned int c = link[i];
+        if (THELMA_LINK_KIND(c) == THELMA_LINK_ANTI_BOUNCE) {
+            if (!have) {
+                thelma_pressure_terms(node, term[i], t);
+                have = true;
+            }
+            f[i] = -node[opp(i)] + t[(i - 1) / 2];
+        } else if (THELMA_LINK_KIND(c) == THELMA_LINK_SHIFT) {
+            f[i] = value_at(a, below_in, above_in, THELMA_LINK_DIR(c), x + THELMA_LINK_OFFSET(c, 0),
+                            y + THELMA_LINK_OFFSET(c, 1), z + THELMA_LINK_OFFSET(c, 2), nx, ny, nz,
+                            n);
+        }
+    }
+}
+
 // One step for one node: pull f̃_i(x − c_i) from lattice a (or an interface buffer), bounce back
 // where the palette says so, collide (solid nodes keep their populations), store to lattice b and,
 // on a boundary layer, to this step's outgoing interface buffer.
@@ -42,8 +87,8 @@ template <typename T>
 __device__ __forceinline__ void collide_propagate(
     const T* __restrict__ a, T* __restrict__ b, const unsigned char* __restrict__ index,
     const unsigned int* __restrict__ pal_mask, const T* __restrict__ pal_term,
-    const T* below_in, const T* above_in, T* above_out, T* below_out,
-    int nx, int ny, int nz, int periodic) {
+    const unsigned int* __restrict__ pal_link, const T* below_in, const T* above_in, T* above_out,
+    T* below_out, int nx, int ny, int nz, int periodic) {
     const int x = blockIdx.x * blockDim.x + threadIdx.x;
     const int y = blockIdx.y;
     // The two boundary layers first (grid z 0 → plane 0, 1 → plane nz − 1, then the interior in
@@ -97,6 +142,9 @@ __device__ __forceinline__ void collide_propagate(
             for (int i = 0; i < THELMA_Q; i++) {
                 if (mask & (1u << i)) f[i] = a[(size_t)opp(i) * n + p] + pal_term[k * THELMA_Q + i];
             }
+            if (mask & THELMA_OPEN_BIT)
+                open_links(f, a, below_in, above_in, pal_link + k * THELMA_Q, pal_term + k * THELMA_Q,
+                           x, y, z, nx, ny, nz, n, p);
         }
         thelma_collide(f);
     }
@@ -116,13 +164,13 @@ __device__ __forceinline__ void collide_propagate(
 #define THELMA_COLLIDE_ARGS                                                                        \
     const real *__restrict__ a, real *__restrict__ b, const unsigned char *__restrict__ index,      \
         const unsigned int *__restrict__ pal_mask, const real *__restrict__ pal_term,              \
-        const real *below_in, const real *above_in, real *above_out, real *below_out, int nx,      \
-        int ny, int nz, int periodic
+        const unsigned int *__restrict__ pal_link, const real *below_in, const real *above_in,     \
+        real *above_out, real *below_out, int nx, int ny, int nz, int periodic
 
 extern "C" __global__ void __launch_bounds__(THELMA_BLOCK_X, THELMA_MIN_BLOCKS)
 THELMA_COLLIDE_NAME(THELMA_COLLIDE_ARGS) {
-    collide_propagate<real>(a, b, index, pal_mask, pal_term, below_in, above_in, above_out, below_out,
-                            nx, ny, nz, periodic);
+    collide_propagate<real>(a, b, index, pal_mask, pal_term, pal_link, below_in, above_in, above_out,
+                            below_out, nx, ny, nz, periodic);
 }
 
 // Copies the crossing populations of the slab's top layer (c_z = +1) into up_out and of its bottom

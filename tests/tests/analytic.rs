@@ -208,6 +208,7 @@ fn couette(m: Module) {
                 face,
                 kind: BoundaryKind::Wall,
                 velocity: [v, 0.0, 0.0],
+                density: None,
             };
             case.boundary = vec![wall(Face::ZMinus, -u), wall(Face::ZPlus, u)];
             let mut rt = m.runtime(&case, 2);

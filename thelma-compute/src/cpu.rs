@@ -18,7 +18,7 @@ use rayon::prelude::*;
 use thelma_core::physics::d3q19::W;
 use thelma_core::physics::d3q19::{C, DOWN, OPP, Q, UP};
 use thelma_core::physics::{
-    dispatch, Arith, Coefficients, CollisionOperator, OperatorVisitor, D3Q19,
+    dispatch, pressure_terms, Arith, Coefficients, CollisionOperator, OperatorVisitor, D3Q19,
 };
 use thelma_core::Real;
 use thelma_core::SlabSpec;
@@ -26,6 +26,7 @@ use thelma_core::{
     interface_offset, ComputeError, ComputeModule, Fields, Health, InterfaceMemory, ModuleFactory,
     Placement,
 };
+use thelma_geometry::LinkRule;
 
 use crate::fields::{fields_from_populations, health_of_populations, initial_populations};
 use crate::params::ModelParams;
@@ -250,12 +251,16 @@ unsafe impl InterfaceMemory for HostInterface {
     }
 }
 
-/// Per palette entry: what the bounce-back of a node of that kind needs.
+/// Per palette entry: what the bounce-back and the open-face links of a node of that kind need.
 #[derive(Clone, Copy)]
 struct Entry<T> {
     solid: bool,
     bounce: u32,
+    /// Directions whose rule is anti-bounce-back or a shifted pull (open faces).
+    open: u32,
+    /// The moving-wall term of a bounce-back link; an anti-bounce-back link's `δρ_w`.
     term: [T; Q],
+    links: [LinkRule; Q],
 }
 
 /// For each direction, its slot among the five crossing populations (UP for c_z = +1, DOWN for −1).
@@ -301,15 +306,25 @@ impl<T: Real + Arith<Scalar = T>> CpuModule<T> {
             .flags
             .iter()
             .zip(&flags.palette.moving_term)
-            .map(|(f, term)| {
+            .zip(&flags.palette.links)
+            .map(|((f, term), links)| {
                 let mut t = [T::zero(); Q];
+                let mut open = 0;
                 for i in 0..Q {
                     t[i] = T::of(term[i]);
+                    if matches!(
+                        links[i],
+                        LinkRule::AntiBounce { .. } | LinkRule::Shift { .. }
+                    ) {
+                        open |= 1 << i;
+                    }
                 }
                 Entry {
                     solid: f.is_solid(),
                     bounce: f.bounce_mask(),
+                    open,
                     term: t,
+                    links: *links,
                 }
             })
             .collect();
@@ -640,8 +655,65 @@ impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
                 m &= m - 1;
                 f[i].0[x] = self.a[OPP[i] * n + row0 + x0 + x] + e.term[i];
             }
+            if e.open != 0 {
+                self.open_links(f, e, row0 + x0 + x, x);
+            }
         }
         any_solid
+    }
+
+    /// The open-face links of the node at offset `p` of the slab (lane `lane` of the bundle):
+    /// anti-bounce-back to a pressure outlet's density, and the shifted pulls of outflows and
+    /// free-slip walls.
+    #[cold]
+    fn open_links<const L: usize>(
+        &self,
+        f: &mut [Lanes<T, L>; Q],
+        e: &Entry<T>,
+        p: usize,
+        lane: usize,
+    ) {
+        let (nx, ny) = (self.nx, self.ny);
+        let n = nx * ny * self.nz;
+        let node: [T; Q] = std::array::from_fn(|j| self.a[j * n + p]);
+        let mut terms = None;
+        let (x, y, z) = (p % nx, p / nx % ny, p / (nx * ny));
+        let mut m = e.open;
+        while m != 0 {
+            let i = m.trailing_zeros() as usize;
+            m &= m - 1;
+            f[i].0[lane] = match e.links[i] {
+                LinkRule::AntiBounce { .. } => {
+                    let t = terms.get_or_insert_with(|| pressure_terms(&node, e.term[i]));
+                    -node[OPP[i]] + t[(i - 1) / 2]
+                }
+                LinkRule::Shift { dir, offset } => self.value_at(
+                    dir,
+                    x as isize + offset[0] as isize,
+                    y as isize + offset[1] as isize,
+                    z as isize + offset[2] as isize,
+                ),
+                LinkRule::Pull | LinkRule::Bounce => unreachable!("not an open link"),
+            };
+        }
+    }
+
+    /// Population `j` of lattice A at node (x, y, z) of the slab, wrapped on periodic x and y; a
+    /// plane beyond the slab's z faces is read from the neighbour's interface buffer (`j` then
+    /// crosses that face, as every shifted pull's source does).
+    fn value_at(&self, j: usize, x: isize, y: isize, z: isize) -> T {
+        let (nx, ny, nz) = (self.nx, self.ny, self.nz);
+        let x = x.rem_euclid(nx as isize) as usize;
+        let y = y.rem_euclid(ny as isize) as usize;
+        if z >= 0 && (z as usize) < nz {
+            return self.a[j * nx * ny * nz + (z as usize * ny + y) * nx + x];
+        }
+        let buf = if z < 0 { self.below_in } else { self.above_in };
+        let buf = buf.expect("a shifted pull across a slab face has a neighbour");
+        debug_assert_eq!(C[j][2], if z < 0 { 1 } else { -1 });
+        // SAFETY: the buffer holds 5 planes of nx·ny values; SLOT[j] < 5 as j crosses the face, and
+        // x < nx, y < ny. The neighbour wrote it in the previous step, ordered by the barrier.
+        unsafe { *buf.0.add(SLOT[j] * nx * ny + y * nx + x) }
     }
 
     /// Stores the first `len` nodes of a collided bundle at x0 of row (z, y) to lattice B and, on a
@@ -911,8 +983,8 @@ mod tests {
     use super::*;
     use thelma_core::physics::{Collision, FlowModel};
     use thelma_core::Domain;
-    use thelma_core::Obstacle;
-    use thelma_geometry::Geometry;
+    use thelma_core::{Face, Obstacle};
+    use thelma_geometry::{Geometry, OpenKind};
 
     /// One step of the pull scheme, node by node, on the whole domain: the definition the CPU module
     /// must reproduce bit for bit.
@@ -941,19 +1013,27 @@ mod tests {
                         continue;
                     }
                     let k = flags.palette.flags.iter().position(|&f| f == fl).unwrap();
+                    let node: [T; Q] = std::array::from_fn(|j| a[j * n + p]);
+                    // Population j at (x, y, z) + d, wrapped (only periodic axes wrap in practice).
+                    let at = |j: usize, d: [i64; 3]| {
+                        let s: Vec<usize> = (0..3)
+                            .map(|a| {
+                                ([x, y, z][a] as i64 + d[a]).rem_euclid(g.domain.size[a] as i64)
+                                    as usize
+                            })
+                            .collect();
+                        a[j * n + (s[2] * ny + s[1]) * nx + s[0]]
+                    };
                     let mut f = [T::zero(); Q];
                     for i in 0..Q {
-                        f[i] = if fl.bounces(i) {
-                            a[OPP[i] * n + p] + T::of(flags.palette.moving_term[k][i])
-                        } else {
-                            let s = [x, y, z].map(|v| v as i64);
-                            let src: Vec<usize> = (0..3)
-                                .map(|d| {
-                                    (s[d] - C[i][d] as i64).rem_euclid(g.domain.size[d] as i64)
-                                        as usize
-                                })
-                                .collect();
-                            a[i * n + (src[2] * ny + src[1]) * nx + src[0]]
+                        let term = T::of(flags.palette.moving_term[k][i]);
+                        f[i] = match flags.palette.links[k][i] {
+                            LinkRule::Bounce => node[OPP[i]] + term,
+                            LinkRule::AntiBounce { .. } => {
+                                -node[OPP[i]] + pressure_terms(&node, term)[(i - 1) / 2]
+                            }
+                            LinkRule::Shift { dir, offset } => at(dir, offset.map(i64::from)),
+                            LinkRule::Pull => at(i, C[i].map(|c| -c as i64)),
                         };
                     }
                     dispatch(model.collision, Collide(model, &mut f));
@@ -1012,11 +1092,31 @@ mod tests {
                     centre: [nx as f64 / 2.0, ny as f64 / 2.0, nz as f64 / 2.0],
                     radius: if ny >= 5 { 1.6 } else { 1.1 },
                 };
-                let g = if periodic[2] {
+                let mut g = if periodic[2] || !periodic[0] {
                     Geometry::closed_box(domain).with_obstacle(sphere)
                 } else {
                     Geometry::cavity(domain, 0.08).with_obstacle(sphere)
                 };
+                // Open faces wherever an axis is walled: an inlet on x− with a pressure outlet or
+                // an outflow on x+, a free-slip y+, an outflow z−.
+                if !periodic[0] {
+                    let out = if nx % 2 == 0 {
+                        OpenKind::Pressure { drho: 0.01 }
+                    } else {
+                        OpenKind::Outflow
+                    };
+                    g = g
+                        .with_moving_wall(Face::XMinus, [0.04, 0.01, -0.01])
+                        .unwrap()
+                        .with_open_face(Face::XPlus, out)
+                        .unwrap();
+                }
+                if !periodic[1] && ny > 1 {
+                    g = g.with_open_face(Face::YPlus, OpenKind::FreeSlip).unwrap();
+                }
+                if !periodic[2] && nz % 2 == 0 {
+                    g = g.with_open_face(Face::ZMinus, OpenKind::Outflow).unwrap();
+                }
                 let params = ModelParams {
                     geometry: Arc::new(g.clone()),
                     model: model.clone(),

@@ -1,6 +1,7 @@
 //! `NodeFlags`, the per-node bit field, and its palette-compressed form for compute modules.
 
 use thelma_core::physics::d3q19::{C, Q, W};
+use thelma_core::Face;
 
 /// Per-node bit field. Every kernel mirrors these bits through the generated prelude.
 ///
@@ -8,7 +9,8 @@ use thelma_core::physics::d3q19::{C, Q, W};
 /// |--------|---------|
 /// | 0      | `SOLID`: the node is inside an obstacle; it is never updated and never read by a fluid node |
 /// | 1–18   | `BOUNCE_i` (bit `i`): `x − c_i` is solid, so `f_i(x)` comes back from `f̃_ī(x)` instead of being pulled |
-/// | 19–31  | reserved (inlet/outlet, thermal walls) |
+/// | 19–24  | `OPEN_f` (bit `19 + f`, faces in `Face::ALL` order): a link of this node crosses open face `f` (a pressure outlet, an outflow or a free-slip wall); the palette's [`LinkRule`]s say how |
+/// | 25–31  | reserved (thermal walls) |
 /// | 32     | reserved |
 /// | 33–50  | `MOVING_i` (bit `32 + i`): the solid at `x − c_i` moves; add `6 w_i ρ_w (c_i · u_w)` |
 /// | 51–55  | reserved |
@@ -31,6 +33,8 @@ impl NodeFlags {
     pub const SLOT_BITS: u32 = 4;
     /// Mask of the bounce-back bits (1–18).
     pub const BOUNCE_MASK: u64 = ((1u64 << Q) - 1) & !1;
+    /// Shift of the open-face bits (six, one per face).
+    pub const OPEN_SHIFT: u32 = 19;
 
     pub fn solid() -> Self {
         NodeFlags(Self::SOLID_BIT)
@@ -58,6 +62,13 @@ impl NodeFlags {
     pub fn slot(self) -> usize {
         ((self.0 >> Self::SLOT_SHIFT) & ((1 << Self::SLOT_BITS) - 1)) as usize
     }
+    /// The open faces some link of this node crosses, as a 6-bit mask (bit `f` for `Face::ALL[f]`).
+    pub fn open_faces(self) -> u32 {
+        ((self.0 >> Self::OPEN_SHIFT) & 0x3f) as u32
+    }
+    pub fn with_open(self, face: Face) -> Self {
+        NodeFlags(self.0 | 1 << (Self::OPEN_SHIFT + face as u32))
+    }
     pub fn with_bounce(self, i: usize) -> Self {
         debug_assert!(i > 0 && i < Q);
         NodeFlags(self.0 | 1 << i)
@@ -76,6 +87,41 @@ impl NodeFlags {
 /// Largest number of distinct flag values one slab may hold (the device index is one byte).
 pub const MAX_PALETTE: usize = 256;
 
+/// How direction `i` of a node gets its population at the start of a step: `f_i(x)` in the terms of
+/// the post-collision populations `f̃` of the previous step (shifted, `g = f − w`, as stored).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum LinkRule {
+    /// `g_i(x) = g̃_i(x − c_i)`: the plain pull.
+    Pull,
+    /// `g_i(x) = g̃_ī(x) + term_i`: halfway bounce-back from a wall, `term_i = 6 w_i (c_i · u_w)` for a
+    /// wall moving at `u_w` (or an inlet), 0 at rest.
+    Bounce,
+    /// `g_i(x) = −g̃_ī(x) + 2 e_i(δρ_w, u)`, `e_i` the part of the shifted equilibrium even in `c_i`
+    /// and `u` the node's velocity: anti-bounce-back to the density `1 + δρ_w` of a pressure outlet.
+    AntiBounce { drho: f64 },
+    /// `g_i(x) = g̃_j(x + offset)`: a population pulled from beside the node (a zero-gradient
+    /// outflow: `j = i`, `offset = −c_i − n`; a free-slip wall: `j` the mirror image of `i`).
+    Shift { dir: usize, offset: [i32; 3] },
+}
+
+impl LinkRule {
+    /// Bits of [`Self::code`]: the kind (0 pull, 1 bounce, 2 anti-bounce, 3 shift) in bits 0–1, the
+    /// source direction in bits 2–6 and each offset component plus one in bits 7–8, 9–10, 11–12.
+    pub const KIND_BITS: u32 = 2;
+    /// The rule as one word for the kernels (their decoding is printed into the prelude).
+    pub fn code(self) -> u32 {
+        match self {
+            LinkRule::Pull => 0,
+            LinkRule::Bounce => 1,
+            LinkRule::AntiBounce { .. } => 2,
+            LinkRule::Shift { dir, offset } => {
+                let o = |v: i32| (v + 1) as u32;
+                3 | (dir as u32) << 2 | o(offset[0]) << 7 | o(offset[1]) << 9 | o(offset[2]) << 11
+            }
+        }
+    }
+}
+
 /// The distinct [`NodeFlags`] values of a slab, with the per-value constants a kernel needs.
 ///
 /// Storing a one-byte palette index per node instead of the 8-byte bit field keeps the geometry's
@@ -86,8 +132,10 @@ pub struct FlagPalette {
     /// Distinct values; entry 0 is always [`NodeFlags::FLUID`].
     pub flags: Vec<NodeFlags>,
     /// Per entry, per direction: the moving-wall term `6 w_i (c_i · u_w)` (ρ_w = 1), zero where the
-    /// direction does not touch a moving wall.
+    /// direction does not touch a moving wall; for an anti-bounce-back link, the outlet's `δρ_w`.
     pub moving_term: Vec<[f64; Q]>,
+    /// Per entry, per direction: how the population arrives.
+    pub links: Vec<[LinkRule; Q]>,
 }
 
 /// The geometry of one slab: a palette index per node, `[z][y][x]`, and the palette.

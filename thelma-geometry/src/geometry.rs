@@ -6,9 +6,9 @@ use std::ops::Range;
 
 use thelma_core::physics::d3q19::{C, Q};
 use thelma_core::Domain;
-use thelma_core::{CaseConfig, Face, Obstacle};
+use thelma_core::{BoundaryKind, CaseConfig, Face, Obstacle};
 
-use crate::flags::{moving_term, FlagPalette, NodeFlags, SlabFlags, MAX_PALETTE};
+use crate::flags::{moving_term, FlagPalette, LinkRule, NodeFlags, SlabFlags, MAX_PALETTE};
 
 /// What lies at a position that is not fluid.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -17,6 +17,19 @@ pub enum Wall {
     Resting,
     /// A wall moving with the velocity of this slot of [`Geometry::wall_velocities`].
     Moving(usize),
+    /// An open face (its kind in [`Geometry::open_kind`]).
+    Open(Face),
+}
+
+/// How an open face lets the flow through.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum OpenKind {
+    /// A pressure outlet at density `1 + drho` (anti-bounce-back).
+    Pressure { drho: f64 },
+    /// A zero-gradient outflow.
+    Outflow,
+    /// A free-slip wall (specular reflection).
+    FreeSlip,
 }
 
 /// Why a geometry cannot be built.
@@ -26,8 +39,10 @@ pub enum GeometryError {
     PaletteFull(Range<usize>),
     #[error("node ({0}, {1}, {2}) touches two moving walls of different velocity, which one node cannot represent")]
     TwoMovingWalls(usize, usize, usize),
-    #[error("face {0} moves, but its axis is periodic")]
+    #[error("face {0} moves or is open, but its axis is periodic")]
     PeriodicWall(&'static str),
+    #[error("a node touches two pressure outlets of different density (faces meeting at an edge must share it)")]
+    TwoPressures,
     #[error("more than {0} moving walls")]
     TooManyWalls(usize),
     #[error("obstacle {0} lies entirely outside the domain")]
@@ -51,6 +66,8 @@ pub struct Geometry {
     /// convergence). Mass is still conserved: the nodes at the two ends of each row get equal and
     /// opposite terms.
     moving: [Option<usize>; 6],
+    /// The kind of each open face ([`Face::ALL`] order).
+    open: [Option<OpenKind>; 6],
     obstacles: Vec<Obstacle>,
 }
 
@@ -61,6 +78,7 @@ impl Geometry {
             domain,
             wall_velocities: Vec::new(),
             moving: [None; 6],
+            open: [None; 6],
             obstacles: Vec::new(),
         }
     }
@@ -91,6 +109,21 @@ impl Geometry {
         Ok(self)
     }
 
+    /// Opens `face`: a pressure outlet, an outflow or a free-slip wall.
+    pub fn with_open_face(mut self, face: Face, kind: OpenKind) -> Result<Self, GeometryError> {
+        if self.domain.periodic[face.axis()] {
+            return Err(GeometryError::PeriodicWall(face.name()));
+        }
+        self.moving[face as usize] = None;
+        self.open[face as usize] = Some(kind);
+        Ok(self)
+    }
+
+    /// The kind of an open face, `None` for a wall.
+    pub fn open_kind(&self, face: Face) -> Option<OpenKind> {
+        self.open[face as usize]
+    }
+
     /// Adds a solid obstacle.
     pub fn with_obstacle(mut self, o: Obstacle) -> Self {
         self.obstacles.push(o);
@@ -104,6 +137,14 @@ impl Geometry {
         let mut g = Self::closed_box(domain);
         for (face, u) in case.moving_walls() {
             g = g.with_moving_wall(face, u)?;
+        }
+        for (face, kind, rho) in case.open_faces() {
+            let kind = match kind {
+                BoundaryKind::Pressure => OpenKind::Pressure { drho: rho - 1.0 },
+                BoundaryKind::Outflow => OpenKind::Outflow,
+                _ => OpenKind::FreeSlip,
+            };
+            g = g.with_open_face(face, kind)?;
         }
         for (k, o) in d.obstacles.iter().enumerate() {
             g = g.with_obstacle(o.clone());
@@ -195,6 +236,7 @@ impl Geometry {
         }
         match beyond.as_slice() {
             [] => {}
+            [face] if self.open[*face as usize].is_some() => return Some(Wall::Open(*face)),
             [face] => return Some(self.moving[*face as usize].map_or(Wall::Resting, Wall::Moving)),
             // An edge or a corner of the box: at rest (see `moving`).
             _ => return Some(Wall::Resting),
@@ -232,6 +274,19 @@ impl Geometry {
             match self.wall_at(src) {
                 None => {}
                 Some(Wall::Resting) => f = f.with_bounce(i),
+                Some(Wall::Open(face)) => {
+                    // Outflow and free slip pull from beside the node, x − c_i − n: where an
+                    // obstacle stands there, the link falls back to a resting wall.
+                    let n = outward(face);
+                    let beside = [src[0] - n[0], src[1] - n[1], src[2] - n[2]];
+                    let shifts =
+                        !matches!(self.open[face as usize], Some(OpenKind::Pressure { .. }));
+                    if shifts && self.wall_at(beside).is_some() {
+                        f = f.with_bounce(i);
+                    } else {
+                        f = f.with_open(face);
+                    }
+                }
                 Some(Wall::Moving(s)) => {
                     if slot.is_some_and(|t| t != s) {
                         return Err(GeometryError::TwoMovingWalls(x, y, z));
@@ -271,16 +326,74 @@ impl Geometry {
                 }
             }
         }
-        let moving_term = flags
+        let mut moving_term: Vec<[f64; Q]> = flags
             .iter()
             .map(|&f| moving_term(f, &self.wall_velocities))
             .collect();
+        let links: Vec<[LinkRule; Q]> = flags.iter().map(|&f| self.links(f)).collect();
+        for (term, rules) in moving_term.iter_mut().zip(&links) {
+            let mut first = None;
+            for (t, r) in term.iter_mut().zip(rules) {
+                if let LinkRule::AntiBounce { drho } = *r {
+                    // The modules evaluate the outlet's terms once per node.
+                    if first.is_some_and(|d| d != drho) {
+                        return Err(GeometryError::TwoPressures);
+                    }
+                    first = Some(drho);
+                    *t = drho;
+                }
+            }
+        }
         Ok(SlabFlags {
             size: [nx, ny, z.len()],
             index,
-            palette: FlagPalette { flags, moving_term },
+            palette: FlagPalette {
+                flags,
+                moving_term,
+                links,
+            },
         })
     }
+
+    /// The rule of each direction of a node with flags `f`: bounce-back where its bits say so,
+    /// otherwise the rule of the one open face the link crosses, otherwise the pull.
+    pub fn links(&self, f: NodeFlags) -> [LinkRule; Q] {
+        std::array::from_fn(|i| {
+            if f.is_solid() || i == 0 {
+                return LinkRule::Pull;
+            }
+            if f.bounces(i) {
+                return LinkRule::Bounce;
+            }
+            let open = f.open_faces();
+            for face in Face::ALL {
+                let n = outward(face);
+                let crosses = (0..3).map(|a| C[i][a] * n[a] as i32).sum::<i32>() == -1;
+                if open & (1 << face as u32) == 0 || !crosses {
+                    continue;
+                }
+                let offset = [0, 1, 2].map(|a| -C[i][a] - n[a] as i32);
+                return match self.open[face as usize].expect("an open face") {
+                    OpenKind::Pressure { drho } => LinkRule::AntiBounce { drho },
+                    OpenKind::Outflow => LinkRule::Shift { dir: i, offset },
+                    OpenKind::FreeSlip => {
+                        let mut m = C[i];
+                        m[face.axis()] = -m[face.axis()];
+                        let dir = C.iter().position(|c| *c == m).expect("D3Q19 is symmetric");
+                        LinkRule::Shift { dir, offset }
+                    }
+                };
+            }
+            LinkRule::Pull
+        })
+    }
+}
+
+/// The outward unit normal of a face of the box.
+fn outward(face: Face) -> [i64; 3] {
+    let mut n = [0; 3];
+    n[face.axis()] = if face.upper() { 1 } else { -1 };
+    n
 }
 
 /// Whether node `p` lies within one node of the obstacle's bounding box, counting the periodic images
@@ -505,6 +618,7 @@ mod tests {
                                 None => {}
                                 Some(Wall::Resting) => want = want.with_bounce(i),
                                 Some(Wall::Moving(s)) => want = want.with_moving(i, s),
+                                Some(Wall::Open(_)) => unreachable!("no open face here"),
                             }
                         }
                     }

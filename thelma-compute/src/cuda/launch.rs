@@ -193,6 +193,7 @@ pub struct StepArgs {
     pub index: u64,
     pub pal_mask: u64,
     pub pal_term: u64,
+    pub pal_link: u64,
     pub below_in: u64,
     pub above_in: u64,
     pub above_out: u64,
@@ -208,7 +209,8 @@ pub struct StepArgs {
 /// # Safety
 /// `f` is a collide-and-propagate kernel of the lattices' precision; `a` and `b` are device
 /// lattices of 19·nx·ny·nz values of that precision; `index` holds nx·ny·nz palette indices, each
-/// below the length of the palettes `pal_mask` and `pal_term`; every interface address is null or
+/// below the length of the palettes `pal_mask`, `pal_term` and `pal_link` (Q words per entry);
+/// every interface address is null or
 /// points at a plane of 5·nx·ny values in mapped, page-locked memory. All of it stays allocated until
 /// the stream has finished the launch.
 pub unsafe fn collide_propagate(
@@ -228,6 +230,7 @@ pub unsafe fn collide_propagate(
         .arg(&s.index)
         .arg(&s.pal_mask)
         .arg(&s.pal_term)
+        .arg(&s.pal_link)
         .arg(&s.below_in)
         .arg(&s.above_in)
         .arg(&s.above_out)
@@ -236,7 +239,7 @@ pub unsafe fn collide_propagate(
         .arg(&ny)
         .arg(&nz)
         .arg(&s.periodic);
-    // SAFETY: the argument list matches THELMA_COLLIDE_ARGS in kernels/lbm_d3q19.cu (nine device
+    // SAFETY: the argument list matches THELMA_COLLIDE_ARGS in kernels/lbm_d3q19.cu (ten device
     // addresses, four ints); the buffers are as the caller promises. The grid covers each node once;
     // threads past nx return.
     unsafe { b.launch(cfg) }

@@ -23,7 +23,7 @@ use thelma_core::{
 
 use super::device;
 use super::launch::{self, Kernel, StepArgs, HEALTH_BLOCKS};
-use super::prelude::{PreludeParams, SOLID_BIT};
+use super::prelude::{PreludeParams, OPEN_BIT, SOLID_BIT};
 use super::shape::LaunchShape;
 use crate::fields::{fields_from_populations, initial_populations};
 use crate::params::ModelParams;
@@ -180,9 +180,10 @@ pub struct CudaModule<T: Real + DeviceRepr> {
     _index: CudaSlice<u8>,
     _pal_mask: CudaSlice<u32>,
     _pal_term: CudaSlice<T>,
+    _pal_link: CudaSlice<u32>,
     health_out: CudaSlice<f64>,
     /// Addresses of the index, the palette masks and terms, the watchdog's output.
-    addr: [u64; 4],
+    addr: [u64; 5],
     below: Option<Attached>,
     above: Option<Attached>,
     host_solid: Vec<bool>,
@@ -265,11 +266,23 @@ where
         let a = stream.alloc_zeros::<T>(len).map_err(oom("lattice A"))?;
         let b = stream.alloc_zeros::<T>(len).map_err(oom("lattice B"))?;
         let index = stream.clone_htod(&flags.index).map_err(oom("flag index"))?;
+        let links: Vec<u32> = flags
+            .palette
+            .links
+            .iter()
+            .flat_map(|l| l.iter().map(|r| r.code()))
+            .collect();
         let mask: Vec<u32> = flags
             .palette
             .flags
             .iter()
-            .map(|f| f.bounce_mask() | if f.is_solid() { SOLID_BIT } else { 0 })
+            .zip(links.chunks(Q))
+            .map(|(f, l)| {
+                let open = l.iter().any(|&c| c >= 2);
+                f.bounce_mask()
+                    | if f.is_solid() { SOLID_BIT } else { 0 }
+                    | if open { OPEN_BIT } else { 0 }
+            })
             .collect();
         let term: Vec<T> = flags
             .palette
@@ -279,6 +292,7 @@ where
             .collect();
         let pal_mask = stream.clone_htod(&mask).map_err(oom("palette"))?;
         let pal_term = stream.clone_htod(&term).map_err(oom("palette"))?;
+        let pal_link = stream.clone_htod(&links).map_err(oom("palette"))?;
         let health_out = stream
             .alloc_zeros::<f64>(3 * HEALTH_BLOCKS as usize)
             .map_err(oom("watchdog buffer"))?;
@@ -290,6 +304,7 @@ where
             raw(&pal_mask, &stream),
             raw(&pal_term, &stream),
             raw(&health_out, &stream),
+            raw(&pal_link, &stream),
         ];
         let mut m = Self {
             force: params.model.force,
@@ -299,6 +314,7 @@ where
             _index: index,
             _pal_mask: pal_mask,
             _pal_term: pal_term,
+            _pal_link: pal_link,
             health_out,
             addr,
             below: None,
@@ -456,6 +472,7 @@ where
             index: self.addr[0],
             pal_mask: self.addr[1],
             pal_term: self.addr[2],
+            pal_link: self.addr[4],
             below_in: at(&self.below, true, rin),
             above_in: at(&self.above, false, rin),
             above_out: at(&self.above, true, rout),

@@ -10,12 +10,15 @@ use thelma_core::Precision;
 use super::shape::{LaunchShape, DEFAULT_BLOCK_X};
 use thelma_core::physics::d3q19::Q;
 use thelma_core::physics::{
-    dispatch, symbolic, Coefficients, Collision, CollisionOperator, FlowModel, OperatorVisitor,
-    Stencil, Sym, D3Q19,
+    dispatch, pressure_terms, symbolic, Coefficients, Collision, CollisionOperator, FlowModel,
+    OperatorVisitor, Stencil, Sym, D3Q19,
 };
 
 /// The bit of a palette entry's mask that marks a solid node (bits 0..19 are the bounce directions).
 pub const SOLID_BIT: u32 = 1 << 31;
+/// The bit of a palette entry's mask that marks a node with open-face links (their rules are in the
+/// palette's link words, [`thelma_geometry::LinkRule::code`]).
+pub const OPEN_BIT: u32 = 1 << 30;
 
 /// Prefix of the run constants the printed collision reads (`THELMA_K_omega`).
 const PARAM_PREFIX: &str = "THELMA_K_";
@@ -109,6 +112,23 @@ pub fn collision_source(model: &FlowModel) -> String {
     dispatch(model.collision, Print(model))
 }
 
+/// The pressure outlet's anti-bounce-back terms as a device function
+/// `thelma_pressure_terms(g[Q], drho_w, t[9])`, printed from `thelma_core::physics::pressure_terms`.
+pub fn pressure_source() -> String {
+    let (t, rec) = symbolic::record(|| {
+        let g: [Sym; Q] = std::array::from_fn(|i| Sym::input(format!("g[{i}]")));
+        pressure_terms(&g, Sym::input("drho_w"))
+    });
+    let outputs: Vec<(String, Sym)> = (0..9).map(|p| (format!("t[{p}]"), t[p])).collect();
+    let mut s = String::from(
+        "// The pressure outlet's anti-bounce-back terms, printed from thelma_core::physics::pressure_terms.\n\
+         __device__ __forceinline__ void thelma_pressure_terms(const real* __restrict__ g, real drho_w, real* __restrict__ t) {\n",
+    );
+    s.push_str(&rec.emit_c(&outputs, PARAM_PREFIX, "    "));
+    s.push_str("}\n");
+    s
+}
+
 /// The direction table of `stencil` as device functions.
 fn stencil_tables(s: &mut String, st: &Stencil) {
     let col = |a: usize| st.c.iter().map(|c| c[a]).collect::<Vec<i32>>();
@@ -153,6 +173,17 @@ pub fn prelude(p: &PreludeParams) -> String {
     let _ = writeln!(s, "#define THELMA_Q {}", st.q());
     let _ = writeln!(s, "#define THELMA_CROSSING {}", st.crossing());
     let _ = writeln!(s, "#define THELMA_SOLID_BIT {SOLID_BIT}u");
+    let _ = writeln!(s, "#define THELMA_OPEN_BIT {OPEN_BIT}u");
+    // The link words of the palette (thelma_geometry::LinkRule::code): kind, source direction and
+    // the offset of the source node, each component stored plus one.
+    let _ = writeln!(s, "#define THELMA_LINK_KIND(c) ((c) & 3u)");
+    let _ = writeln!(s, "#define THELMA_LINK_ANTI_BOUNCE 2u");
+    let _ = writeln!(s, "#define THELMA_LINK_SHIFT 3u");
+    let _ = writeln!(s, "#define THELMA_LINK_DIR(c) ((int)(((c) >> 2) & 31u))");
+    let _ = writeln!(
+        s,
+        "#define THELMA_LINK_OFFSET(c, a) ((int)(((c) >> (7 + 2 * (a))) & 3u) - 1)"
+    );
     let _ = writeln!(s, "#define THELMA_BLOCK_X {}", p.block_x);
     let _ = writeln!(s, "#define THELMA_MIN_BLOCKS {}", p.min_blocks);
     stencil_tables(&mut s, &st);
@@ -162,6 +193,7 @@ pub fn prelude(p: &PreludeParams) -> String {
         "__device__ __forceinline__ real thelma_sqrt(real x) {{ return {sqrt}(x); }}"
     );
     s.push_str(&collision_source(&p.model));
+    s.push_str(&pressure_source());
     s
 }
 

@@ -42,14 +42,41 @@ impl Face {
     }
 }
 
-/// The rule that closes a face. Each kind has one home per layer: the flags it sets
-/// (`thelma-geometry`), and the per-link rule the fused step applies in each module.
+/// The rule that closes a face. Each kind has one home per layer: its keys and checks here, the
+/// per-link rule it gives the nodes beside the face (`thelma-geometry`'s palette), and that rule in
+/// the fused step of each module. Positions beyond two faces (the box's edges and corners) are
+/// resting walls whatever the faces are.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]
 pub enum BoundaryKind {
     /// A no-slip wall (halfway bounce-back), at rest or moving tangentially with `velocity`.
     #[default]
     Wall,
+    /// A velocity inlet: halfway bounce-back with the wall moving at `velocity`, normal component
+    /// included (Ladd's velocity bounce-back), which imposes `velocity` half a spacing outside the
+    /// last layer.
+    Velocity,
+    /// A pressure outlet: anti-bounce-back to the density `density` (Ginzburg's pressure rule),
+    /// with the velocity of the node itself.
+    Pressure,
+    /// A zero-gradient outflow: each population entering through the face is the one its inner
+    /// neighbour receives.
+    Outflow,
+    /// A free-slip (symmetry) wall: specular reflection, no normal velocity and no shear.
+    FreeSlip,
+}
+
+impl BoundaryKind {
+    /// The kind's name in case files.
+    pub fn name(self) -> &'static str {
+        match self {
+            BoundaryKind::Wall => "wall",
+            BoundaryKind::Velocity => "velocity",
+            BoundaryKind::Pressure => "pressure",
+            BoundaryKind::Outflow => "outflow",
+            BoundaryKind::FreeSlip => "free-slip",
+        }
+    }
 }
 
 /// One `[[boundary]]` table: a face and what closes it.
@@ -59,7 +86,11 @@ pub struct BoundaryConfig {
     pub face: Face,
     #[serde(default)]
     pub kind: BoundaryKind,
-    /// A wall's velocity, tangential to the face: lattice units, or m/s with `[units]`.
+    /// A wall's velocity (tangential to the face) or an inlet's: lattice units, or m/s with
+    /// `[units]`.
     #[serde(default)]
     pub velocity: [f64; 3],
+    /// A pressure outlet's density, relative to the reference (1); default 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub density: Option<f64>,
 }

@@ -682,9 +682,38 @@ impl CaseConfig {
             if v.iter().any(|c| !c.is_finite()) {
                 return refuse(format!("velocity {v:?} must be finite"));
             }
-            if v[b.face.axis()] != 0.0 {
+            let moves = matches!(b.kind, BoundaryKind::Wall | BoundaryKind::Velocity);
+            if !moves && v != [0.0; 3] {
                 return refuse(format!(
-                    "a wall moves along its face only: velocity {v:?} has a normal component"
+                    "a {} face takes no velocity (only `wall` and `velocity` do)",
+                    b.kind.name()
+                ));
+            }
+            if b.kind == BoundaryKind::Wall && v[b.face.axis()] != 0.0 {
+                return refuse(format!(
+                    "a wall moves along its face only: velocity {v:?} has a normal component (an inflow is kind = \"velocity\")"
+                ));
+            }
+            match (b.kind, b.density) {
+                (BoundaryKind::Pressure, Some(rho))
+                    if !(rho.is_finite() && (0.5..=1.5).contains(&rho)) =>
+                {
+                    return refuse(format!(
+                        "density {rho} must lie in [0.5, 1.5] (relative to the reference 1; the scheme is weakly compressible)"
+                    ));
+                }
+                (BoundaryKind::Pressure, _) | (_, None) => {}
+                (kind, Some(_)) => {
+                    return refuse(format!(
+                        "a {} face takes no density (only `pressure` does)",
+                        kind.name()
+                    ));
+                }
+            }
+            if d.case == CaseKind::Cavity && b.kind != BoundaryKind::Wall {
+                return refuse(format!(
+                    "a {} face opens the cavity; use case = \"box\" for open flows",
+                    b.kind.name()
                 ));
             }
         }
@@ -703,8 +732,8 @@ impl CaseConfig {
         Ok(())
     }
 
-    /// The moving walls of the case, in lattice units: the cavity's lid on z+ and every
-    /// `[[boundary]]` wall with a non-zero velocity (converted from m/s with `[units]`).
+    /// The moving walls of the case, in lattice units: the cavity's lid on z+, every `[[boundary]]`
+    /// wall with a non-zero velocity and every velocity inlet (converted from m/s with `[units]`).
     pub fn moving_walls(&self) -> Vec<(Face, [f64; 3])> {
         let mut walls = Vec::new();
         if self.domain.case == CaseKind::Cavity {
@@ -712,11 +741,28 @@ impl CaseConfig {
         }
         let scale = self.unit_scales().map_or(1.0, |s| 1.0 / s.velocity);
         for b in &self.boundary {
-            if b.kind == BoundaryKind::Wall && b.velocity != [0.0; 3] {
+            let moves = b.kind == BoundaryKind::Velocity
+                || (b.kind == BoundaryKind::Wall && b.velocity != [0.0; 3]);
+            if moves {
                 walls.push((b.face, b.velocity.map(|v| v * scale)));
             }
         }
         walls
+    }
+
+    /// The open faces of the case (pressure outlets, outflows, free-slip walls) with their kind and,
+    /// for a pressure outlet, its density.
+    pub fn open_faces(&self) -> Vec<(Face, BoundaryKind, f64)> {
+        self.boundary
+            .iter()
+            .filter(|b| {
+                matches!(
+                    b.kind,
+                    BoundaryKind::Pressure | BoundaryKind::Outflow | BoundaryKind::FreeSlip
+                )
+            })
+            .map(|b| (b.face, b.kind, b.density.unwrap_or(1.0)))
+            .collect()
     }
 
     /// The flow lattice's collision model of this case (call after [`Self::validate`]).

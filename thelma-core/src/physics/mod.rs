@@ -7,6 +7,7 @@
 //! name in the `registry!` line there. Nothing else in the workspace names operators one by one.
 
 mod arith;
+mod boundary;
 mod collision;
 pub mod d3q19;
 mod error;
@@ -14,6 +15,7 @@ mod stencil;
 pub mod symbolic;
 
 pub use arith::{term, Arith};
+pub use boundary::pressure_terms;
 pub use collision::{
     density_momentum, dispatch, equilibrium, equilibrium_moments, equilibrium_pairs, guo_source,
     macroscopic, Bgk, Coefficients, Collision, CollisionOperator, FlowModel, Macroscopic, Mrt,

@@ -1,0 +1,24 @@
+//! Boundary rules whose arithmetic is physics, written once over [`Arith`] for every module (the
+//! CUDA prelude prints them as it prints the collision). Which population a link reads is streaming
+//! and lives with each module's pull; what it adds is here.
+
+use super::arith::Arith;
+use super::collision::{equilibrium_pairs, macroscopic, Macroscopic};
+use super::d3q19::Q;
+
+/// The anti-bounce-back terms of a pressure outlet at density `1 + drho_w`, per opposite pair: a link
+/// `i` of pair `p` leaving through the outlet gets `g_i = −g̃_ī + terms[p]`, with `terms[p] = 2 e_p`
+/// and `e_p` the part of the shifted equilibrium at `(drho_w, u)` even in `c` (Ginzburg 2008; in
+/// unshifted form `f_i = −f̃_ī + 2 w_i ρ_w (1 + 9/2 (c_i·u)² − 3/2 u²)`). `u` is the velocity of the
+/// node's own post-collision populations `g`, which is second-order accurate for the density and
+/// first-order for the velocity at the outlet plane half a spacing away.
+#[inline(always)]
+pub fn pressure_terms<V: Arith>(g: &[V; Q], drho_w: V) -> [V; 9] {
+    let u = macroscopic(g, None).u;
+    let e = equilibrium_pairs(&Macroscopic {
+        drho: drho_w,
+        rho: V::c(1.0) + drho_w,
+        u,
+    });
+    e.even.map(|v| V::c(2.0) * v)
+}
