@@ -1,10 +1,11 @@
 //! `thelma bench`: the measured memory bandwidth of each device (a copy kernel on a GPU, a threaded
 //! copy on the CPU) and LBM throughput in MLUPS over lattice sizes and 1..N devices (weak scaling:
-//! each device gets size³; strong: size³ shared), with the share of the bandwidth roofline
+//! each slab gets size³; strong: size³ shared), with the share of the bandwidth roofline
 //! (2·19·sizeof(real) + 1 bytes per node and step) and the parallel efficiency.
 //!
-//! Figures are means over the timed steps after warm-up steps; the runtime synchronises every device
-//! before it stops the clock.
+//! LBM figures are means over the timed steps after warm-up steps; the runtime synchronises every
+//! device before it stops the clock. The bandwidth is timed the same way, repetition by repetition,
+//! and the best repetition is the roofline's (noise only ever slows a copy down).
 
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -29,7 +30,8 @@ use crate::cli::{BackendParser, PrecisionArg};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Scaling {
-    /// Each device gets size³ (the domain grows with the device count).
+    /// Each slab gets size³ (the domain grows with the slab count; one slab per device unless
+    /// --slabs-per-device).
     Weak,
     /// size³ in all, shared by the devices.
     Strong,
@@ -44,7 +46,8 @@ pub struct BenchArgs {
     #[arg(long, value_name = "SPEC", value_parser = DeviceSpec::parse, default_value = "all", allow_hyphen_values = true)]
     pub devices: DeviceSpec,
     /// Slabs per device (2: two slabs on each GPU, exchanging through the same interface protocol);
-    /// measures what the exchange costs against one slab per device.
+    /// measures what the exchange costs against one slab per device: the sweep then starts with a
+    /// one-slab run on one device, the baseline of the efficiency column.
     #[arg(
         long,
         value_name = "N",
@@ -97,7 +100,8 @@ pub struct BenchArgs {
         allow_negative_numbers = true
     )]
     pub threads: usize,
-    /// Size of the buffer of the bandwidth copy, in MiB.
+    /// Size of the buffer of the bandwidth copy, in MiB (timed in several repetitions; a larger
+    /// buffer steadies a noisy probe).
     #[arg(
         long,
         value_name = "MIB",
@@ -115,9 +119,14 @@ pub struct BenchArgs {
 pub struct BenchRow {
     pub collision: String,
     pub precision: String,
-    /// Edge of the cube per device (weak) or in all (strong).
+    /// Edge of the cube per slab (weak) or in all (strong).
     pub size: usize,
+    /// Devices used (distinct device ids).
     pub devices: usize,
+    /// Slabs (worker threads) over those devices; 0 in reports written before it was recorded,
+    /// which had one slab per device.
+    #[serde(default)]
+    pub slabs: usize,
     pub lattice: [usize; 3],
     pub steps: u64,
     pub wall_s: f64,
@@ -126,17 +135,108 @@ pub struct BenchRow {
     /// Bandwidth roofline of the devices used: devices × bandwidth / bytes per node.
     pub roofline_mlups: f64,
     pub roofline_fraction: f64,
-    /// MLUPS on k devices over k × MLUPS on one (same size), when the 1-device run was measured.
+    /// MLUPS on k devices over k × MLUPS of one slab on one device (same size), when that run was
+    /// measured.
     pub parallel_efficiency: Option<f64>,
+}
+
+impl BenchRow {
+    /// Whether every device held one slab (always so in reports that did not record slabs).
+    pub fn one_slab_per_device(&self) -> bool {
+        self.slabs == 0 || self.slabs == self.devices
+    }
+}
+
+/// The spread of the bandwidth probe's repetitions above which it is called unreliable.
+const MAX_BANDWIDTH_SPREAD: f64 = 0.10;
+
+/// Timed repetitions of the bandwidth copy.
+const BANDWIDTH_REPETITIONS: usize = 7;
+
+/// The copy-bandwidth probe: repetitions timed one by one after a warm-up copy.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BandwidthProbe {
+    /// Each repetition's bandwidth (read + write), bytes per second, in the order measured.
+    pub samples: Vec<f64>,
+    /// The best repetition: the bandwidth of the roofline.
+    pub best: f64,
+    pub median: f64,
+    /// (best − worst) / best.
+    pub spread: f64,
+}
+
+impl BandwidthProbe {
+    /// Summarises the repetitions; none when there is no finite positive one.
+    pub fn from_samples(samples: Vec<f64>) -> Option<BandwidthProbe> {
+        let mut sorted: Vec<f64> = samples
+            .iter()
+            .copied()
+            .filter(|x| x.is_finite() && *x > 0.0)
+            .collect();
+        if sorted.is_empty() {
+            return None;
+        }
+        sorted.sort_by(f64::total_cmp);
+        let n = sorted.len();
+        let median = if n % 2 == 1 {
+            sorted[n / 2]
+        } else {
+            0.5 * (sorted[n / 2 - 1] + sorted[n / 2])
+        };
+        let (worst, best) = (sorted[0], sorted[n - 1]);
+        Some(BandwidthProbe {
+            samples,
+            best,
+            median,
+            spread: (best - worst) / best,
+        })
+    }
+
+    /// Whether the repetitions agree within [`MAX_BANDWIDTH_SPREAD`].
+    pub fn reliable(&self) -> bool {
+        self.spread <= MAX_BANDWIDTH_SPREAD
+    }
+
+    /// What the probe measured, and when it cannot be trusted, a warning saying so.
+    pub fn describe(&self, device: &str) -> Vec<String> {
+        let gbs = |x: f64| x / 1e9;
+        let mut lines = vec![format!(
+            "bandwidth (copy, read + write) on {device}: {:.1} GB/s, the best of {} timed \
+             repetitions (median {:.1} GB/s, spread {:.1} %)",
+            gbs(self.best),
+            self.samples.len(),
+            gbs(self.median),
+            100.0 * self.spread
+        )];
+        if !self.reliable() {
+            let worst = self.best * (1.0 - self.spread);
+            lines.push(format!(
+                "warning: the bandwidth probe is unreliable: its repetitions spread {:.1} % \
+                 ({:.1} to {:.1} GB/s, more than {:.0} %), so the roofline shares are too; \
+                 measure on an idle machine or with a larger --bandwidth-mib",
+                100.0 * self.spread,
+                gbs(worst),
+                gbs(self.best),
+                100.0 * MAX_BANDWIDTH_SPREAD
+            ));
+        }
+        lines
+    }
 }
 
 /// What `thelma bench` measured.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct BenchReport {
     pub backend: String,
+    /// The devices, once each, in slab order (reports written before slabs were recorded list a
+    /// device once per slab).
     pub devices: Vec<String>,
-    /// Effective copy bandwidth (read + write) of the first device, bytes per second.
+    /// Effective copy bandwidth (read + write) of the first device, bytes per second: the best
+    /// repetition of the probe.
     pub bandwidth_bytes_per_s: f64,
+    /// The probe's repetitions (absent from reports written before they were kept).
+    #[serde(default)]
+    pub bandwidth: Option<BandwidthProbe>,
     pub scaling: Scaling,
     pub rows: Vec<BenchRow>,
     /// Measurements that were skipped, with why (too large for the device, say).
@@ -148,9 +248,11 @@ fn bytes_per_node(p: Precision) -> f64 {
     (2 * D3Q19.q() * p.bytes() + 1) as f64
 }
 
-/// Host copy bandwidth: every core copies its share of a large buffer. A copy thread that cannot be
-/// started is an error, not a panic.
-fn cpu_bandwidth(bytes: usize, threads: usize) -> Result<f64> {
+/// Host copy bandwidth: every core copies its share of a large buffer, `repetitions` times after a
+/// warm-up copy, each repetition timed on its own (bytes read + written per second). A repetition
+/// copies the buffer as often as it takes to read 256 MiB (at most 64 times), so that starting the
+/// threads weighs little. A copy thread that cannot be started is an error, not a panic.
+fn cpu_bandwidth(bytes: usize, threads: usize, repetitions: usize) -> Result<Vec<f64>> {
     let threads = if threads == 0 {
         thelma_core::core_count()
     } else {
@@ -172,14 +274,18 @@ fn cpu_bandwidth(bytes: usize, threads: usize) -> Result<f64> {
         })
     };
     copy(&mut dst)?;
-    let iters = 5;
-    let t = Instant::now();
-    for _ in 0..iters {
-        copy(&mut dst)?;
+    let copies = ((256usize << 20) / (n * 8)).clamp(1, 64);
+    let mut samples = Vec::with_capacity(repetitions);
+    for _ in 0..repetitions.max(1) {
+        let t = Instant::now();
+        for _ in 0..copies {
+            copy(&mut dst)?;
+        }
+        let secs = t.elapsed().as_secs_f64();
+        std::hint::black_box(&dst);
+        samples.push(2.0 * (n * 8) as f64 * copies as f64 / secs.max(1e-9));
     }
-    let secs = t.elapsed().as_secs_f64();
-    std::hint::black_box(&dst);
-    Ok(2.0 * (n * 8) as f64 * iters as f64 / secs)
+    Ok(samples)
 }
 
 /// The largest bandwidth buffer accepted, MiB: far above any cache, far below any memory it would
@@ -274,10 +380,6 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
             )
         ));
     }
-    let ids: Vec<usize> = ids
-        .iter()
-        .flat_map(|&d| std::iter::repeat_n(d, args.slabs_per_device))
-        .collect();
     if on_gpu && (!args.block.is_power_of_two() || args.block > 1024 || args.block < 32) {
         bail!(UsageError::new(
             "--block",
@@ -336,36 +438,63 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
     };
     let warmup = args.warmup.unwrap_or(if on_gpu { 20 } else { 3 });
 
-    let (bandwidth, names) = if on_gpu {
-        let bw = cuda::bench::copy_bandwidth(ids[0], args.bandwidth_mib << 20, 20)
-            .with_context(|| format!("bandwidth probe on cuda:{}", ids[0]))?;
-        let names: Vec<String> = ids
-            .iter()
-            .map(|&d| {
+    let samples = if on_gpu {
+        cuda::bench::copy_bandwidth(ids[0], args.bandwidth_mib << 20, BANDWIDTH_REPETITIONS, 10)
+            .with_context(|| format!("bandwidth probe on cuda:{}", ids[0]))?
+    } else {
+        cpu_bandwidth(
+            args.bandwidth_mib << 20,
+            args.threads,
+            BANDWIDTH_REPETITIONS,
+        )?
+    };
+    let probe = BandwidthProbe::from_samples(samples)
+        .context("the bandwidth probe measured no usable repetition")?;
+    let bandwidth = probe.best;
+    let names: Vec<String> = ids
+        .iter()
+        .map(|&d| {
+            if on_gpu {
                 cuda::gpu_info(d)
                     .map(|g| format!("cuda:{d} {}", g.name))
                     .unwrap_or_else(|_| format!("cuda:{d}"))
-            })
-            .collect();
-        (bw, names)
-    } else {
-        let bw = cpu_bandwidth(args.bandwidth_mib << 20, args.threads)?;
-        (bw, ids.iter().map(|d| format!("cpu:{d}")).collect())
-    };
-    progress(&format!(
-        "bandwidth (copy, read + write) on {}: {:.1} GB/s",
-        names[0],
-        bandwidth / 1e9
-    ));
-    progress(&header());
+            } else {
+                format!("cpu:{d}")
+            }
+        })
+        .collect();
+    for line in probe.describe(&names[0]) {
+        progress(&line);
+    }
 
+    // The runs of the sweep, each as its slabs' device ids: 1..N devices with
+    // --slabs-per-device slabs each, after one slab on one device when that is not already the
+    // first (the efficiency's baseline).
+    let mut runs: Vec<Vec<usize>> = Vec::new();
+    if !args.no_sweep && args.slabs_per_device > 1 {
+        runs.push(vec![ids[0]]);
+    }
     let counts: Vec<usize> = if args.no_sweep {
         vec![ids.len()]
     } else {
         (1..=ids.len()).collect()
     };
+    for &k in &counts {
+        runs.push(
+            ids[..k]
+                .iter()
+                .flat_map(|&d| std::iter::repeat_n(d, args.slabs_per_device))
+                .collect(),
+        );
+    }
+    let total_threads = if args.threads == 0 {
+        thelma_core::core_count()
+    } else {
+        args.threads
+    };
     let mut rows: Vec<BenchRow> = Vec::new();
     let mut skipped = Vec::new();
+    let mut started = false;
     for p in &args.precision {
         let precision = match p {
             PrecisionArg::F32 => Precision::F32,
@@ -377,14 +506,17 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
                 None => collision.name().to_string(),
             };
             for &s in &sizes {
+                // MLUPS of one slab on one device: the efficiency's baseline.
                 let mut one: Option<f64> = None;
-                for &k in &counts {
+                for slab_ids in &runs {
+                    let slabs = slab_ids.len();
+                    let devices = distinct(slab_ids);
                     let lattice = match args.scaling {
-                        Scaling::Weak => [s, s, s.saturating_mul(k)],
+                        Scaling::Weak => [s, s, s.saturating_mul(slabs)],
                         Scaling::Strong => [s, s, s],
                     };
-                    if lattice[2] < k {
-                        skipped.push(format!("{s}: {k} devices for {} planes", lattice[2]));
+                    if lattice[2] < slabs {
+                        skipped.push(format!("{s}: {slabs} slabs for {} planes", lattice[2]));
                         continue;
                     }
                     let mut case = CaseConfig::default();
@@ -396,28 +528,32 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
                         Ok(lat) => lat,
                         // Weak scaling may take a size that fits one device past the node limit.
                         Err(e) if e.flag == "--size" => {
-                            skipped.push(format!("{s} on {k}: {}", e.message));
+                            skipped.push(format!("{s} on {slabs} slabs: {}", e.message));
                             continue;
                         }
                         Err(e) => bail!(UsageError::new(e.flag, e.message)),
                     };
                     let geometry = Arc::new(Geometry::from_case(&case)?);
                     let params = ModelParams::new(&case, &lat, geometry);
+                    // The slabs of a device share its cores (host backends).
+                    let per_device = slabs.div_ceil(devices);
                     let tuning = Tuning {
-                        threads: args.threads,
+                        threads: (total_threads / per_device).max(1),
                         launch: LaunchShape {
                             block_x: args.block,
                             min_blocks: args.min_blocks,
                         },
                     };
-                    let factory = choice.factory(params, k, &tuning)?;
+                    let factory = choice.factory(params, devices, &tuning)?;
                     let domain = Domain::new(lattice, case.domain.periodic);
-                    let slabs = SlabSpec::split(domain, k)?;
-                    let too_big = slabs
+                    let slab_specs = SlabSpec::split(domain, slabs)?;
+                    let too_big = slab_specs
                         .iter()
-                        .zip(&ids)
+                        .zip(slab_ids)
                         .find_map(|(sl, &d)| {
-                            let need = slab_bytes(sl, &D3Q19, precision);
+                            // Slabs sharing a device share its memory.
+                            let on_device = slab_ids.iter().filter(|&&x| x == d).count() as u64;
+                            let need = on_device * slab_bytes(sl, &D3Q19, precision);
                             factory
                                 .device_memory(d)
                                 .filter(|m| need > m.free - m.free / 20)
@@ -427,23 +563,36 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
                         })
                         .or_else(|| {
                             // The CPU module's lattices all live in host memory.
-                            let need = host_bytes(&slabs, precision);
+                            let need = host_bytes(&slab_specs, precision);
                             available.filter(|&a| need > a).map(|a| {
                                 format!("{need} bytes of host memory needed, {a} available")
                             })
                         });
                     if let Some(why) = too_big {
-                        skipped.push(format!("{label} {} {s} on {k}: {why}", precision.name()));
+                        skipped.push(format!(
+                            "{label} {} {s} on {devices} devices ({slabs} slabs): {why}",
+                            precision.name()
+                        ));
                         continue;
                     }
                     let mut rt = Runtime::start(
                         factory,
                         domain,
-                        &ids[..k],
+                        slab_ids,
                         Arc::new(AtomicBool::new(false)),
                     )?;
-                    if rows.is_empty() && skipped.is_empty() {
+                    if !started {
+                        started = true;
+                        // Where hwloc could not pin a worker the figures are of unpinned threads:
+                        // said once, as `thelma run` says it.
+                        if let Some(e) = rt.devices().iter().find_map(|d| d.binding.as_ref().err())
+                        {
+                            progress(&format!(
+                                "warning: worker threads run unpinned ({e}); the figures may suffer"
+                            ));
+                        }
                         progress(&format!("device 0: {}", rt.devices()[0].describe));
+                        progress(&header());
                     }
                     if warmup > 0 {
                         rt.run(warmup)?;
@@ -460,23 +609,24 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
                     }
                     let wall = st.wall.as_secs_f64();
                     let mlups = domain.nodes() as f64 * st.steps as f64 / wall / 1e6;
-                    if k == 1 {
+                    if slabs == 1 {
                         one = Some(mlups);
                     }
-                    let roofline = k as f64 * bandwidth / bytes_per_node(precision) / 1e6;
+                    let roofline = devices as f64 * bandwidth / bytes_per_node(precision) / 1e6;
                     let row = BenchRow {
                         collision: label.clone(),
                         precision: precision.name().into(),
                         size: s,
-                        devices: k,
+                        devices,
+                        slabs,
                         lattice,
                         steps: st.steps,
                         wall_s: wall,
                         mlups,
-                        mlups_per_device: mlups / k as f64,
+                        mlups_per_device: mlups / devices as f64,
                         roofline_mlups: roofline,
                         roofline_fraction: mlups / roofline,
-                        parallel_efficiency: one.map(|m1| mlups / (k as f64 * m1)),
+                        parallel_efficiency: one.map(|m1| mlups / (devices as f64 * m1)),
                     };
                     progress(&format_row(&row));
                     rows.push(row);
@@ -484,10 +634,23 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
             }
         }
     }
+    if rows.iter().any(|r| r.roofline_fraction > 1.0) {
+        progress(&format!(
+            "note: a roofline share above 100 % means the lattice ran faster than the copy probe \
+             ({:.1} GB/s per device): its working set fits a cache, or the probe measured low{}",
+            bandwidth / 1e9,
+            if probe.reliable() {
+                ""
+            } else {
+                " (it was unreliable, above)"
+            }
+        ));
+    }
     let report = BenchReport {
         backend: choice.backend.name.into(),
         devices: names,
         bandwidth_bytes_per_s: bandwidth,
+        bandwidth: Some(probe),
         scaling: args.scaling,
         rows,
         skipped,
@@ -501,22 +664,31 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
     Ok(report)
 }
 
+/// How many different devices `ids` names.
+fn distinct(ids: &[usize]) -> usize {
+    let mut seen: Vec<usize> = ids.to_vec();
+    seen.sort_unstable();
+    seen.dedup();
+    seen.len()
+}
+
 /// The table's header line.
 pub fn header() -> String {
     format!(
-        "{:<4} {:<4} {:>5} {:>4} {:>16} {:>11} {:>11} {:>9} {:>6}",
-        "coll", "prec", "size", "dev", "lattice", "MLUPS", "MLUPS/dev", "roofline", "eff"
+        "{:<4} {:<4} {:>5} {:>4} {:>5} {:>16} {:>11} {:>11} {:>9} {:>6}",
+        "coll", "prec", "size", "dev", "slabs", "lattice", "MLUPS", "MLUPS/dev", "roofline", "eff"
     )
 }
 
 /// One row of the table.
 pub fn format_row(r: &BenchRow) -> String {
     format!(
-        "{:<4} {:<4} {:>5} {:>4} {:>16} {:>11.1} {:>11.1} {:>8.1}% {:>6}",
+        "{:<4} {:<4} {:>5} {:>4} {:>5} {:>16} {:>11.1} {:>11.1} {:>8.1}% {:>6}",
         r.collision,
         r.precision,
         r.size,
         r.devices,
+        r.slabs,
         format!("{}x{}x{}", r.lattice[0], r.lattice[1], r.lattice[2]),
         r.mlups,
         r.mlups_per_device,
@@ -525,4 +697,75 @@ pub fn format_row(r: &BenchRow) -> String {
             .map(|e| format!("{:.1}%", 100.0 * e))
             .unwrap_or_else(|| "-".into())
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_probe_takes_the_best_repetition_and_flags_a_wide_spread() {
+        let noisy =
+            BandwidthProbe::from_samples([10.0, 12.0, 11.0, 9.0, 12.5].map(|g| g * 1e9).to_vec())
+                .unwrap();
+        assert_eq!(noisy.best, 12.5e9);
+        assert_eq!(noisy.median, 11e9);
+        assert!((noisy.spread - 3.5 / 12.5).abs() < 1e-12);
+        assert!(!noisy.reliable());
+        let lines = noisy.describe("cpu:0");
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(lines[0].contains("12.5 GB/s, the best of 5"), "{lines:?}");
+        assert!(
+            lines[1].starts_with("warning: the bandwidth probe is unreliable")
+                && lines[1].contains("28.0 %"),
+            "{lines:?}"
+        );
+
+        let steady =
+            BandwidthProbe::from_samples([40.0, 41.0, 40.5, 39.5].map(|g| g * 1e9).to_vec())
+                .unwrap();
+        assert_eq!(steady.median, 40.25e9);
+        assert!(steady.reliable());
+        assert_eq!(steady.describe("cuda:0").len(), 1);
+
+        // Repetitions that measured nothing are not a bandwidth.
+        assert_eq!(BandwidthProbe::from_samples(vec![]), None);
+        assert_eq!(
+            BandwidthProbe::from_samples(vec![f64::NAN, 0.0, f64::INFINITY]),
+            None
+        );
+        let one = BandwidthProbe::from_samples(vec![f64::NAN, 5e9]).unwrap();
+        assert_eq!((one.best, one.spread), (5e9, 0.0));
+    }
+
+    #[test]
+    fn the_cpu_probe_times_each_repetition() {
+        let samples = cpu_bandwidth(1 << 20, 1, 4).unwrap();
+        assert_eq!(samples.len(), 4);
+        assert!(
+            samples.iter().all(|&b| b.is_finite() && b > 0.0),
+            "{samples:?}"
+        );
+    }
+
+    #[test]
+    fn rows_of_old_reports_count_one_slab_per_device() {
+        let row: BenchRow = serde_json::from_value(serde_json::json!({
+            "collision": "mrt", "precision": "f32", "size": 64, "devices": 2,
+            "lattice": [64, 64, 128], "steps": 20, "wall_s": 1.0, "mlups": 10.0,
+            "mlups_per_device": 5.0, "roofline_mlups": 20.0, "roofline_fraction": 0.5,
+            "parallel_efficiency": null
+        }))
+        .unwrap();
+        assert_eq!(row.slabs, 0);
+        assert!(row.one_slab_per_device());
+        assert!(!BenchRow { slabs: 4, ..row }.one_slab_per_device());
+    }
+
+    #[test]
+    fn devices_are_counted_once_however_many_slabs_they_hold() {
+        assert_eq!(distinct(&[0, 0, 1, 1]), 2);
+        assert_eq!(distinct(&[3]), 1);
+        assert_eq!(distinct(&[2, 0, 2]), 2);
+    }
 }

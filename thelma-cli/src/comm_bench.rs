@@ -231,7 +231,11 @@ pub fn solver_figures(
                 .into(),
         );
     }
-    let of_domain = |r: &&crate::bench::BenchRow| r.size == ell && r.precision == precision;
+    // The model speaks of one slab per device; rows of --slabs-per-device 2 add an exchange
+    // inside each device.
+    let of_domain = |r: &&crate::bench::BenchRow| {
+        r.size == ell && r.precision == precision && r.one_slab_per_device()
+    };
     let singles: Vec<_> = report
         .rows
         .iter()
@@ -783,6 +787,7 @@ mod tests {
             precision: precision.into(),
             size,
             devices,
+            slabs: devices,
             lattice: [size, size, size * devices],
             steps: 10,
             wall_s: 1.0,
@@ -799,6 +804,7 @@ mod tests {
             backend: "cuda".into(),
             devices: devices.iter().map(|d| d.to_string()).collect(),
             bandwidth_bytes_per_s: 2e12,
+            bandwidth: None,
             scaling,
             rows,
             skipped: vec![],
@@ -886,6 +892,23 @@ mod tests {
                 .collect(),
         );
         let f = solver_figures(&r, 128, "f32").unwrap();
+        assert_eq!(f.measured, vec![(1, 100.0)]);
+    }
+
+    #[test]
+    fn rows_with_several_slabs_per_device_are_not_the_models_figures() {
+        // `--slabs-per-device 2 --devices 2`: one slab on one device (the baseline), then two
+        // slabs on one device and four on two.
+        let mut rows = vec![row("mrt", "f32", 128, 1, 100.0)];
+        for (devices, slabs, mlups) in [(1, 2, 97.0), (2, 4, 190.0)] {
+            rows.push(BenchRow {
+                slabs,
+                ..row("mrt", "f32", 128, devices, mlups)
+            });
+        }
+        let r = report(Scaling::Weak, &["cuda:0", "cuda:1"], rows);
+        let f = solver_figures(&r, 128, "f32").unwrap();
+        assert_eq!(f.single_mlups, 100.0);
         assert_eq!(f.measured, vec![(1, 100.0)]);
     }
 

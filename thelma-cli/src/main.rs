@@ -275,7 +275,15 @@ fn main() -> ExitCode {
             say_raw!("{}", thelma_cli::devices::report());
             Ok(())
         }
-        Command::Bench(args) => run_bench(&args, &mut |line| say!("{line}")).map(|_| ()),
+        // Warnings go to stderr, as a run's do; the table to stdout.
+        Command::Bench(args) => run_bench(&args, &mut |line| {
+            if line.starts_with("warning:") {
+                warn_line!("{line}")
+            } else {
+                say!("{line}")
+            }
+        })
+        .map(|_| ()),
         Command::Init { file } => thelma_cli::init::write(&file).map(|()| {
             say!(
                 "wrote {}: edit it, then `thelma run --config {}`",

@@ -44,13 +44,41 @@ fn bench_on_the_cpu_measures_bandwidth_and_scaling_and_writes_json() {
     ]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("bandwidth (copy, read + write)"), "{out}");
+    // The device line comes before the table, whose header the rows follow directly.
+    let lines: Vec<&str> = out.lines().collect();
+    let head = lines
+        .iter()
+        .position(|l| l.starts_with("coll"))
+        .expect("a header");
+    assert!(
+        lines[..head].iter().any(|l| l.starts_with("device 0:")),
+        "{out}"
+    );
+    assert!(lines[head + 1].starts_with("mrt"), "{out}");
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).expect("json written")).unwrap();
     let _ = std::fs::remove_file(&json);
     let rows = report["rows"].as_array().unwrap();
     // 2 collisions × 2 sizes × 1..2 devices.
     assert_eq!(rows.len(), 8, "{report}");
-    assert!(report["bandwidth_bytes_per_s"].as_f64().unwrap() > 0.0);
+    // The bandwidth is timed in repetitions, like the LBM, and the roofline takes the best.
+    let bw = report["bandwidth_bytes_per_s"].as_f64().unwrap();
+    let samples: Vec<f64> = report["bandwidth"]["samples"]
+        .as_array()
+        .expect("the probe's repetitions")
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect();
+    assert!(samples.len() >= 5, "{report}");
+    assert_eq!(bw, samples.iter().copied().fold(0.0, f64::max));
+    assert!(bw > 0.0);
+    for r in rows {
+        let (d, m) = (r["devices"].as_f64().unwrap(), r["mlups"].as_f64().unwrap());
+        let roofline = d * bw / (2.0 * 19.0 * 4.0 + 1.0) / 1e6;
+        assert!((r["roofline_mlups"].as_f64().unwrap() / roofline - 1.0).abs() < 1e-12);
+        assert!((r["roofline_fraction"].as_f64().unwrap() - m / roofline).abs() < 1e-12);
+        assert_eq!(r["slabs"], r["devices"], "{r}");
+    }
     for r in rows {
         assert!(r["mlups"].as_f64().unwrap() > 0.0);
         let [nx, ny, nz] = [0, 1, 2].map(|k| r["lattice"][k].as_u64().unwrap());
@@ -73,6 +101,60 @@ fn bench_on_the_cpu_measures_bandwidth_and_scaling_and_writes_json() {
         let got = r["parallel_efficiency"].as_f64().unwrap();
         assert!((got - want).abs() < 1e-12, "{got} vs {want}: {r}");
     }
+}
+
+/// `--slabs-per-device 2` puts two slabs on each device: the figures per device and the efficiency
+/// are per device (against one slab on one device), not per slab.
+#[test]
+fn bench_with_two_slabs_per_device_reports_per_device() {
+    let json = std::env::temp_dir().join(format!("thelma-bench-slabs-{}.json", std::process::id()));
+    let (code, out, err) = thelma(&[
+        "bench",
+        "--backend",
+        "cpu",
+        "--sizes",
+        "12",
+        "--devices",
+        "2",
+        "--slabs-per-device",
+        "2",
+        "--steps",
+        "3",
+        "--warmup",
+        "1",
+        "--bandwidth-mib",
+        "8",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("json written")).unwrap();
+    let _ = std::fs::remove_file(&json);
+    assert_eq!(report["devices"], serde_json::json!(["cpu:0", "cpu:1"]));
+    let rows = report["rows"].as_array().unwrap();
+    let shape: Vec<(u64, u64)> = rows
+        .iter()
+        .map(|r| (r["devices"].as_u64().unwrap(), r["slabs"].as_u64().unwrap()))
+        .collect();
+    // The one-slab baseline, then 1 and 2 devices with two slabs each.
+    assert_eq!(shape, [(1, 1), (1, 2), (2, 4)], "{out}");
+    let bw = report["bandwidth_bytes_per_s"].as_f64().unwrap();
+    let one = rows[0]["mlups"].as_f64().unwrap();
+    for r in rows {
+        let (d, slabs) = (r["devices"].as_f64().unwrap(), r["slabs"].as_u64().unwrap());
+        let m = r["mlups"].as_f64().unwrap();
+        assert_eq!(r["lattice"], serde_json::json!([12, 12, 12 * slabs]), "{r}");
+        assert!(
+            (r["mlups_per_device"].as_f64().unwrap() - m / d).abs() < 1e-9,
+            "{r}"
+        );
+        let roofline = d * bw / 153.0 / 1e6;
+        assert!((r["roofline_mlups"].as_f64().unwrap() / roofline - 1.0).abs() < 1e-12);
+        let eff = r["parallel_efficiency"].as_f64().unwrap();
+        assert!((eff - m / (d * one)).abs() < 1e-12, "{r}");
+    }
+    assert_eq!(rows[0]["parallel_efficiency"], 1.0);
 }
 
 #[test]

@@ -11,9 +11,15 @@ fn dev_err(e: cudarc::driver::DriverError) -> ComputeError {
     ComputeError::Device(e.to_string())
 }
 
-/// Effective bandwidth of GPU `ordinal` in bytes per second: mean over `iters` copies of a buffer of
-/// `bytes` bytes into another (after one warm-up copy), counting 2 × `bytes` per copy.
-pub fn copy_bandwidth(ordinal: usize, bytes: usize, iters: usize) -> Result<f64, ComputeError> {
+/// Effective bandwidth of GPU `ordinal` in bytes per second, once per repetition: each of
+/// `repetitions` repetitions (after one warm-up copy) times `iters` copies of a buffer of `bytes`
+/// bytes into another between its own pair of events, counting 2 × `bytes` per copy.
+pub fn copy_bandwidth(
+    ordinal: usize,
+    bytes: usize,
+    repetitions: usize,
+    iters: usize,
+) -> Result<Vec<f64>, ComputeError> {
     device::device_count().map_err(|e| ComputeError::Device(e.to_string()))?;
     let info = gpu_info(ordinal)?;
     let ctx = CudaContext::new(ordinal).map_err(dev_err)?;
@@ -42,20 +48,25 @@ pub fn copy_bandwidth(ordinal: usize, bytes: usize, iters: usize) -> Result<f64,
     // SAFETY: `funcs[0]` is the bandwidth kernel; `src` and `dst` hold n16 16-byte vectors each
     // and live until the stream is synchronised below.
     unsafe { launch::bandwidth_copy(&stream, &funcs[0], s, d, n16 as u64, blocks) }?;
-    let start = ctx
-        .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+    let iters = iters.max(1);
+    let events = (0..=repetitions.max(1))
+        .map(|_| ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT)))
+        .collect::<Result<Vec<_>, _>>()
         .map_err(dev_err)?;
-    let stop = ctx
-        .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
-        .map_err(dev_err)?;
-    start.record(&stream).map_err(dev_err)?;
-    for _ in 0..iters.max(1) {
-        // SAFETY: as above.
-        unsafe { launch::bandwidth_copy(&stream, &funcs[0], s, d, n16 as u64, blocks) }?;
+    // Back-to-back repetitions: the event that ends one starts the next.
+    events[0].record(&stream).map_err(dev_err)?;
+    for stop in &events[1..] {
+        for _ in 0..iters {
+            // SAFETY: as above.
+            unsafe { launch::bandwidth_copy(&stream, &funcs[0], s, d, n16 as u64, blocks) }?;
+        }
+        stop.record(&stream).map_err(dev_err)?;
     }
-    stop.record(&stream).map_err(dev_err)?;
-    stop.synchronize().map_err(dev_err)?;
-    let ms = start.elapsed_ms(&stop).map_err(dev_err)? as f64;
     stream.synchronize().map_err(dev_err)?;
-    Ok(2.0 * (n16 * 16) as f64 * iters.max(1) as f64 / (ms * 1e-3))
+    let mut samples = Vec::with_capacity(events.len() - 1);
+    for pair in events.windows(2) {
+        let ms = pair[0].elapsed_ms(&pair[1]).map_err(dev_err)? as f64;
+        samples.push(2.0 * (n16 * 16) as f64 * iters as f64 / (ms.max(1e-6) * 1e-3));
+    }
+    Ok(samples)
 }
