@@ -24,8 +24,8 @@ use thelma_core::{BackendName, CaseConfig, DeviceSpec, Precision, MAX_THREADS};
 use thelma_core::{Domain, SlabSpec};
 use thelma_geometry::Geometry;
 
-use crate::app::UsageError;
 use crate::cli::{BackendParser, PrecisionArg};
+use crate::error::UsageError;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

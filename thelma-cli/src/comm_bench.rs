@@ -13,11 +13,11 @@ use thelma_compute::comm_bench::{
 };
 use thelma_core::{BackendName, DeviceSpec};
 use thelma_results::write_bytes_atomic;
-use thelma_results::{line_plot, Mark, Series};
+use thelma_results::{line_plot, Mark, Series, XAxis};
 
-use crate::app::UsageError;
 use crate::bench::{BenchReport, Scaling};
 use crate::cli::{BackendParser, PrecisionArg};
+use crate::error::UsageError;
 
 /// Whether transposed accesses are measured.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -30,7 +30,16 @@ pub enum TransposeArg {
     Both,
 }
 
+/// What the throughput columns mean; printed under the tables and in `--help`.
+pub const COLUMNS: &str = "\
+GB/s: the whole graph's bytes per iteration (every link, both directions) over the wall time of
+  an iteration, barrier included: the aggregate throughput T of the model (its \"have GB/s\").
+link GB/s: one link's bytes per iteration (both directions) over the time its busier end spent in
+  the exchange, barrier excluded; the slowest and the fastest link.
+need GB/s: the aggregate throughput the solver needs for 100 % parallel efficiency.";
+
 #[derive(Args, Debug)]
+#[command(after_help = COLUMNS)]
 pub struct CommBenchArgs {
     /// Where to run: auto picks CUDA when a GPU is present, the CPU (threads and host memory)
     /// otherwise. Default auto.
@@ -120,7 +129,8 @@ pub struct CommBenchArgs {
     /// Write every result and model row as JSON.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
-    /// Draw aggregate throughput against device count as a PNG.
+    /// Draw the aggregate throughput (GB/s) against the device count as a PNG, a marked line per
+    /// transport and graph.
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
 }
@@ -655,6 +665,7 @@ impl Report {
         for k in &self.skipped {
             let _ = writeln!(s, "skipped: {k}");
         }
+        let _ = writeln!(s, "\n{COLUMNS}");
         s
     }
 
@@ -692,7 +703,8 @@ impl Report {
         })
     }
 
-    /// One series per (transport, graph, transposition): aggregate GB/s against device count.
+    /// One series per (transport, graph, transposition): aggregate GB/s against device count, each
+    /// measurement marked (a sweep has only a few).
     pub fn series(&self) -> Vec<Series> {
         let mut out: Vec<Series> = Vec::new();
         for m in &self.runs {
@@ -709,7 +721,7 @@ impl Report {
                 None => out.push(Series {
                     label,
                     points: vec![p],
-                    mark: Mark::Line,
+                    mark: Mark::LineAndPoints,
                 }),
             }
         }
@@ -767,7 +779,8 @@ pub fn run(args: CommBenchArgs) -> Result<()> {
             (900, 600),
             "comm-bench: aggregate exchange throughput",
             "devices",
-            "GB/s",
+            "aggregate GB/s",
+            XAxis::Count,
             &report.series(),
         )
         .with_context(|| format!("cannot write {}", path.display()))?;
@@ -910,6 +923,52 @@ mod tests {
         let f = solver_figures(&r, 128, "f32").unwrap();
         assert_eq!(f.single_mlups, 100.0);
         assert_eq!(f.measured, vec![(1, 100.0)]);
+    }
+
+    #[test]
+    fn the_plot_marks_every_measurement_and_the_text_says_what_each_rate_is() {
+        let measured = |devices: Vec<usize>, gbs: f64| {
+            let n = devices.len();
+            Measured {
+                result: BenchResult {
+                    backend: Backend::Cpu,
+                    transport: Transport::ZeroCopy,
+                    topology: Topology::Linear,
+                    devices,
+                    arrays: 5,
+                    edge: 32,
+                    transpose: false,
+                    iterations: 10,
+                    warmup: 1,
+                    time_per_iteration_us: 10.0,
+                    aggregate_gbs: gbs,
+                    links: vec![],
+                    per_device: vec![],
+                },
+                model: model::row(32, n, Topology::Linear, 20.0, gbs * 1e9, None),
+                measured_mlups: None,
+            }
+        };
+        let report = Report {
+            backend: Backend::Cpu,
+            domain_edge: 32,
+            bytes_per_node: 20.0,
+            single_step_s: None,
+            solver: None,
+            runs: vec![measured(vec![0, 1], 4.0), measured(vec![0, 1, 2], 7.0)],
+            skipped: vec![],
+        };
+        let series = report.series();
+        assert_eq!(series.len(), 1);
+        assert_eq!(series[0].points, [(2.0, 4.0), (3.0, 7.0)]);
+        assert_eq!(series[0].mark, Mark::LineAndPoints);
+        let text = report.text();
+        assert!(text.contains("\nGB/s: the whole graph's bytes"), "{text}");
+        assert!(text.contains("\nlink GB/s: one link's bytes"), "{text}");
+        assert!(
+            COLUMNS.lines().all(|l| l.chars().count() <= 100),
+            "{COLUMNS}"
+        );
     }
 
     #[test]

@@ -109,6 +109,17 @@ fn a_cpu_sweep_prints_the_tables_and_writes_json_and_png() {
         out.contains("GB/s") && out.contains("comm-bound MLUPS"),
         "{out}"
     );
+    // What each rate is, under the tables and in the help.
+    assert!(
+        out.contains("\nGB/s: ") && out.contains("\nlink GB/s: "),
+        "{out}"
+    );
+    let (code, help, _) = thelma(&["comm-bench", "--help"]);
+    assert_eq!(code, 0);
+    assert!(
+        help.contains("\nGB/s: ") && help.contains("\nlink GB/s: "),
+        "{help}"
+    );
     // Chains of 2 and 3, rings of 1, 2 and 3, for two transports, transposed only.
     let rows = out
         .lines()
