@@ -36,9 +36,26 @@ impl std::fmt::Display for Binding {
     }
 }
 
+/// Why a thread could not be bound, or a device's locality not found.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AffinityError {
+    #[error("hwloc: cannot load the topology: {0}")]
+    Topology(String),
+    #[error("hwloc: bad PCI bus id {0}: {1}")]
+    BadBusId(String, String),
+    #[error("hwloc does not see PCI device {0}")]
+    NoDevice(String),
+    #[error("hwloc: PCI device {0} has no CPU-side ancestor")]
+    NoAncestor(String),
+    #[error("hwloc: cannot bind to cpus {0}: {1}")]
+    Bind(String, String),
+    #[error("hwloc found no cores")]
+    NoCores,
+}
+
 /// Binds the calling thread (and so the threads it spawns later, which inherit it) as `placement`
 /// asks. Returns the binding, or why it could not be made.
-pub fn bind_current_thread(placement: &Placement) -> Result<Binding, String> {
+pub fn bind_current_thread(placement: &Placement) -> Result<Binding, AffinityError> {
     let (cpus, nodes, topology) = match placement {
         Placement::Anywhere => {
             return Ok(Binding {
@@ -49,17 +66,15 @@ pub fn bind_current_thread(placement: &Placement) -> Result<Binding, String> {
         Placement::Gpu { pci_bus_id } => {
             let topology = Topology::builder()
                 .with_io_type_filter(TypeFilter::KeepImportant)
-                .map_err(|e| format!("hwloc: {e}"))?
+                .map_err(|e| AffinityError::Topology(e.to_string()))?
                 .build()
-                .map_err(|e| format!("hwloc: cannot load the topology: {e}"))?;
+                .map_err(|e| AffinityError::Topology(e.to_string()))?;
             let (cpus, nodes) = {
                 let dev = topology
                     .pci_device_by_bus_id_string(pci_bus_id)
-                    .map_err(|e| format!("hwloc: bad PCI bus id {pci_bus_id}: {e}"))?
-                    .ok_or_else(|| format!("hwloc does not see PCI device {pci_bus_id}"))?;
-                let near = dev.first_non_io_ancestor().ok_or_else(|| {
-                    format!("hwloc: PCI device {pci_bus_id} has no CPU-side ancestor")
-                })?;
+                    .map_err(|e| AffinityError::BadBusId(pci_bus_id.to_string(), e.to_string()))?
+                    .ok_or_else(|| AffinityError::NoDevice(pci_bus_id.to_string()))?;
+                let near = dev.first_non_io_ancestor().ok_or_else(|| AffinityError::NoAncestor(pci_bus_id.to_string()))?;
                 let cpus: CpuSet = near
                     .cpuset()
                     .map(|c| c.clone_target())
@@ -74,14 +89,14 @@ pub fn bind_current_thread(placement: &Placement) -> Result<Binding, String> {
         }
         Placement::Cores { share, of } => {
             let topology =
-                Topology::new().map_err(|e| format!("hwloc: cannot load the topology: {e}"))?;
+                Topology::new().map_err(|e| AffinityError::Topology(e.to_string()))?;
             let (cpus, nodes) = core_share(&topology, *share, *of)?;
             (cpus, nodes, topology)
         }
     };
     topology
         .bind_cpu(&cpus, CpuBindingFlags::THREAD)
-        .map_err(|e| format!("hwloc: cannot bind to cpus {cpus}: {e}"))?;
+        .map_err(|e| AffinityError::Bind(list_of(&cpus.to_string()), e.to_string()))?;
     // Memory binding is best effort: a single-node machine or a container may refuse it.
     let numa = match topology.bind_memory(
         &nodes,
@@ -107,19 +122,19 @@ fn list_of(display: &str) -> String {
 
 /// The cores and NUMA nodes nearest the PCI device `pci_bus_id` (what a GPU's worker is bound to),
 /// without binding anything; for `thelma devices`.
-pub fn pci_locality(pci_bus_id: &str) -> Result<Binding, String> {
+pub fn pci_locality(pci_bus_id: &str) -> Result<Binding, AffinityError> {
     let topology = Topology::builder()
         .with_io_type_filter(TypeFilter::KeepImportant)
-        .map_err(|e| format!("hwloc: {e}"))?
+        .map_err(|e| AffinityError::Topology(e.to_string()))?
         .build()
-        .map_err(|e| format!("hwloc: cannot load the topology: {e}"))?;
+        .map_err(|e| AffinityError::Topology(e.to_string()))?;
     let dev = topology
         .pci_device_by_bus_id_string(pci_bus_id)
-        .map_err(|e| format!("hwloc: bad PCI bus id {pci_bus_id}: {e}"))?
-        .ok_or_else(|| format!("hwloc does not see PCI device {pci_bus_id}"))?;
+        .map_err(|e| AffinityError::BadBusId(pci_bus_id.to_string(), e.to_string()))?
+        .ok_or_else(|| AffinityError::NoDevice(pci_bus_id.to_string()))?;
     let near = dev
         .first_non_io_ancestor()
-        .ok_or_else(|| format!("hwloc: PCI device {pci_bus_id} has no CPU-side ancestor"))?;
+        .ok_or_else(|| AffinityError::NoAncestor(pci_bus_id.to_string()))?;
     Ok(Binding {
         cpus: near
             .cpuset()
@@ -134,13 +149,13 @@ pub fn pci_locality(pci_bus_id: &str) -> Result<Binding, String> {
 
 /// The cores of share `share` out of `of` equal contiguous shares (at least one core each; shares
 /// wrap around when there are more shares than cores).
-fn core_share(topology: &Topology, share: usize, of: usize) -> Result<(CpuSet, NodeSet), String> {
+fn core_share(topology: &Topology, share: usize, of: usize) -> Result<(CpuSet, NodeSet), AffinityError> {
     let mut cores: Vec<_> = topology.objects_with_type(ObjectType::Core).collect();
     if cores.is_empty() {
         cores = topology.objects_with_type(ObjectType::PU).collect();
     }
     if cores.is_empty() || of == 0 {
-        return Err("hwloc found no cores".into());
+        return Err(AffinityError::NoCores);
     }
     let n = cores.len();
     // A share past the last (a device id larger than the count, from a caller that did not check
@@ -227,7 +242,7 @@ mod tests {
             })
             .join()
             .expect("binding never panics");
-            let e = r.expect_err(id);
+            let e = r.expect_err(id).to_string();
             assert!(e.starts_with("hwloc"), "{id}: {e}");
             assert_eq!(e.lines().count(), 1, "{e}");
         }

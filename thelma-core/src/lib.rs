@@ -14,7 +14,7 @@ pub mod physics;
 mod real;
 mod runtime;
 
-pub use affinity::{bind_current_thread, core_count, pci_locality, Binding};
+pub use affinity::{bind_current_thread, core_count, pci_locality, AffinityError, Binding};
 pub use compute::{
     interface_bytes_per_step, interface_offset, slab_bytes, ComputeError, ComputeModule, Fields,
     Health, InterfaceMemory, MemoryInfo, ModuleFactory, Placement,

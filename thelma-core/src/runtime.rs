@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 use parking_lot::{Condvar, Mutex};
 
-use crate::affinity::{bind_current_thread, Binding};
+use crate::affinity::{AffinityError, bind_current_thread, Binding};
 use crate::compute::{ComputeError, ComputeModule, Fields, Health, InterfaceMemory, ModuleFactory};
 use crate::domain::{Domain, PartitionError, SlabSpec};
 
@@ -141,7 +141,7 @@ enum Command {
 enum Reply {
     Created {
         describe: String,
-        binding: Result<Binding, String>,
+        binding: Result<Binding, AffinityError>,
         above: Option<Arc<dyn InterfaceMemory>>,
     },
     Attached,
@@ -177,7 +177,7 @@ pub struct DeviceInfo {
     /// The module's own description.
     pub describe: String,
     /// The thread binding, or why there is none.
-    pub binding: Result<Binding, String>,
+    pub binding: Result<Binding, AffinityError>,
 }
 
 /// Statistics of one [`Runtime::run`].

@@ -8,7 +8,7 @@ use plotters::prelude::*;
 use thelma_core::Fields;
 use thelma_core::SlicePlane;
 
-use crate::plot::{register_font, write_png_rgb};
+use crate::plot::{register_font, write_png_rgb, DrawError};
 
 /// Axis names, indexed by axis.
 const AXES: [&str; 3] = ["x", "y", "z"];
@@ -126,7 +126,7 @@ pub struct SliceStyle {
 
 /// Draws `slice` as a PNG at `path` (written atomically): the map, longest side about 560 pixels,
 /// with its axes, and a colour bar from 0 to the largest speed.
-pub fn write_slice_png(path: &Path, slice: &Slice, style: &SliceStyle) -> anyhow::Result<()> {
+pub fn write_slice_png(path: &Path, slice: &Slice, style: &SliceStyle) -> Result<(), DrawError> {
     register_font();
     let (w, h) = (slice.width.max(1), slice.height.max(1));
     let cell = (560 / w.max(h)).max(1) as u32;
@@ -139,7 +139,7 @@ pub fn write_slice_png(path: &Path, slice: &Slice, style: &SliceStyle) -> anyhow
     );
     let vmax = slice.max() * style.velocity;
     let scale = if vmax > 0.0 { 1.0 / vmax } else { 0.0 };
-    let err = |e: &dyn std::fmt::Display| anyhow::anyhow!("slice image: {e}");
+    let err = |e: &dyn std::fmt::Display| DrawError::draw("slice image", e);
     // Scales out of range (units whose dt underflowed, say) would give axes plotters never finishes
     // laying ticks on: refuse them instead.
     if !(style.velocity.is_finite() && style.velocity > 0.0 && vmax.is_finite()) {

@@ -20,7 +20,7 @@ pub mod vtk;
 pub use convergence::relative_change;
 pub use image::{write_slice_png, Slice, SliceStyle};
 pub use output::{write_atomic, write_bytes_atomic};
-pub use plot::{line_plot, profile_plot, Mark, Series, XAxis};
+pub use plot::{line_plot, profile_plot, DrawError, Mark, Series, XAxis};
 pub use profiles::{cavity_centrelines, write_csv, Profile};
 pub use reference::{compare, Comparison, Reference, ReferenceError};
 pub use report::{

@@ -100,7 +100,7 @@ pub struct Series {
 
 /// Range of `v` with a 5 % margin (a unit range around a constant, `0..1` for no points). A range
 /// that is not finite is an error: plotters would search forever for tick marks in it.
-fn padded(v: impl Iterator<Item = f64>) -> anyhow::Result<(f64, f64)> {
+fn padded(v: impl Iterator<Item = f64>) -> Result<(f64, f64), DrawError> {
     let (lo, hi) = v.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| {
         (a.min(x), b.max(x))
     });
@@ -119,18 +119,38 @@ fn padded(v: impl Iterator<Item = f64>) -> anyhow::Result<(f64, f64)> {
     Ok((a, b))
 }
 
+/// Why a plot or an image could not be drawn or written.
+#[derive(Debug, thiserror::Error)]
+pub enum DrawError {
+    #[error("{what}: {message}")]
+    Draw { what: &'static str, message: String },
+    #[error("plot: cannot draw an axis from {lo:e} to {hi:e} (not a finite, usable range)")]
+    Range { lo: f64, hi: f64 },
+    #[error("png: {0}")]
+    Png(#[from] png::EncodingError),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+impl DrawError {
+    pub(crate) fn draw(what: &'static str, e: &dyn std::fmt::Display) -> Self {
+        DrawError::Draw {
+            what,
+            message: e.to_string(),
+        }
+    }
+}
+
 /// Refuses an axis range plotters cannot lay ticks on: not finite, empty, or narrower than about a
 /// million representable steps of its own ends (its tick search then never ends).
-pub(crate) fn check_range(lo: f64, hi: f64) -> anyhow::Result<()> {
+pub(crate) fn check_range(lo: f64, hi: f64) -> Result<(), DrawError> {
     let span = hi - lo;
     let scale = lo.abs().max(hi.abs());
     if !(lo.is_finite() && hi.is_finite() && span.is_finite() && span > 0.0)
         || span < scale * 1e-9
         || span < f64::MIN_POSITIVE * 1e6
     {
-        anyhow::bail!(
-            "plot: cannot draw an axis from {lo:e} to {hi:e} (not a finite, usable range)"
-        );
+        return Err(DrawError::Range { lo, hi });
     }
     Ok(())
 }
@@ -145,7 +165,7 @@ pub fn line_plot(
     y_label: &str,
     x_axis: XAxis,
     series: &[Series],
-) -> anyhow::Result<()> {
+) -> Result<(), DrawError> {
     // Throughputs rise with the device count, so the upper left is where the plot is empty.
     let layout = Layout {
         colour: &|k| Palette99::pick(k).to_rgba(),
@@ -169,7 +189,7 @@ fn draw_lines(
     texts: [&str; 3],
     series: &[Series],
     layout: &Layout,
-) -> anyhow::Result<()> {
+) -> Result<(), DrawError> {
     let (xr, yr) = (
         padded(series.iter().flat_map(|s| s.points.iter().map(|p| p.0)))?,
         padded(series.iter().flat_map(|s| s.points.iter().map(|p| p.1)))?,
@@ -201,7 +221,7 @@ fn draw_on<X>(
     x: X,
     yr: (f64, f64),
     x_format: Option<&dyn Fn(&f64) -> String>,
-) -> anyhow::Result<()>
+) -> Result<(), DrawError>
 where
     X: AsRangedCoord<Value = f64>,
     X::CoordDescType: ValueFormatter<f64>,
@@ -211,14 +231,14 @@ where
     {
         let root = BitMapBackend::with_buffer(&mut pixels, size).into_drawing_area();
         root.fill(&WHITE)
-            .map_err(|e| anyhow::anyhow!("plot: {e}"))?;
+            .map_err(|e| DrawError::draw("plot", &e))?;
         let mut chart = ChartBuilder::on(&root)
             .caption(title, ("sans-serif", 22))
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(60)
             .build_cartesian_2d(x, yr.0..yr.1)
-            .map_err(|e| anyhow::anyhow!("plot: {e}"))?;
+            .map_err(|e| DrawError::draw("plot", &e))?;
         let mut mesh = chart.configure_mesh();
         mesh.x_desc(x_label)
             .y_desc(y_label)
@@ -226,7 +246,7 @@ where
         if let Some(f) = x_format {
             mesh.x_label_formatter(f);
         }
-        mesh.draw().map_err(|e| anyhow::anyhow!("plot: {e}"))?;
+        mesh.draw().map_err(|e| DrawError::draw("plot", &e))?;
         for (k, s) in series.iter().enumerate() {
             let colour = (layout.colour)(k);
             match s.mark {
@@ -235,26 +255,26 @@ where
                         s.points.iter().copied(),
                         colour.stroke_width(2),
                     ))
-                    .map_err(|e| anyhow::anyhow!("plot: {e}"))?
+                    .map_err(|e| DrawError::draw("plot", &e))?
                     .label(s.label.clone())
                     .legend(move |(x, y)| {
                         PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2))
                     }),
                 Mark::Points => chart
                     .draw_series(s.points.iter().map(|&p| Circle::new(p, 4, colour.filled())))
-                    .map_err(|e| anyhow::anyhow!("plot: {e}"))?
+                    .map_err(|e| DrawError::draw("plot", &e))?
                     .label(s.label.clone())
                     .legend(move |(x, y)| Circle::new((x + 10, y), 4, colour.filled())),
                 Mark::LineAndPoints => {
                     chart
                         .draw_series(s.points.iter().map(|&p| Circle::new(p, 5, colour.filled())))
-                        .map_err(|e| anyhow::anyhow!("plot: {e}"))?;
+                        .map_err(|e| DrawError::draw("plot", &e))?;
                     chart
                         .draw_series(LineSeries::new(
                             s.points.iter().copied(),
                             colour.stroke_width(2),
                         ))
-                        .map_err(|e| anyhow::anyhow!("plot: {e}"))?
+                        .map_err(|e| DrawError::draw("plot", &e))?
                         .label(s.label.clone())
                         .legend(move |(x, y)| {
                             EmptyElement::at((x + 10, y))
@@ -271,8 +291,8 @@ where
             .border_style(BLACK)
             .label_font(("sans-serif", 14))
             .draw()
-            .map_err(|e| anyhow::anyhow!("plot: {e}"))?;
-        root.present().map_err(|e| anyhow::anyhow!("plot: {e}"))?;
+            .map_err(|e| DrawError::draw("plot", &e))?;
+        root.present().map_err(|e| DrawError::draw("plot", &e))?;
     }
     write_png_rgb(path, size, &pixels)
 }
@@ -284,7 +304,7 @@ pub fn profile_plot(
     title: &str,
     simulated: &[crate::profiles::Profile],
     reference: Option<(&str, &crate::reference::Reference)>,
-) -> anyhow::Result<()> {
+) -> Result<(), DrawError> {
     fn describe(name: &str) -> &str {
         match name {
             "u_vs_z" => "u/U along z (x = y = 1/2)",
@@ -331,7 +351,7 @@ pub fn profile_plot(
 }
 
 /// Writes 8-bit RGB pixels as a PNG, atomically.
-pub fn write_png_rgb(path: &Path, size: (u32, u32), rgb: &[u8]) -> anyhow::Result<()> {
+pub fn write_png_rgb(path: &Path, size: (u32, u32), rgb: &[u8]) -> Result<(), DrawError> {
     let mut bytes = Vec::new();
     {
         let mut enc = png::Encoder::new(&mut bytes, size.0, size.1);
