@@ -51,8 +51,9 @@ __device__ __forceinline__ T value_at(const T* __restrict__ a, const T* below_in
 }
 
 // The open-face links of node p (palette entry k): anti-bounce-back to a pressure outlet's density
-// (the terms printed from thelma_core::physics::pressure_terms, once per node) and the shifted pulls
-// of outflows and free-slip walls (thelma_geometry::LinkRule).
+// (the terms printed from thelma_core::physics::pressure_terms, once per node), velocity inlets
+// (bounce-back scaled by the node's density) and the shifted pulls of outflows and free-slip walls
+// (thelma_geometry::LinkRule).
 template <typename T>
 __device__ __forceinline__ void open_links(T* f, const T* __restrict__ a, const T* below_in,
                                            const T* above_in, const unsigned int* __restrict__ link,
@@ -63,6 +64,8 @@ __device__ __forceinline__ void open_links(T* f, const T* __restrict__ a, const 
     for (int i = 0; i < THELMA_Q; i++) node[i] = a[(size_t)i * n + p];
     T t[9];
     bool have = false;
+    T rho = T(0.0);
+    bool have_rho = false;
 #pragma unroll
     for (int i = 1; i < THELMA_Q; i++) {
         const unsigned int c = link[i];
@@ -72,6 +75,12 @@ __device__ __forceinline__ void open_links(T* f, const T* __restrict__ a, const 
                 have = true;
             }
             f[i] = -node[opp(i)] + t[(i - 1) / 2];
+        } else if (THELMA_LINK_KIND(c) == THELMA_LINK_INLET) {
+            if (!have_rho) {
+                rho = thelma_node_density(node);
+                have_rho = true;
+            }
+            f[i] = node[opp(i)] + rho * term[i];
         } else if (THELMA_LINK_KIND(c) == THELMA_LINK_SHIFT) {
             f[i] = value_at(a, below_in, above_in, THELMA_LINK_DIR(c), x + THELMA_LINK_OFFSET(c, 0),
                             y + THELMA_LINK_OFFSET(c, 1), z + THELMA_LINK_OFFSET(c, 2), nx, ny, nz,

@@ -18,7 +18,8 @@ use rayon::prelude::*;
 use thelma_core::physics::d3q19::W;
 use thelma_core::physics::d3q19::{C, DOWN, OPP, Q, UP};
 use thelma_core::physics::{
-    dispatch, pressure_terms, Arith, Coefficients, CollisionOperator, OperatorVisitor, D3Q19,
+    dispatch, node_density, pressure_terms, Arith, Coefficients, CollisionOperator,
+    OperatorVisitor, D3Q19,
 };
 use thelma_core::Real;
 use thelma_core::SlabSpec;
@@ -312,10 +313,7 @@ impl<T: Real + Arith<Scalar = T>> CpuModule<T> {
                 let mut open = 0;
                 for i in 0..Q {
                     t[i] = T::of(term[i]);
-                    if matches!(
-                        links[i],
-                        LinkRule::AntiBounce { .. } | LinkRule::Shift { .. }
-                    ) {
+                    if links[i].is_open() {
                         open |= 1 << i;
                     }
                 }
@@ -693,6 +691,7 @@ impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
                     y as isize + offset[1] as isize,
                     z as isize + offset[2] as isize,
                 ),
+                LinkRule::Inlet => node[OPP[i]] + node_density(&node) * e.term[i],
                 LinkRule::Pull | LinkRule::Bounce => unreachable!("not an open link"),
             };
         }
@@ -1033,6 +1032,7 @@ mod tests {
                                 -node[OPP[i]] + pressure_terms(&node, term)[(i - 1) / 2]
                             }
                             LinkRule::Shift { dir, offset } => at(dir, offset.map(i64::from)),
+                            LinkRule::Inlet => node[OPP[i]] + node_density(&node) * term,
                             LinkRule::Pull => at(i, C[i].map(|c| -c as i64)),
                         };
                     }

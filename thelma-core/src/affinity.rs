@@ -74,7 +74,9 @@ pub fn bind_current_thread(placement: &Placement) -> Result<Binding, AffinityErr
                     .pci_device_by_bus_id_string(pci_bus_id)
                     .map_err(|e| AffinityError::BadBusId(pci_bus_id.to_string(), e.to_string()))?
                     .ok_or_else(|| AffinityError::NoDevice(pci_bus_id.to_string()))?;
-                let near = dev.first_non_io_ancestor().ok_or_else(|| AffinityError::NoAncestor(pci_bus_id.to_string()))?;
+                let near = dev
+                    .first_non_io_ancestor()
+                    .ok_or_else(|| AffinityError::NoAncestor(pci_bus_id.to_string()))?;
                 let cpus: CpuSet = near
                     .cpuset()
                     .map(|c| c.clone_target())
@@ -88,8 +90,7 @@ pub fn bind_current_thread(placement: &Placement) -> Result<Binding, AffinityErr
             (cpus, nodes, topology)
         }
         Placement::Cores { share, of } => {
-            let topology =
-                Topology::new().map_err(|e| AffinityError::Topology(e.to_string()))?;
+            let topology = Topology::new().map_err(|e| AffinityError::Topology(e.to_string()))?;
             let (cpus, nodes) = core_share(&topology, *share, *of)?;
             (cpus, nodes, topology)
         }
@@ -149,7 +150,11 @@ pub fn pci_locality(pci_bus_id: &str) -> Result<Binding, AffinityError> {
 
 /// The cores of share `share` out of `of` equal contiguous shares (at least one core each; shares
 /// wrap around when there are more shares than cores).
-fn core_share(topology: &Topology, share: usize, of: usize) -> Result<(CpuSet, NodeSet), AffinityError> {
+fn core_share(
+    topology: &Topology,
+    share: usize,
+    of: usize,
+) -> Result<(CpuSet, NodeSet), AffinityError> {
     let mut cores: Vec<_> = topology.objects_with_type(ObjectType::Core).collect();
     if cores.is_empty() {
         cores = topology.objects_with_type(ObjectType::PU).collect();

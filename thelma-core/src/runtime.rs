@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 use parking_lot::{Condvar, Mutex};
 
-use crate::affinity::{AffinityError, bind_current_thread, Binding};
+use crate::affinity::{bind_current_thread, AffinityError, Binding};
 use crate::compute::{ComputeError, ComputeModule, Fields, Health, InterfaceMemory, ModuleFactory};
 use crate::domain::{Domain, PartitionError, SlabSpec};
 

@@ -102,12 +102,16 @@ pub enum LinkRule {
     /// `g_i(x) = g̃_j(x + offset)`: a population pulled from beside the node (a zero-gradient
     /// outflow: `j = i`, `offset = −c_i − n`; a free-slip wall: `j` the mirror image of `i`).
     Shift { dir: usize, offset: [i32; 3] },
+    /// `g_i(x) = g̃_ī(x) + ρ(x) term_i`: a velocity inlet, Ladd's bounce-back with the wall's density
+    /// taken as the node's own (so that the inflow's momentum, not only its volume, is imposed).
+    Inlet,
 }
 
 impl LinkRule {
-    /// Bits of [`Self::code`]: the kind (0 pull, 1 bounce, 2 anti-bounce, 3 shift) in bits 0–1, the
-    /// source direction in bits 2–6 and each offset component plus one in bits 7–8, 9–10, 11–12.
-    pub const KIND_BITS: u32 = 2;
+    /// Bits of [`Self::code`]: the kind (0 pull, 1 bounce, 2 anti-bounce, 3 shift, 4 inlet) in
+    /// bits 0–2, the source direction in bits 3–7 and each offset component plus one in bits 8–9,
+    /// 10–11, 12–13.
+    pub const KIND_BITS: u32 = 3;
     /// The rule as one word for the kernels (their decoding is printed into the prelude).
     pub fn code(self) -> u32 {
         match self {
@@ -116,9 +120,18 @@ impl LinkRule {
             LinkRule::AntiBounce { .. } => 2,
             LinkRule::Shift { dir, offset } => {
                 let o = |v: i32| (v + 1) as u32;
-                3 | (dir as u32) << 2 | o(offset[0]) << 7 | o(offset[1]) << 9 | o(offset[2]) << 11
+                3 | (dir as u32) << 3 | o(offset[0]) << 8 | o(offset[1]) << 10 | o(offset[2]) << 12
             }
+            LinkRule::Inlet => 4,
         }
+    }
+
+    /// Whether the modules apply the rule after bounce-back, as an open link.
+    pub fn is_open(self) -> bool {
+        matches!(
+            self,
+            LinkRule::AntiBounce { .. } | LinkRule::Shift { .. } | LinkRule::Inlet
+        )
     }
 }
 

@@ -68,6 +68,8 @@ pub struct Geometry {
     moving: [Option<usize>; 6],
     /// The kind of each open face ([`Face::ALL`] order).
     open: [Option<OpenKind>; 6],
+    /// Per wall slot: whether it is a velocity inlet (its links use the node's density).
+    inlet: Vec<bool>,
     obstacles: Vec<Obstacle>,
 }
 
@@ -79,6 +81,7 @@ impl Geometry {
             wall_velocities: Vec::new(),
             moving: [None; 6],
             open: [None; 6],
+            inlet: Vec::new(),
             obstacles: Vec::new(),
         }
     }
@@ -106,7 +109,16 @@ impl Geometry {
         }
         self.moving[face as usize] = Some(self.wall_velocities.len());
         self.wall_velocities.push(velocity);
+        self.inlet.push(false);
         Ok(self)
+    }
+
+    /// Makes `face` a velocity inlet: a wall moving with `velocity` (any direction), whose
+    /// bounce-back term takes the node's density.
+    pub fn with_inlet(self, face: Face, velocity: [f64; 3]) -> Result<Self, GeometryError> {
+        let mut g = self.with_moving_wall(face, velocity)?;
+        *g.inlet.last_mut().expect("a slot was added") = true;
+        Ok(g)
     }
 
     /// Opens `face`: a pressure outlet, an outflow or a free-slip wall.
@@ -135,8 +147,12 @@ impl Geometry {
         let d = &case.domain;
         let domain = Domain::new(d.size, d.periodic);
         let mut g = Self::closed_box(domain);
-        for (face, u) in case.moving_walls() {
-            g = g.with_moving_wall(face, u)?;
+        for (face, u, inlet) in case.moving_walls() {
+            g = if inlet {
+                g.with_inlet(face, u)?
+            } else {
+                g.with_moving_wall(face, u)?
+            };
         }
         for (face, kind, rho) in case.open_faces() {
             let kind = match kind {
@@ -361,6 +377,9 @@ impl Geometry {
         std::array::from_fn(|i| {
             if f.is_solid() || i == 0 {
                 return LinkRule::Pull;
+            }
+            if f.moving(i) && self.inlet[f.slot()] {
+                return LinkRule::Inlet;
             }
             if f.bounces(i) {
                 return LinkRule::Bounce;
@@ -699,5 +718,79 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The rules of open faces: anti-bounce-back, the outflow's and the free slip's pulls from
+    /// beside the node, and resting bounce-back wherever a link crosses two faces or an obstacle
+    /// stands where a pull would read.
+    #[test]
+    fn open_faces_give_each_link_its_rule() {
+        let domain = Domain::new([6, 5, 4], [false, false, true]);
+        let g = Geometry::closed_box(domain)
+            .with_moving_wall(Face::XMinus, [0.05, 0.0, 0.0])
+            .unwrap()
+            .with_open_face(Face::XPlus, OpenKind::Outflow)
+            .unwrap()
+            .with_open_face(Face::YPlus, OpenKind::FreeSlip)
+            .unwrap();
+        let dir = |c: [i32; 3]| C.iter().position(|&d| d == c).unwrap();
+        let rules = |x, y, z| g.links(g.node_flags(x, y, z).unwrap());
+        // On the outflow, away from the y faces: each population entering through x+ is the one
+        // the node's inner neighbour receives, pulled from the node's own plane.
+        let r = rules(5, 2, 1);
+        for c in [[-1, 0, 0], [-1, 1, 0], [-1, -1, 0], [-1, 0, 1], [-1, 0, -1]] {
+            let i = dir(c);
+            assert_eq!(
+                r[i],
+                LinkRule::Shift {
+                    dir: i,
+                    offset: [0, -c[1], -c[2]]
+                },
+                "{c:?}"
+            );
+        }
+        assert_eq!(r[dir([1, 0, 0])], LinkRule::Pull);
+        // On the free-slip wall: the mirror image, from the neighbour along the wall.
+        let r = rules(2, 4, 1);
+        assert_eq!(
+            r[dir([1, -1, 0])],
+            LinkRule::Shift {
+                dir: dir([1, 1, 0]),
+                offset: [-1, 0, 0]
+            }
+        );
+        assert_eq!(
+            r[dir([0, -1, 0])],
+            LinkRule::Shift {
+                dir: dir([0, 1, 0]),
+                offset: [0, 0, 0]
+            }
+        );
+        // The inlet is a moving wall; the x+/y+ edge is a resting wall.
+        assert_eq!(rules(0, 2, 1)[dir([1, 0, 0])], LinkRule::Bounce);
+        assert_eq!(rules(5, 4, 1)[dir([-1, -1, 0])], LinkRule::Bounce);
+        assert_eq!(
+            rules(5, 4, 1)[dir([-1, 0, 0])],
+            LinkRule::Shift {
+                dir: dir([-1, 0, 0]),
+                offset: [0, 0, 0]
+            }
+        );
+        // An obstacle beside the outflow: the link whose pull would read it bounces back instead.
+        let blocked = g.clone().with_obstacle(Obstacle::Box {
+            min: [5, 3, 0],
+            max: [6, 4, 4],
+        });
+        let r = blocked.links(blocked.node_flags(5, 2, 1).unwrap());
+        assert_eq!(r[dir([-1, -1, 0])], LinkRule::Bounce);
+        // A pressure outlet's links carry its density in the palette.
+        let p = Geometry::closed_box(domain)
+            .with_open_face(Face::XPlus, OpenKind::Pressure { drho: 0.02 })
+            .unwrap();
+        let s = p.slab(0..4).unwrap();
+        let k = s.index[(5 + 2) * 6 + 5] as usize; // node (5, 2, 1)
+        let i = dir([-1, 0, 0]);
+        assert_eq!(s.palette.links[k][i], LinkRule::AntiBounce { drho: 0.02 });
+        assert_eq!(s.palette.moving_term[k][i], 0.02);
     }
 }

@@ -230,8 +230,7 @@ where
     let mut pixels = vec![0u8; size.0 as usize * size.1 as usize * 3];
     {
         let root = BitMapBackend::with_buffer(&mut pixels, size).into_drawing_area();
-        root.fill(&WHITE)
-            .map_err(|e| DrawError::draw("plot", &e))?;
+        root.fill(&WHITE).map_err(|e| DrawError::draw("plot", &e))?;
         let mut chart = ChartBuilder::on(&root)
             .caption(title, ("sans-serif", 22))
             .margin(12)

@@ -276,9 +276,9 @@ where
             .palette
             .flags
             .iter()
-            .zip(links.chunks(Q))
+            .zip(&flags.palette.links)
             .map(|(f, l)| {
-                let open = l.iter().any(|&c| c >= 2);
+                let open = l.iter().any(|r| r.is_open());
                 f.bounce_mask()
                     | if f.is_solid() { SOLID_BIT } else { 0 }
                     | if open { OPEN_BIT } else { 0 }

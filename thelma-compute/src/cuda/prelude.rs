@@ -10,9 +10,10 @@ use thelma_core::Precision;
 use super::shape::{LaunchShape, DEFAULT_BLOCK_X};
 use thelma_core::physics::d3q19::Q;
 use thelma_core::physics::{
-    dispatch, pressure_terms, symbolic, Coefficients, Collision, CollisionOperator, FlowModel,
-    OperatorVisitor, Stencil, Sym, D3Q19,
+    dispatch, node_density, pressure_terms, symbolic, Coefficients, Collision, CollisionOperator,
+    FlowModel, OperatorVisitor, Stencil, Sym, D3Q19,
 };
+use thelma_geometry::LinkRule;
 
 /// The bit of a palette entry's mask that marks a solid node (bits 0..19 are the bounce directions).
 pub const SOLID_BIT: u32 = 1 << 31;
@@ -126,6 +127,16 @@ pub fn pressure_source() -> String {
     );
     s.push_str(&rec.emit_c(&outputs, PARAM_PREFIX, "    "));
     s.push_str("}\n");
+    let (rho, rec) = symbolic::record(|| {
+        let g: [Sym; Q] = std::array::from_fn(|i| Sym::input(format!("g[{i}]")));
+        node_density(&g)
+    });
+    s.push_str(
+        "// A node's density, printed from thelma_core::physics::node_density.\n\
+         __device__ __forceinline__ real thelma_node_density(const real* __restrict__ g) {\n    real rho;\n",
+    );
+    s.push_str(&rec.emit_c(&[("rho".to_string(), rho)], PARAM_PREFIX, "    "));
+    s.push_str("    return rho;\n}\n");
     s
 }
 
@@ -176,13 +187,24 @@ pub fn prelude(p: &PreludeParams) -> String {
     let _ = writeln!(s, "#define THELMA_OPEN_BIT {OPEN_BIT}u");
     // The link words of the palette (thelma_geometry::LinkRule::code): kind, source direction and
     // the offset of the source node, each component stored plus one.
-    let _ = writeln!(s, "#define THELMA_LINK_KIND(c) ((c) & 3u)");
-    let _ = writeln!(s, "#define THELMA_LINK_ANTI_BOUNCE 2u");
-    let _ = writeln!(s, "#define THELMA_LINK_SHIFT 3u");
-    let _ = writeln!(s, "#define THELMA_LINK_DIR(c) ((int)(((c) >> 2) & 31u))");
+    let _ = writeln!(s, "#define THELMA_LINK_KIND(c) ((c) & 7u)");
+    for (name, rule) in [
+        ("ANTI_BOUNCE", LinkRule::AntiBounce { drho: 0.0 }),
+        (
+            "SHIFT",
+            LinkRule::Shift {
+                dir: 0,
+                offset: [-1; 3],
+            },
+        ),
+        ("INLET", LinkRule::Inlet),
+    ] {
+        let _ = writeln!(s, "#define THELMA_LINK_{name} {}u", rule.code());
+    }
+    let _ = writeln!(s, "#define THELMA_LINK_DIR(c) ((int)(((c) >> 3) & 31u))");
     let _ = writeln!(
         s,
-        "#define THELMA_LINK_OFFSET(c, a) ((int)(((c) >> (7 + 2 * (a))) & 3u) - 1)"
+        "#define THELMA_LINK_OFFSET(c, a) ((int)(((c) >> (8 + 2 * (a))) & 3u) - 1)"
     );
     let _ = writeln!(s, "#define THELMA_BLOCK_X {}", p.block_x);
     let _ = writeln!(s, "#define THELMA_MIN_BLOCKS {}", p.min_blocks);

@@ -717,7 +717,7 @@ impl CaseConfig {
                 ));
             }
         }
-        for (face, u) in self.moving_walls() {
+        for (face, u, _) in self.moving_walls() {
             if u.iter().any(|c| !c.is_finite() || c.abs() >= MAX_SPEED) {
                 return Err(bad(
                     "boundary",
@@ -733,18 +733,20 @@ impl CaseConfig {
     }
 
     /// The moving walls of the case, in lattice units: the cavity's lid on z+, every `[[boundary]]`
-    /// wall with a non-zero velocity and every velocity inlet (converted from m/s with `[units]`).
-    pub fn moving_walls(&self) -> Vec<(Face, [f64; 3])> {
+    /// wall with a non-zero velocity and every velocity inlet (converted from m/s with `[units]`),
+    /// each with whether it is an inlet.
+    pub fn moving_walls(&self) -> Vec<(Face, [f64; 3], bool)> {
         let mut walls = Vec::new();
         if self.domain.case == CaseKind::Cavity {
-            walls.push((Face::ZPlus, [self.physics.lid_speed, 0.0, 0.0]));
+            walls.push((Face::ZPlus, [self.physics.lid_speed, 0.0, 0.0], false));
         }
         let scale = self.unit_scales().map_or(1.0, |s| 1.0 / s.velocity);
         for b in &self.boundary {
             let moves = b.kind == BoundaryKind::Velocity
                 || (b.kind == BoundaryKind::Wall && b.velocity != [0.0; 3]);
             if moves {
-                walls.push((b.face, b.velocity.map(|v| v * scale)));
+                let inlet = b.kind == BoundaryKind::Velocity;
+                walls.push((b.face, b.velocity.map(|v| v * scale), inlet));
             }
         }
         walls

@@ -3,7 +3,7 @@
 //! and lives with each module's pull; what it adds is here.
 
 use super::arith::Arith;
-use super::collision::{equilibrium_pairs, macroscopic, Macroscopic};
+use super::collision::{density_momentum, equilibrium_pairs, macroscopic, Macroscopic};
 use super::d3q19::Q;
 
 /// The anti-bounce-back terms of a pressure outlet at density `1 + drho_w`, per opposite pair: a link
@@ -21,4 +21,12 @@ pub fn pressure_terms<V: Arith>(g: &[V; Q], drho_w: V) -> [V; 9] {
         u,
     });
     e.even.map(|v| V::c(2.0) * v)
+}
+
+/// The density `1 + Σ g` of a node's populations: what a velocity inlet's bounce-back term is scaled
+/// by (`g_i = g̃_ī + ρ · 6 w_i (c_i · u_in)`, Ladd's rule with the wall density taken at the node), so
+/// that the inlet imposes the momentum `ρ u_in` it is given rather than `u_in` at unit density.
+#[inline(always)]
+pub fn node_density<V: Arith>(g: &[V; Q]) -> V {
+    V::c(1.0) + density_momentum(g).0
 }

@@ -404,3 +404,39 @@ fn the_recording_the_kernels_are_printed_from_equals_the_direct_call_bit_for_bit
         }
     }
 }
+
+/// The pressure outlet's terms: the recording the kernels print equals the direct call bit for bit,
+/// and at rest with the outlet's own density the anti-bounce-back returns the node's equilibrium.
+#[test]
+fn the_pressure_terms_are_printed_from_the_function_the_cpu_module_calls() {
+    let seed: [f64; Q] = std::array::from_fn(|i| ((i * 5) % 13) as f64 / 6.5 - 1.0);
+    let g0 = perturbed(&seed, 0.011, [0.027, -0.014, 0.009]);
+    let drho_w = 0.004;
+    let (out, rec) = symbolic::record(|| {
+        let g: [Sym; Q] = std::array::from_fn(|i| Sym::input(format!("g[{i}]")));
+        pressure_terms(&g, Sym::input("drho_w"))
+    });
+    let value = |s: &str, g: &[f64; Q]| {
+        if s == "drho_w" {
+            drho_w
+        } else {
+            g[s[2..s.len() - 1].parse::<usize>().unwrap()]
+        }
+    };
+    let sym = rec.eval::<f64>(&out, |s| value(s, &g0));
+    let direct = pressure_terms(&g0, drho_w);
+    let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&sym), bits(&direct));
+    let g32 = g0.map(|v| v as f32);
+    let sym = rec.eval::<f32>(&out, |s| value(s, &g0) as f32);
+    let direct = pressure_terms(&g32, drho_w as f32);
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&sym), bits(&direct));
+    // At rest: −g̃_ī + 2 e = g^eq for every link of a node already at (δρ_w, 0).
+    let eq = equilibrium(drho_w, [0.0; 3]);
+    let t = pressure_terms(&eq, drho_w);
+    for i in 1..Q {
+        let g = -eq[super::d3q19::OPP[i]] + t[(i - 1) / 2];
+        assert!((g - eq[i]).abs() < 1e-16, "direction {i}: {g} vs {}", eq[i]);
+    }
+}

@@ -1,0 +1,300 @@
+//! Open faces, one body per module (`per_module!`): a channel fed by a velocity inlet and drained by a
+//! pressure outlet develops the plane Poiseuille profile and carries the inlet's flux to the outlet;
+//! a zero-gradient outflow passes a uniform stream; a free-slip wall is a symmetry plane (a body-force half channel); and
+//! open faces keep every invariant: N slabs equal one bit for bit, CUDA equals CPU to rounding.
+
+use thelma_core::physics::Collision;
+use thelma_core::{
+    BoundaryConfig, BoundaryKind, CaseConfig, CaseKind, Face, Fields, Obstacle, Precision,
+};
+use thelma_tests::{
+    cpu_runtime, domain, per_module, run_from_vortex, values, vortex_populations, Module,
+};
+
+fn face(face: Face, kind: BoundaryKind) -> BoundaryConfig {
+    BoundaryConfig {
+        face,
+        kind,
+        velocity: [0.0; 3],
+        density: None,
+    }
+}
+
+fn inlet(u: f64) -> BoundaryConfig {
+    BoundaryConfig {
+        velocity: [u, 0.0, 0.0],
+        ..face(Face::XMinus, BoundaryKind::Velocity)
+    }
+}
+
+/// A channel along x between resting walls at y− and y+, periodic in z (plane flow), with viscosity
+/// `nu`.
+fn channel(
+    size: [usize; 3],
+    nu: f64,
+    outlet: BoundaryKind,
+    c: Collision,
+    p: Precision,
+) -> CaseConfig {
+    let mut case = CaseConfig::default();
+    case.domain.case = CaseKind::Box;
+    case.domain.size = size;
+    case.domain.periodic = [false, false, true];
+    case.physics.viscosity = Some(nu);
+    case.numerics.collision = c;
+    case.numerics.precision = p;
+    case.boundary = vec![inlet(0.05), face(Face::XPlus, outlet)];
+    case
+}
+
+/// Mass flux `Σ_y ρ u_x` through the plane x (z = 0).
+fn flux(f: &Fields, x: usize) -> f64 {
+    (0..f.size[1])
+        .map(|y| f.rho[f.idx(x, y, 0)] * f.ux[f.idx(x, y, 0)])
+        .sum()
+}
+
+/// Mean `u_x` over the plane x (z = 0).
+fn mean_u(f: &Fields, x: usize) -> f64 {
+    (0..f.size[1]).map(|y| f.ux[f.idx(x, y, 0)]).sum::<f64>() / f.size[1] as f64
+}
+
+/// Relative L2 distance of `u_x(y)` at plane x from the plane Poiseuille profile of the plane's own
+/// mean velocity, whose walls lie half a spacing outside the lattice.
+fn poiseuille_error(f: &Fields, x: usize) -> f64 {
+    let h = f.size[1] as f64;
+    let u = mean_u(f, x);
+    let (mut num, mut den) = (0.0, 0.0);
+    for y in 0..f.size[1] {
+        let s = y as f64 + 0.5;
+        let exact = 6.0 * u * s * (h - s) / (h * h);
+        num += (f.ux[f.idx(x, y, 0)] - exact).powi(2);
+        den += exact * exact;
+    }
+    (num / den).sqrt()
+}
+
+per_module!(inlet_to_outlet => a_velocity_inlet_and_an_open_outlet_give_poiseuille_flow,
+    a_velocity_inlet_and_an_open_outlet_give_poiseuille_flow_on_cuda);
+
+/// A uniform inflow of 0.05 into a 18-node channel (Re = 9) becomes the Poiseuille parabola
+/// downstream, and the mass the inlet brings in leaves through the pressure outlet (steady state: equal to
+/// 0.1 %). The inlet imposes its velocity: through each of its nodes passes `ρ u_in` (the five links
+/// of velocity bounce-back carry `6 Σ w_i ρ c_i·u = ρ u_in`), less the one diagonal link of each edge
+/// row, which crosses two faces and is a resting wall (`ρ u_in / 6`). The density falls along the
+/// channel with the pressure that drives it, so the mean velocity grows by as much downstream.
+fn inlet_to_outlet(m: Module) {
+    for outlet in [BoundaryKind::Pressure] {
+        for c in [Collision::BGK, Collision::TRT, Collision::MRT] {
+            for p in [Precision::F32, Precision::F64] {
+                let case = channel([64, 18, 2], 0.1, outlet, c, p);
+                let mut rt = m.runtime(&case, 2);
+                rt.run(8000).unwrap();
+                let f = rt.fields().unwrap();
+                let u = 0.05;
+                let err = poiseuille_error(&f, 48);
+                let (fin, fout) = (flux(&f, 4), flux(&f, 60));
+                let ny = f.size[1];
+                let imposed: f64 = (0..ny)
+                    .map(|y| {
+                        let edge = if y == 0 || y + 1 == ny {
+                            1.0 / 6.0
+                        } else {
+                            0.0
+                        };
+                        f.rho[f.idx(0, y, 0)] * u * (1.0 - edge)
+                    })
+                    .sum();
+                eprintln!(
+                    "{outlet:?} {c} {p:?}: L2 {err:.2e} at x = 48, mass flux imposed {imposed:.5} in {fin:.5} out {fout:.5}"
+                );
+                assert!(err < 5e-3, "{outlet:?} {c} {p:?}: L2 {err:e}");
+                assert!(
+                    (fin - fout).abs() < 1e-3 * fin,
+                    "{outlet:?} {c} {p:?}: mass flux {fin} in, {fout} out"
+                );
+                assert!(
+                    (fin - imposed).abs() < 5e-3 * imposed,
+                    "{outlet:?} {c} {p:?}: mass flux {fin}, imposed {imposed}"
+                );
+                if outlet == BoundaryKind::Pressure {
+                    // The outlet holds its density: ρ at the last plane is 1 to the order of u².
+                    let rho = (0..18).map(|y| f.rho[f.idx(63, y, 0)]).sum::<f64>() / 18.0;
+                    assert!(
+                        (rho - 1.0).abs() < 2e-3,
+                        "{c} {p:?}: ρ = {rho} at the outlet"
+                    );
+                }
+            }
+        }
+    }
+}
+
+per_module!(uniform_outflow => a_zero_gradient_outflow_lets_a_uniform_stream_through,
+    a_zero_gradient_outflow_lets_a_uniform_stream_through_on_cuda);
+
+/// A zero-gradient outflow fixes no pressure, so it suits flows that leave the box about uniform (a
+/// wake far downstream), not a channel driven through it. A uniform stream from a velocity inlet (y
+/// and z periodic) is its exact steady state, and the outflow passes it out unchanged, the mass in
+/// and out equal, after the start's sound waves have left (the outflow passes most of each).
+fn uniform_outflow(m: Module) {
+    let u = 0.05;
+    for c in [Collision::BGK, Collision::TRT, Collision::MRT] {
+        for p in [Precision::F32, Precision::F64] {
+            let mut case = channel([48, 3, 2], 0.1, BoundaryKind::Outflow, c, p);
+            case.domain.periodic = [false, true, true];
+            let mut rt = m.runtime(&case, 2);
+            rt.run(6000).unwrap();
+            let f = rt.fields().unwrap();
+            let worst = f.ux.iter().map(|v| (v - u).abs()).fold(0.0, f64::max);
+            let spread = f
+                .rho
+                .iter()
+                .fold(0.0f64, |a, r| a.max((r - f.rho[0]).abs()));
+            eprintln!("outflow {c} {p:?}: |u − u_in| ≤ {worst:.2e}, ρ within {spread:.2e}");
+            let tol = if p == Precision::F32 { 1e-5 } else { 1e-7 };
+            assert!(worst < tol * 10.0, "{c} {p:?}: |u − u_in| = {worst:e}");
+            assert!(spread < tol, "{c} {p:?}: ρ varies by {spread:e}");
+        }
+    }
+}
+
+per_module!(free_slip => a_free_slip_wall_is_a_symmetry_plane,
+    a_free_slip_wall_is_a_symmetry_plane_on_cuda);
+
+/// A body force drives a channel with a resting wall at y− and a free-slip wall at y+: the profile is
+/// half of the Poiseuille parabola, `u = F/ν (H y − y²/2)`, with the symmetry plane at y = H half a
+/// spacing beyond the last node. A closed box of free-slip walls conserves its mass.
+fn free_slip(m: Module) {
+    let (n, nu, force) = (16usize, 1.0 / 6.0, 1e-6);
+    for c in [Collision::BGK, Collision::TRT, Collision::MRT] {
+        for p in [Precision::F32, Precision::F64] {
+            let mut case = CaseConfig::default();
+            case.domain.case = CaseKind::Box;
+            case.domain.size = [2, n, 2];
+            case.domain.periodic = [true, false, true];
+            case.physics.viscosity = Some(nu);
+            case.physics.force = Some([force, 0.0, 0.0]);
+            case.numerics.collision = c;
+            case.numerics.precision = p;
+            case.boundary = vec![face(Face::YPlus, BoundaryKind::FreeSlip)];
+            let mut rt = m.runtime(&case, 1);
+            rt.run(15_000).unwrap();
+            let f = rt.fields().unwrap();
+            let h = n as f64;
+            let (mut num, mut den) = (0.0, 0.0);
+            for y in 0..n {
+                let s = y as f64 + 0.5;
+                let exact = force / nu * (h * s - s * s / 2.0);
+                num += (f.ux[f.idx(0, y, 0)] - exact).powi(2);
+                den += exact * exact;
+            }
+            let err = (num / den).sqrt();
+            eprintln!("free slip {c} {p:?}: L2 {err:.2e}");
+            assert!(err < 0.01, "{c} {p:?}: L2 {err:e}");
+            let uy = (0..n)
+                .map(|y| f.uy[f.idx(0, y, 0)].abs())
+                .fold(0.0, f64::max);
+            assert!(uy < 1e-9, "{c} {p:?}: normal velocity {uy}");
+
+            // Every face free-slip, a vortex inside: the mass stays.
+            let mut closed = CaseConfig::default();
+            closed.domain.case = CaseKind::Box;
+            closed.domain.size = [10, 9, 8];
+            closed.physics.viscosity = Some(0.05);
+            closed.numerics.collision = c;
+            closed.numerics.precision = p;
+            closed.boundary = Face::ALL
+                .iter()
+                .map(|&f| face(f, BoundaryKind::FreeSlip))
+                .collect();
+            let mut rt = m.runtime(&closed, 2);
+            let init = vortex_populations(domain(&closed), 0.05);
+            let parts = thelma_tests::scatter_populations(&rt, &init, p);
+            rt.write_populations(parts, 0).unwrap();
+            let m0 = rt.fields().unwrap().mass();
+            rt.run(500).unwrap();
+            let m1 = rt.fields().unwrap().mass();
+            let tol = if p == Precision::F32 { 1e-6 } else { 1e-12 };
+            assert!(
+                ((m1 - m0) / m0).abs() < tol,
+                "{c} {p:?}: mass {m0} → {m1} in a free-slip box"
+            );
+        }
+    }
+}
+
+/// Every open kind at once across slabs: an inlet on x−, a pressure outlet or an outflow on x+, a
+/// free-slip y+, an outflow z− (its shifted pulls cross the slab interfaces) and an obstacle.
+fn open_case(outlet: BoundaryKind, c: Collision, p: Precision) -> CaseConfig {
+    let mut case = CaseConfig::default();
+    case.domain.case = CaseKind::Box;
+    case.domain.size = [20, 14, 23];
+    case.physics.viscosity = Some(0.03);
+    case.numerics.collision = c;
+    case.numerics.precision = p;
+    case.boundary = vec![
+        BoundaryConfig {
+            velocity: [0.04, 0.01, -0.005],
+            ..inlet(0.0)
+        },
+        BoundaryConfig {
+            density: (outlet == BoundaryKind::Pressure).then_some(1.005),
+            ..face(Face::XPlus, outlet)
+        },
+        face(Face::YPlus, BoundaryKind::FreeSlip),
+        face(Face::ZMinus, BoundaryKind::Outflow),
+    ];
+    case.domain.obstacles = vec![Obstacle::Sphere {
+        centre: [8.0, 6.0, 11.0],
+        radius: 3.0,
+    }];
+    case
+}
+
+const OPEN: [(BoundaryKind, Collision, Precision); 4] = [
+    (BoundaryKind::Pressure, Collision::MRT, Precision::F32),
+    (BoundaryKind::Outflow, Collision::BGK, Precision::F64),
+    (BoundaryKind::Pressure, Collision::TRT, Precision::F64),
+    (BoundaryKind::Outflow, Collision::MRT, Precision::F32),
+];
+
+per_module!(open_slabs => open_faces_keep_slabs_equal_to_one_slab,
+    open_faces_keep_slabs_equal_to_one_slab_on_cuda);
+
+fn open_slabs(m: Module) {
+    for (outlet, c, p) in OPEN {
+        let case = open_case(outlet, c, p);
+        case.validate().expect("valid");
+        let reference = run_from_vortex(m.runtime(&case, 1), &case, 150);
+        for ids in m.layouts() {
+            let got = run_from_vortex(m.runtime_on(&case, &ids), &case, 150);
+            assert!(
+                got == reference,
+                "{}: devices {ids:?} differ from one slab ({outlet:?}, {c}, {p:?})",
+                m.name()
+            );
+        }
+    }
+}
+
+per_module!(open_agreement => open_faces_agree_with_the_cpu_module_on_the_cpu,
+    open_faces_agree_with_the_cpu_module_on_cuda);
+
+fn open_agreement(m: Module) {
+    for (outlet, c, p) in OPEN {
+        let case = open_case(outlet, c, p);
+        let cpu = values(&run_from_vortex(cpu_runtime(&case, 3), &case, 200), p);
+        let got = values(&run_from_vortex(m.runtime(&case, 1), &case, 200), p);
+        let diff: f64 = cpu.iter().zip(&got).map(|(a, b)| (a - b).powi(2)).sum();
+        let norm: f64 = cpu.iter().map(|a| a * a).sum();
+        let rel = (diff / norm).sqrt();
+        let tol = match (m, p) {
+            (Module::Cpu, _) => 0.0,
+            (_, Precision::F32) => 1e-5,
+            (_, Precision::F64) => 1e-12,
+        };
+        eprintln!("{}: {outlet:?} {c} {p:?}: |Δ|/|ref| = {rel:.3e}", m.name());
+        assert!(rel <= tol, "{}: {outlet:?} {c} {p:?}: {rel:e}", m.name());
+    }
+}
