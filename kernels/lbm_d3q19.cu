@@ -92,20 +92,14 @@ __device__ __forceinline__ void open_links(T* f, const T* __restrict__ a, const 
 // One step for one node: pull f̃_i(x − c_i) from lattice a (or an interface buffer), bounce back
 // where the palette says so, collide (solid nodes keep their populations), store to lattice b and,
 // on a boundary layer, to this step's outgoing interface buffer.
-template <typename T>
+// With OPEN, the node's open-face links too (the second pass over the nodes that have them; the main
+// step computes those nodes without them, and this pass overwrites what it stored).
+template <typename T, bool OPEN>
 __device__ __forceinline__ void collide_propagate(
     const T* __restrict__ a, T* __restrict__ b, const unsigned char* __restrict__ index,
     const unsigned int* __restrict__ pal_mask, const T* __restrict__ pal_term,
     const unsigned int* __restrict__ pal_link, const T* below_in, const T* above_in, T* above_out,
-    T* below_out, int nx, int ny, int nz, int periodic) {
-    const int x = blockIdx.x * blockDim.x + threadIdx.x;
-    const int y = blockIdx.y;
-    // The two boundary layers first (grid z 0 → plane 0, 1 → plane nz − 1, then the interior in
-    // order): blocks are dispatched roughly in grid order, so the slow zero-copy loads and stores of
-    // the interface overlap the interior's work instead of trailing it.
-    const int bz = blockIdx.z;
-    const int z = bz == 0 ? 0 : (bz == 1 ? nz - 1 : bz - 1);
-    if (x >= nx) return;
+    T* below_out, int nx, int ny, int nz, int periodic, int x, int y, int z) {
     const size_t plane = (size_t)nx * ny;
     const size_t n = plane * nz;
     const size_t p = (size_t)z * plane + (size_t)y * nx + x;
@@ -151,7 +145,7 @@ __device__ __forceinline__ void collide_propagate(
             for (int i = 0; i < THELMA_Q; i++) {
                 if (mask & (1u << i)) f[i] = a[(size_t)opp(i) * n + p] + pal_term[k * THELMA_Q + i];
             }
-            if (mask & THELMA_OPEN_BIT)
+            if (OPEN && (mask & THELMA_OPEN_BIT))
                 open_links(f, a, below_in, above_in, pal_link + k * THELMA_Q, pal_term + k * THELMA_Q,
                            x, y, z, nx, ny, nz, n, p);
         }
@@ -173,13 +167,37 @@ __device__ __forceinline__ void collide_propagate(
 #define THELMA_COLLIDE_ARGS                                                                        \
     const real *__restrict__ a, real *__restrict__ b, const unsigned char *__restrict__ index,      \
         const unsigned int *__restrict__ pal_mask, const real *__restrict__ pal_term,              \
-        const unsigned int *__restrict__ pal_link, const real *below_in, const real *above_in,     \
-        real *above_out, real *below_out, int nx, int ny, int nz, int periodic
+        const real *below_in, const real *above_in, real *above_out, real *below_out, int nx,      \
+        int ny, int nz, int periodic
 
 extern "C" __global__ void __launch_bounds__(THELMA_BLOCK_X, THELMA_MIN_BLOCKS)
 THELMA_COLLIDE_NAME(THELMA_COLLIDE_ARGS) {
-    collide_propagate<real>(a, b, index, pal_mask, pal_term, pal_link, below_in, above_in, above_out,
-                            below_out, nx, ny, nz, periodic);
+    const int x = blockIdx.x * blockDim.x + threadIdx.x;
+    const int y = blockIdx.y;
+    // The two boundary layers first (grid z 0 → plane 0, 1 → plane nz − 1, then the interior in
+    // order): blocks are dispatched roughly in grid order, so the slow zero-copy loads and stores of
+    // the interface overlap the interior's work instead of trailing it.
+    const int bz = blockIdx.z;
+    const int z = bz == 0 ? 0 : (bz == 1 ? nz - 1 : bz - 1);
+    if (x >= nx) return;
+    collide_propagate<real, false>(a, b, index, pal_mask, pal_term, nullptr, below_in, above_in,
+                                   above_out, below_out, nx, ny, nz, periodic, x, y, z);
+}
+
+// The nodes with open-face links (`nodes`, `count` slab-local indices), stepped again with their
+// links after the main step, on the same stream: what they store replaces what the main step stored
+// for them. Only a case with open faces launches it.
+extern "C" __global__ void __launch_bounds__(128)
+THELMA_OPEN_NAME(THELMA_COLLIDE_ARGS, const unsigned int *__restrict__ pal_link,
+                 const unsigned int *__restrict__ nodes, int count) {
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= count) return;
+    const unsigned int p = nodes[t];
+    const int x = (int)(p % (unsigned int)nx);
+    const int y = (int)(p / (unsigned int)nx % (unsigned int)ny);
+    const int z = (int)(p / ((unsigned int)nx * (unsigned int)ny));
+    collide_propagate<real, true>(a, b, index, pal_mask, pal_term, pal_link, below_in, above_in,
+                                  above_out, below_out, nx, ny, nz, periodic, x, y, z);
 }
 
 // Copies the crossing populations of the slab's top layer (c_z = +1) into up_out and of its bottom

@@ -11,7 +11,7 @@ use thelma_compute::ModelParams;
 use thelma_core::physics::D3Q19;
 use thelma_core::Domain;
 use thelma_core::{interface_bytes_per_step, ComputeError, Fields};
-use thelma_core::{CaseConfig, CaseKind, LatticeParams};
+use thelma_core::{BoundaryKind, CaseConfig, CaseKind, LatticeParams};
 use thelma_core::{DeviceInfo, Runtime, RuntimeError};
 use thelma_geometry::Geometry;
 use thelma_results::relative_change;
@@ -367,6 +367,12 @@ impl Tally<'_> {
             },
             devices,
             mass: [self.mass0, mass1],
+            open: case.boundary.iter().any(|b| {
+                matches!(
+                    b.kind,
+                    BoundaryKind::Velocity | BoundaryKind::Pressure | BoundaryKind::Outflow
+                )
+            }),
             validation,
             units: case
                 .unit_scales()

@@ -50,6 +50,7 @@ fn every_kernel_variant_compiles_for_sm_90() {
                     .unwrap_or_else(|e| panic!("{precision:?} {op} variant {variant}: {e}"));
                 let kernels = [
                     Kernel::CollidePropagate(collision),
+                    Kernel::OpenLinks(collision),
                     Kernel::ExportFaces,
                     Kernel::Health,
                 ];
@@ -62,7 +63,7 @@ fn every_kernel_variant_compiles_for_sm_90() {
     }
     assert_eq!(
         Kernel::all().iter().filter(|k| k.in_lbm_source()).count(),
-        OPERATORS.len() + 2
+        2 * OPERATORS.len() + 2
     );
     let cubin = compile_cubin(BANDWIDTH_SOURCE, "bandwidth.cu", "sm_90").expect("bandwidth kernel");
     assert!(contains(

@@ -84,6 +84,9 @@ pub struct RunSummary {
     pub devices: Vec<DeviceSummary>,
     /// Total fluid mass at the start and at the end.
     pub mass: [f64; 2],
+    /// Whether mass may enter or leave (inlets, outlets): the drift then measures no error.
+    #[serde(default)]
+    pub open: bool,
     pub validation: Option<Comparison>,
     /// Physical scales and the real-time figure of merit, when the case gives physical units.
     pub units: Option<UnitsReport>,
@@ -147,12 +150,18 @@ impl RunSummary {
                 d.device, d.z[0], d.z[1], d.mlups, d.compute_s, d.step_ms, d.wait_s, d.exchange_bytes_per_step, d.binding, d.describe
             );
         }
-        s += &format!(
-            "mass {:.9e} -> {:.9e} (relative drift {:.2e})\n",
-            self.mass[0],
-            self.mass[1],
-            (self.mass[1] - self.mass[0]) / self.mass[0]
-        );
+        let change = (self.mass[1] - self.mass[0]) / self.mass[0];
+        s += &if self.open {
+            format!(
+                "mass {:.9e} -> {:.9e} ({change:+.2e}; open faces let it in and out)\n",
+                self.mass[0], self.mass[1]
+            )
+        } else {
+            format!(
+                "mass {:.9e} -> {:.9e} (relative drift {change:.2e})\n",
+                self.mass[0], self.mass[1]
+            )
+        };
         if let Some(u) = &self.units {
             s += &format!(
                 "simulated {} of physical time in {}: {:.3} x real time (dt = {}, dx = {:.3e} m)\n",
@@ -428,6 +437,7 @@ mod tests {
                 exchange_bytes_per_step: 0,
             }],
             mass: [1.0, 1.0],
+            open: false,
             validation: None,
             units: Some(UnitsReport::new(scales, 1000, 4.0)),
             timings: Timings {

@@ -30,6 +30,8 @@ pub const BANDWIDTH_SOURCE: &str = include_str!("../../../kernels/bandwidth.cu")
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kernel {
     CollidePropagate(Collision),
+    /// The second pass over the nodes with open-face links (only cases with open faces launch it).
+    OpenLinks(Collision),
     ExportFaces,
     Health,
     BandwidthCopy,
@@ -40,8 +42,9 @@ impl Kernel {
     pub fn all() -> Vec<Kernel> {
         OPERATORS
             .iter()
-            .map(|(name, _)| {
-                Kernel::CollidePropagate(Collision::parse(name).expect("a registered name"))
+            .flat_map(|(name, _)| {
+                let c = Collision::parse(name).expect("a registered name");
+                [Kernel::CollidePropagate(c), Kernel::OpenLinks(c)]
             })
             .chain([Kernel::ExportFaces, Kernel::Health, Kernel::BandwidthCopy])
             .collect()
@@ -55,6 +58,7 @@ impl Kernel {
         };
         match self {
             Kernel::CollidePropagate(c) => format!("collide_propagate_d3q19_{c}_{suffix}"),
+            Kernel::OpenLinks(c) => format!("open_links_d3q19_{c}_{suffix}"),
             Kernel::ExportFaces => format!("export_faces_d3q19_{suffix}"),
             Kernel::Health => format!("health_d3q19_{suffix}"),
             Kernel::BandwidthCopy => "bandwidth_copy".to_string(),
@@ -193,7 +197,6 @@ pub struct StepArgs {
     pub index: u64,
     pub pal_mask: u64,
     pub pal_term: u64,
-    pub pal_link: u64,
     pub below_in: u64,
     pub above_in: u64,
     pub above_out: u64,
@@ -209,8 +212,7 @@ pub struct StepArgs {
 /// # Safety
 /// `f` is a collide-and-propagate kernel of the lattices' precision; `a` and `b` are device
 /// lattices of 19·nx·ny·nz values of that precision; `index` holds nx·ny·nz palette indices, each
-/// below the length of the palettes `pal_mask`, `pal_term` and `pal_link` (Q words per entry);
-/// every interface address is null or
+/// below the length of the palettes `pal_mask` and `pal_term`; every interface address is null or
 /// points at a plane of 5·nx·ny values in mapped, page-locked memory. All of it stays allocated until
 /// the stream has finished the launch.
 pub unsafe fn collide_propagate(
@@ -230,7 +232,6 @@ pub unsafe fn collide_propagate(
         .arg(&s.index)
         .arg(&s.pal_mask)
         .arg(&s.pal_term)
-        .arg(&s.pal_link)
         .arg(&s.below_in)
         .arg(&s.above_in)
         .arg(&s.above_out)
@@ -239,12 +240,58 @@ pub unsafe fn collide_propagate(
         .arg(&ny)
         .arg(&nz)
         .arg(&s.periodic);
-    // SAFETY: the argument list matches THELMA_COLLIDE_ARGS in kernels/lbm_d3q19.cu (ten device
+    // SAFETY: the argument list matches THELMA_COLLIDE_ARGS in kernels/lbm_d3q19.cu (nine device
     // addresses, four ints); the buffers are as the caller promises. The grid covers each node once;
     // threads past nx return.
     unsafe { b.launch(cfg) }
         .map(|_| ())
         .map_err(launch_err("collide_propagate"))
+}
+
+/// Enqueues the second pass over the `count` nodes listed at `nodes` (slab-local indices), those
+/// with open-face links, after a [`collide_propagate`] with the same `s` on the same stream.
+///
+/// # Safety
+/// As for [`collide_propagate`] with the same arguments, and `f` an open-links kernel of the same
+/// precision and operator; `pal_link` holds Q words per palette entry; `nodes` holds `count` indices
+/// below nx·ny·nz, each once; both stay allocated until the stream has finished the launch.
+pub unsafe fn open_links(
+    stream: &CudaStream,
+    f: &CudaFunction,
+    s: &StepArgs,
+    pal_link: u64,
+    nodes: u64,
+    count: u32,
+) -> Result<(), ComputeError> {
+    let [nx, ny, nz] = s.size;
+    let cfg = LaunchConfig {
+        grid_dim: (count.div_ceil(128).max(1), 1, 1),
+        block_dim: (128, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let count = count as i32;
+    let mut b = stream.launch_builder(f);
+    b.arg(&s.a)
+        .arg(&s.b)
+        .arg(&s.index)
+        .arg(&s.pal_mask)
+        .arg(&s.pal_term)
+        .arg(&s.below_in)
+        .arg(&s.above_in)
+        .arg(&s.above_out)
+        .arg(&s.below_out)
+        .arg(&nx)
+        .arg(&ny)
+        .arg(&nz)
+        .arg(&s.periodic)
+        .arg(&pal_link)
+        .arg(&nodes)
+        .arg(&count);
+    // SAFETY: the argument list matches THELMA_COLLIDE_ARGS followed by the open pass's three; the
+    // buffers are as the caller promises. Each listed node is written by one thread.
+    unsafe { b.launch(cfg) }
+        .map(|_| ())
+        .map_err(launch_err("open_links"))
 }
 
 /// Enqueues the export of lattice `a`'s crossing populations into `up_out`/`down_out` (null: skipped).

@@ -181,9 +181,13 @@ pub struct CudaModule<T: Real + DeviceRepr> {
     _pal_mask: CudaSlice<u32>,
     _pal_term: CudaSlice<T>,
     _pal_link: CudaSlice<u32>,
+    /// Slab-local indices of the nodes with open-face links, and how many.
+    _open_nodes: CudaSlice<u32>,
+    open_count: u32,
     health_out: CudaSlice<f64>,
-    /// Addresses of the index, the palette masks and terms, the watchdog's output.
-    addr: [u64; 5],
+    /// Addresses of the index, the palette masks and terms, the watchdog's output, the palette's
+    /// link words and the open-face nodes.
+    addr: [u64; 6],
     below: Option<Attached>,
     above: Option<Attached>,
     host_solid: Vec<bool>,
@@ -193,6 +197,8 @@ pub struct CudaModule<T: Real + DeviceRepr> {
     collide: CudaFunction,
     export: CudaFunction,
     health_k: CudaFunction,
+    /// The second pass over the open-face nodes.
+    open_k: CudaFunction,
     _image: Arc<CuModule>,
     shape: LaunchShape,
     describe: String,
@@ -238,12 +244,18 @@ where
         };
         let arch = launch::arch_of(info.compute_capability);
         let cubin = launch::compile_cubin(&launch::lbm_source(&pp), "lbm_d3q19.cu", &arch)?;
-        let collide_kind = Kernel::CollidePropagate(params.model.collision);
-        let names: Vec<String> = [collide_kind, Kernel::ExportFaces, Kernel::Health]
-            .iter()
-            .map(|k| k.name(T::PRECISION))
-            .collect();
+        let collision = params.model.collision;
+        let names: Vec<String> = [
+            Kernel::CollidePropagate(collision),
+            Kernel::ExportFaces,
+            Kernel::Health,
+            Kernel::OpenLinks(collision),
+        ]
+        .iter()
+        .map(|k| k.name(T::PRECISION))
+        .collect();
         let (image, mut funcs) = launch::load(&stream, &cubin, &names)?;
+        let open_k = funcs.pop().expect("four kernels");
         let health_k = funcs.pop().expect("three kernels");
         let export = funcs.pop().expect("three kernels");
         let collide = funcs.pop().expect("three kernels");
@@ -293,6 +305,23 @@ where
         let pal_mask = stream.clone_htod(&mask).map_err(oom("palette"))?;
         let pal_term = stream.clone_htod(&term).map_err(oom("palette"))?;
         let pal_link = stream.clone_htod(&links).map_err(oom("palette"))?;
+        // The nodes with open-face links, stepped again by the open pass.
+        let open_entry: Vec<bool> = mask.iter().map(|m| m & OPEN_BIT != 0).collect();
+        let open_nodes: Vec<u32> = flags
+            .index
+            .iter()
+            .enumerate()
+            .filter(|(_, &k)| open_entry[k as usize])
+            .map(|(p, _)| p as u32)
+            .collect();
+        let open_count = open_nodes.len() as u32;
+        let open_nodes = stream
+            .clone_htod(&if open_nodes.is_empty() {
+                vec![0]
+            } else {
+                open_nodes
+            })
+            .map_err(oom("open-face nodes"))?;
         let health_out = stream
             .alloc_zeros::<f64>(3 * HEALTH_BLOCKS as usize)
             .map_err(oom("watchdog buffer"))?;
@@ -305,6 +334,7 @@ where
             raw(&pal_term, &stream),
             raw(&health_out, &stream),
             raw(&pal_link, &stream),
+            raw(&open_nodes, &stream),
         ];
         let mut m = Self {
             force: params.model.force,
@@ -315,6 +345,9 @@ where
             _pal_mask: pal_mask,
             _pal_term: pal_term,
             _pal_link: pal_link,
+            _open_nodes: open_nodes,
+            open_count,
+            open_k,
             health_out,
             addr,
             below: None,
@@ -472,7 +505,6 @@ where
             index: self.addr[0],
             pal_mask: self.addr[1],
             pal_term: self.addr[2],
-            pal_link: self.addr[4],
             below_in: at(&self.below, true, rin),
             above_in: at(&self.above, false, rin),
             above_out: at(&self.above, true, rout),
@@ -486,6 +518,20 @@ where
         // length), `pal_mask`/`pal_term` that palette, and the interface planes belong to the
         // interfaces it holds; all live as long as the module, which synchronises before dropping.
         unsafe { launch::collide_propagate(&self.stream, &self.collide, &args) }?;
+        if self.open_count > 0 {
+            // SAFETY: as above, with this module's link words (Q per palette entry) and its list of
+            // `open_count` distinct node indices of the slab, all owned by the module.
+            unsafe {
+                launch::open_links(
+                    &self.stream,
+                    &self.open_k,
+                    &args,
+                    self.addr[4],
+                    self.addr[5],
+                    self.open_count,
+                )
+            }?;
+        }
         self.cur = 1 - self.cur;
         Ok(())
     }

@@ -181,6 +181,12 @@ pub fn prelude(p: &PreludeParams) -> String {
         st.name.to_lowercase(),
         p.model.collision
     );
+    let _ = writeln!(
+        s,
+        "#define THELMA_OPEN_NAME open_links_{}_{}_{suffix}",
+        st.name.to_lowercase(),
+        p.model.collision
+    );
     let _ = writeln!(s, "#define THELMA_Q {}", st.q());
     let _ = writeln!(s, "#define THELMA_CROSSING {}", st.crossing());
     let _ = writeln!(s, "#define THELMA_SOLID_BIT {SOLID_BIT}u");
