@@ -22,7 +22,7 @@ pub(crate) fn initial_populations<T: Real + Arith<Scalar = T>>(
             for x in 0..nx {
                 let (drho, u) = init
                     .check(x, y, slab.z.start + z)
-                    .map_err(|m| ComputeError::Invalid(format!("initial: {m}")))?;
+                    .map_err(|e| ComputeError::Invalid(format!("initial: {}", e.message)))?;
                 let geq = equilibrium(T::of(drho), u.map(T::of));
                 let p = (z * ny + y) * nx + x;
                 for i in 0..Q {

@@ -135,11 +135,7 @@ impl InitialState {
         for x in [0, nx / 2, nx - 1] {
             for y in [0, ny / 2, ny - 1] {
                 for z in [0, nz / 2, nz - 1] {
-                    s.check(x, y, z).map_err(|message| ConfigError {
-                        key: "initial",
-                        flag: "--config",
-                        message,
-                    })?;
+                    s.check(x, y, z)?;
                 }
             }
         }
@@ -165,18 +161,23 @@ impl InitialState {
     }
 
     /// The state at a node, or why it cannot start a run.
-    pub fn check(&self, x: usize, y: usize, z: usize) -> Result<(f64, [f64; 3]), String> {
+    pub fn check(&self, x: usize, y: usize, z: usize) -> Result<(f64, [f64; 3]), ConfigError> {
         let (drho, u) = self.at(x, y, z);
+        let bad = |message: String| ConfigError {
+            key: "initial",
+            flag: "--config",
+            message,
+        };
         if !(drho.is_finite() && drho > -1.0) {
-            return Err(format!(
+            return Err(bad(format!(
                 "the density at node ({x}, {y}, {z}) is {}, not a finite number > 0",
                 drho + 1.0
-            ));
+            )));
         }
         if u.iter().any(|c| !c.is_finite() || c.abs() >= MAX_SPEED) {
-            return Err(format!(
+            return Err(bad(format!(
                 "the velocity at node ({x}, {y}, {z}) is {u:?} in lattice units; each component must be finite and below {MAX_SPEED}"
-            ));
+            )));
         }
         Ok((drho, u))
     }
