@@ -11,7 +11,9 @@ use std::collections::HashMap;
 use std::ffi::{c_char, CStr, CString};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use cudarc::driver::{CudaFunction, CudaModule, CudaStream, LaunchConfig, PushKernelArg};
+use cudarc::driver::{
+    CudaFunction, CudaModule, CudaStream, LaunchArgs, LaunchConfig, PushKernelArg,
+};
 use cudarc::nvrtc::{result as nvrtc, sys as nvrtc_sys, Ptx};
 use thelma_core::physics::{Collision, OPERATORS};
 use thelma_core::ComputeError;
@@ -207,6 +209,24 @@ pub struct StepArgs {
     pub block_x: u32,
 }
 
+/// Pushes THELMA_COLLIDE_ARGS (kernels/lbm_d3q19.cu): nine device addresses, the size, the
+/// periodic axes.
+fn step_args<'a>(b: &mut LaunchArgs<'a>, s: &'a StepArgs) {
+    b.arg(&s.a)
+        .arg(&s.b)
+        .arg(&s.index)
+        .arg(&s.pal_mask)
+        .arg(&s.pal_term)
+        .arg(&s.below_in)
+        .arg(&s.above_in)
+        .arg(&s.above_out)
+        .arg(&s.below_out)
+        .arg(&s.size[0])
+        .arg(&s.size[1])
+        .arg(&s.size[2])
+        .arg(&s.periodic);
+}
+
 /// Enqueues one collide-and-propagate step on `stream`.
 ///
 /// # Safety
@@ -227,19 +247,7 @@ pub unsafe fn collide_propagate(
         shared_mem_bytes: 0,
     };
     let mut b = stream.launch_builder(f);
-    b.arg(&s.a)
-        .arg(&s.b)
-        .arg(&s.index)
-        .arg(&s.pal_mask)
-        .arg(&s.pal_term)
-        .arg(&s.below_in)
-        .arg(&s.above_in)
-        .arg(&s.above_out)
-        .arg(&s.below_out)
-        .arg(&nx)
-        .arg(&ny)
-        .arg(&nz)
-        .arg(&s.periodic);
+    step_args(&mut b, s);
     // SAFETY: the argument list matches THELMA_COLLIDE_ARGS in kernels/lbm_d3q19.cu (nine device
     // addresses, four ints); the buffers are as the caller promises. The grid covers each node once;
     // threads past nx return.
@@ -263,7 +271,6 @@ pub unsafe fn open_links(
     nodes: u64,
     count: u32,
 ) -> Result<(), ComputeError> {
-    let [nx, ny, nz] = s.size;
     let cfg = LaunchConfig {
         grid_dim: (count.div_ceil(128).max(1), 1, 1),
         block_dim: (128, 1, 1),
@@ -271,22 +278,8 @@ pub unsafe fn open_links(
     };
     let count = count as i32;
     let mut b = stream.launch_builder(f);
-    b.arg(&s.a)
-        .arg(&s.b)
-        .arg(&s.index)
-        .arg(&s.pal_mask)
-        .arg(&s.pal_term)
-        .arg(&s.below_in)
-        .arg(&s.above_in)
-        .arg(&s.above_out)
-        .arg(&s.below_out)
-        .arg(&nx)
-        .arg(&ny)
-        .arg(&nz)
-        .arg(&s.periodic)
-        .arg(&pal_link)
-        .arg(&nodes)
-        .arg(&count);
+    step_args(&mut b, s);
+    b.arg(&pal_link).arg(&nodes).arg(&count);
     // SAFETY: the argument list matches THELMA_COLLIDE_ARGS followed by the open pass's three; the
     // buffers are as the caller promises. Each listed node is written by one thread.
     unsafe { b.launch(cfg) }
