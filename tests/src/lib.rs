@@ -191,6 +191,38 @@ pub fn variant_case(
     c
 }
 
+/// A box (no lid) of the given size and periodicity, viscosity `nu`, collision `c`, precision `p`.
+pub fn box_case(
+    size: [usize; 3],
+    periodic: [bool; 3],
+    nu: f64,
+    c: Collision,
+    p: Precision,
+) -> CaseConfig {
+    let mut case = CaseConfig::default();
+    case.domain.case = CaseKind::Box;
+    case.domain.size = size;
+    case.domain.periodic = periodic;
+    case.physics.viscosity = Some(nu);
+    case.numerics.collision = c;
+    case.numerics.precision = p;
+    case
+}
+
+/// Asserts that `case` split over each of `m`'s slab layouts equals the one-slab run bit for bit
+/// after `steps` from [`vortex_populations`]; `what` names the case in the message.
+pub fn assert_slabs_equal_one_slab(m: Module, case: &CaseConfig, steps: u64, what: &str) {
+    let reference = run_from_vortex(m.runtime(case, 1), case, steps);
+    for ids in m.layouts() {
+        let got = run_from_vortex(m.runtime_on(case, &ids), case, steps);
+        assert!(
+            got == reference,
+            "{}: devices {ids:?} differ from one slab ({what})",
+            m.name()
+        );
+    }
+}
+
 /// Starts `rt` from [`vortex_populations`] (so that every interface carries data from the first
 /// step), runs `steps` and returns the whole domain's populations.
 pub fn run_from_vortex(mut rt: Runtime, c: &CaseConfig, steps: u64) -> Vec<u8> {

@@ -5,31 +5,11 @@
 //! two walls moving in opposite directions.
 
 use thelma_core::physics::Collision;
-use thelma_core::{
-    BoundaryConfig, BoundaryKind, CaseConfig, CaseKind, Expression, Face, InitialConfig, Precision,
-};
-use thelma_tests::{per_module, Module};
+use thelma_core::{BoundaryConfig, BoundaryKind, Expression, Face, InitialConfig, Precision};
+use thelma_tests::{box_case, per_module, Module};
 
 const OPERATORS: [Collision; 3] = [Collision::BGK, Collision::TRT, Collision::MRT];
 const PRECISIONS: [Precision; 2] = [Precision::F32, Precision::F64];
-
-/// A box of the given size and periodicity with viscosity `nu`, no lid.
-fn box_case(
-    size: [usize; 3],
-    periodic: [bool; 3],
-    nu: f64,
-    c: Collision,
-    p: Precision,
-) -> CaseConfig {
-    let mut case = CaseConfig::default();
-    case.domain.case = CaseKind::Box;
-    case.domain.size = size;
-    case.domain.periodic = periodic;
-    case.physics.viscosity = Some(nu);
-    case.numerics.collision = c;
-    case.numerics.precision = p;
-    case
-}
 
 fn text(s: String) -> Expression {
     Expression::Text(s)

@@ -4,11 +4,10 @@
 //! open faces keep every invariant: N slabs equal one bit for bit, CUDA equals CPU to rounding.
 
 use thelma_core::physics::Collision;
-use thelma_core::{
-    BoundaryConfig, BoundaryKind, CaseConfig, CaseKind, Face, Fields, Obstacle, Precision,
-};
+use thelma_core::{BoundaryConfig, BoundaryKind, CaseConfig, Face, Fields, Obstacle, Precision};
 use thelma_tests::{
-    cpu_runtime, domain, per_module, run_from_vortex, values, vortex_populations, Module,
+    assert_slabs_equal_one_slab, box_case, cpu_runtime, domain, per_module, run_from_vortex,
+    values, vortex_populations, Module,
 };
 
 fn face(face: Face, kind: BoundaryKind) -> BoundaryConfig {
@@ -36,13 +35,7 @@ fn channel(
     c: Collision,
     p: Precision,
 ) -> CaseConfig {
-    let mut case = CaseConfig::default();
-    case.domain.case = CaseKind::Box;
-    case.domain.size = size;
-    case.domain.periodic = [false, false, true];
-    case.physics.viscosity = Some(nu);
-    case.numerics.collision = c;
-    case.numerics.precision = p;
+    let mut case = box_case(size, [false, false, true], nu, c, p);
     case.boundary = vec![inlet(0.05), face(Face::XPlus, outlet)];
     case
 }
@@ -169,14 +162,8 @@ fn free_slip(m: Module) {
     let (n, nu, force) = (16usize, 1.0 / 6.0, 1e-6);
     for c in [Collision::BGK, Collision::TRT, Collision::MRT] {
         for p in [Precision::F32, Precision::F64] {
-            let mut case = CaseConfig::default();
-            case.domain.case = CaseKind::Box;
-            case.domain.size = [2, n, 2];
-            case.domain.periodic = [true, false, true];
-            case.physics.viscosity = Some(nu);
+            let mut case = box_case([2, n, 2], [true, false, true], nu, c, p);
             case.physics.force = Some([force, 0.0, 0.0]);
-            case.numerics.collision = c;
-            case.numerics.precision = p;
             case.boundary = vec![face(Face::YPlus, BoundaryKind::FreeSlip)];
             let mut rt = m.runtime(&case, 1);
             rt.run(15_000).unwrap();
@@ -198,12 +185,7 @@ fn free_slip(m: Module) {
             assert!(uy < 1e-9, "{c} {p:?}: normal velocity {uy}");
 
             // Every face free-slip, a vortex inside: the mass stays.
-            let mut closed = CaseConfig::default();
-            closed.domain.case = CaseKind::Box;
-            closed.domain.size = [10, 9, 8];
-            closed.physics.viscosity = Some(0.05);
-            closed.numerics.collision = c;
-            closed.numerics.precision = p;
+            let mut closed = box_case([10, 9, 8], [false; 3], 0.05, c, p);
             closed.boundary = Face::ALL
                 .iter()
                 .map(|&f| face(f, BoundaryKind::FreeSlip))
@@ -227,12 +209,7 @@ fn free_slip(m: Module) {
 /// Every open kind at once across slabs: an inlet on x−, a pressure outlet or an outflow on x+, a
 /// free-slip y+, an outflow z− (its shifted pulls cross the slab interfaces) and an obstacle.
 fn open_case(outlet: BoundaryKind, c: Collision, p: Precision) -> CaseConfig {
-    let mut case = CaseConfig::default();
-    case.domain.case = CaseKind::Box;
-    case.domain.size = [20, 14, 23];
-    case.physics.viscosity = Some(0.03);
-    case.numerics.collision = c;
-    case.numerics.precision = p;
+    let mut case = box_case([20, 14, 23], [false; 3], 0.03, c, p);
     case.boundary = vec![
         BoundaryConfig {
             velocity: [0.04, 0.01, -0.005],
@@ -265,16 +242,7 @@ per_module!(open_slabs => open_faces_keep_slabs_equal_to_one_slab,
 fn open_slabs(m: Module) {
     for (outlet, c, p) in OPEN {
         let case = open_case(outlet, c, p);
-        case.validate().expect("valid");
-        let reference = run_from_vortex(m.runtime(&case, 1), &case, 150);
-        for ids in m.layouts() {
-            let got = run_from_vortex(m.runtime_on(&case, &ids), &case, 150);
-            assert!(
-                got == reference,
-                "{}: devices {ids:?} differ from one slab ({outlet:?}, {c}, {p:?})",
-                m.name()
-            );
-        }
+        assert_slabs_equal_one_slab(m, &case, 150, &format!("{outlet:?}, {c}, {p:?}"));
     }
 }
 

@@ -7,8 +7,9 @@
 use thelma_core::physics::Collision;
 use thelma_core::Precision;
 use thelma_tests::{
-    cpu_runtime, domain, gather_populations, per_module, run_from_vortex, scatter_populations,
-    values, variant_case, vortex_populations, Module, VARIANTS,
+    assert_slabs_equal_one_slab, cpu_runtime, domain, gather_populations, per_module,
+    run_from_vortex, scatter_populations, values, variant_case, vortex_populations, Module,
+    VARIANTS,
 };
 
 fn slabs_equal_one_slab(m: Module) {
@@ -17,15 +18,8 @@ fn slabs_equal_one_slab(m: Module) {
             for precision in [Precision::F32, Precision::F64] {
                 // 23 planes: uneven slabs for every count from 2 to 5.
                 let c = variant_case([24, 20, 23], periodic_z, variant, precision);
-                let reference = run_from_vortex(m.runtime(&c, 1), &c, 200);
-                for ids in m.layouts() {
-                    let got = run_from_vortex(m.runtime_on(&c, &ids), &c, 200);
-                    assert!(
-                        got == reference,
-                        "{}: devices {ids:?} differ from one slab (periodic z {periodic_z}, {variant:?}, {precision:?})",
-                        m.name()
-                    );
-                }
+                let what = format!("periodic z {periodic_z}, {variant:?}, {precision:?}");
+                assert_slabs_equal_one_slab(m, &c, 200, &what);
             }
         }
     }

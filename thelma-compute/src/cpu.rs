@@ -675,6 +675,7 @@ impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
         let n = nx * ny * self.nz;
         let node: [T; Q] = std::array::from_fn(|j| self.a[j * n + p]);
         let mut terms = None;
+        let mut rho = None;
         let (x, y, z) = (p % nx, p / nx % ny, p / (nx * ny));
         let mut m = e.open;
         while m != 0 {
@@ -691,7 +692,9 @@ impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
                     y as isize + offset[1] as isize,
                     z as isize + offset[2] as isize,
                 ),
-                LinkRule::Inlet => node[OPP[i]] + node_density(&node) * e.term[i],
+                LinkRule::Inlet => {
+                    node[OPP[i]] + *rho.get_or_insert_with(|| node_density(&node)) * e.term[i]
+                }
                 LinkRule::Pull | LinkRule::Bounce => unreachable!("not an open link"),
             };
         }

@@ -112,6 +112,10 @@ impl LinkRule {
     /// bits 0–2, the source direction in bits 3–7 and each offset component plus one in bits 8–9,
     /// 10–11, 12–13.
     pub const KIND_BITS: u32 = 3;
+    /// Bits of the source direction, after the kind.
+    pub const DIR_BITS: u32 = 5;
+    /// Where the offset's components start (two bits each, x first).
+    pub const OFFSET_SHIFT: u32 = Self::KIND_BITS + Self::DIR_BITS;
     /// The rule as one word for the kernels (their decoding is printed into the prelude).
     pub fn code(self) -> u32 {
         match self {
@@ -120,7 +124,11 @@ impl LinkRule {
             LinkRule::AntiBounce { .. } => 2,
             LinkRule::Shift { dir, offset } => {
                 let o = |v: i32| (v + 1) as u32;
-                3 | (dir as u32) << 3 | o(offset[0]) << 8 | o(offset[1]) << 10 | o(offset[2]) << 12
+                let s = Self::OFFSET_SHIFT;
+                3 | (dir as u32) << Self::KIND_BITS
+                    | o(offset[0]) << s
+                    | o(offset[1]) << (s + 2)
+                    | o(offset[2]) << (s + 4)
             }
             LinkRule::Inlet => 4,
         }

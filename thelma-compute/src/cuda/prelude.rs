@@ -193,7 +193,16 @@ pub fn prelude(p: &PreludeParams) -> String {
     let _ = writeln!(s, "#define THELMA_OPEN_BIT {OPEN_BIT}u");
     // The link words of the palette (thelma_geometry::LinkRule::code): kind, source direction and
     // the offset of the source node, each component stored plus one.
-    let _ = writeln!(s, "#define THELMA_LINK_KIND(c) ((c) & 7u)");
+    let (kind, dir, off) = (
+        LinkRule::KIND_BITS,
+        LinkRule::DIR_BITS,
+        LinkRule::OFFSET_SHIFT,
+    );
+    let _ = writeln!(
+        s,
+        "#define THELMA_LINK_KIND(c) ((c) & {}u)",
+        (1u32 << kind) - 1
+    );
     for (name, rule) in [
         ("ANTI_BOUNCE", LinkRule::AntiBounce { drho: 0.0 }),
         (
@@ -207,10 +216,14 @@ pub fn prelude(p: &PreludeParams) -> String {
     ] {
         let _ = writeln!(s, "#define THELMA_LINK_{name} {}u", rule.code());
     }
-    let _ = writeln!(s, "#define THELMA_LINK_DIR(c) ((int)(((c) >> 3) & 31u))");
     let _ = writeln!(
         s,
-        "#define THELMA_LINK_OFFSET(c, a) ((int)(((c) >> (8 + 2 * (a))) & 3u) - 1)"
+        "#define THELMA_LINK_DIR(c) ((int)(((c) >> {kind}) & {}u))",
+        (1u32 << dir) - 1
+    );
+    let _ = writeln!(
+        s,
+        "#define THELMA_LINK_OFFSET(c, a) ((int)(((c) >> ({off} + 2 * (a))) & 3u) - 1)"
     );
     let _ = writeln!(s, "#define THELMA_BLOCK_X {}", p.block_x);
     let _ = writeln!(s, "#define THELMA_MIN_BLOCKS {}", p.min_blocks);
