@@ -188,6 +188,13 @@ impl Geometry {
     /// On a periodic axis an obstacle wraps around: the node counts with its periodic images (a box
     /// reaching past the edge, the minimum-image distance for a sphere).
     pub fn in_obstacle(&self, x: usize, y: usize, z: usize) -> bool {
+        self.solid_owner(x, y, z).is_some()
+    }
+
+    /// The solid that covers node (x, y, z) of the lattice: the index of the first obstacle (in the
+    /// order they were added) that covers it, `None` for a fluid node. Forces on bodies are summed
+    /// per owner.
+    pub fn solid_owner(&self, x: usize, y: usize, z: usize) -> Option<usize> {
         let p = [x as i64, y as i64, z as i64];
         let images = |a: usize| -> &'static [i64] {
             if self.domain.periodic[a] {
@@ -197,7 +204,7 @@ impl Geometry {
             }
         };
         let n = |a: usize| self.domain.size[a] as i64;
-        self.obstacles.iter().any(|o| match o {
+        self.obstacles.iter().position(|o| match o {
             Obstacle::Box { min, max } => (0..3).all(|a| {
                 images(a).iter().any(|k| {
                     let q = p[a] + k * n(a);
