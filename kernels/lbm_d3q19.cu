@@ -2,10 +2,11 @@
 // a slab's boundary layers into interface buffers, and the watchdog's reduction.
 //
 // Compiled at run time by NVRTC after a prelude generated from thelma-core (thelma_compute::cuda::prelude)
-// that defines `real`, THELMA_NAME, THELMA_COLLIDE_NAME, the direction table (cx, cy, cz, opp, weight,
-// slot_of, up_dir, down_dir), the flag bits, the block size and the collision `thelma_collide`,
-// printed from the Rust operator the CPU module runs. Nothing here may restate the table or any
-// physical rule: each has one source of truth.
+// that defines `real`, `thelma_index` (a node's palette index: one byte, or two for large palettes),
+// THELMA_NAME, THELMA_COLLIDE_NAME, the direction table (cx, cy, cz, opp, weight, slot_of, up_dir,
+// down_dir), the flag bits, the block size and the collision `thelma_collide`, printed from the Rust
+// operator the CPU module runs. Nothing here may restate the table or any physical rule: each has one
+// source of truth.
 //
 // Populations are stored shifted by their weights (g = f − w, thelma_core::physics): the rest state is
 // all zeros and the density is 1 + Σ g.
@@ -58,10 +59,7 @@ template <typename T>
 __device__ __forceinline__ void open_links(T* f, const T* __restrict__ a, const T* below_in,
                                            const T* above_in, const unsigned int* __restrict__ link,
                                            const T* __restrict__ term, int x, int y, int z, int nx,
-                                           int ny, int nz, size_t n, size_t p) {
-    T node[THELMA_Q];
-#pragma unroll
-    for (int i = 0; i < THELMA_Q; i++) node[i] = a[(size_t)i * n + p];
+                                           int ny, int nz, size_t n, size_t p, const T* node) {
     T t[9];
     bool have = false;
     T rho = T(0.0);
@@ -91,12 +89,11 @@ __device__ __forceinline__ void open_links(T* f, const T* __restrict__ a, const 
 
 // One step for one node: pull f̃_i(x − c_i) from lattice a (or an interface buffer), bounce back
 // where the palette says so, collide (solid nodes keep their populations), store to lattice b and,
-// on a boundary layer, to this step's outgoing interface buffer.
-// With OPEN, the node's open-face links too (the second pass over the nodes that have them; the main
-// step computes those nodes without them, and this pass overwrites what it stored).
+// on a boundary layer, to this step's outgoing interface buffer. With OPEN, the node's open-face
+// links too, where the palette marks them.
 template <typename T, bool OPEN>
 __device__ __forceinline__ void collide_propagate(
-    const T* __restrict__ a, T* __restrict__ b, const unsigned char* __restrict__ index,
+    const T* __restrict__ a, T* __restrict__ b, const thelma_index* __restrict__ index,
     const unsigned int* __restrict__ pal_mask, const T* __restrict__ pal_term,
     const unsigned int* __restrict__ pal_link, const T* below_in, const T* above_in, T* above_out,
     T* below_out, int nx, int ny, int nz, int periodic, int x, int y, int z) {
@@ -145,9 +142,13 @@ __device__ __forceinline__ void collide_propagate(
             for (int i = 0; i < THELMA_Q; i++) {
                 if (mask & (1u << i)) f[i] = a[(size_t)opp(i) * n + p] + pal_term[k * THELMA_Q + i];
             }
-            if (OPEN && (mask & THELMA_OPEN_BIT))
+            if (OPEN && (mask & THELMA_OPEN_BIT)) {
+                T own[THELMA_Q];
+#pragma unroll
+                for (int i = 0; i < THELMA_Q; i++) own[i] = a[(size_t)i * n + p];
                 open_links(f, a, below_in, above_in, pal_link + k * THELMA_Q, pal_term + k * THELMA_Q,
-                           x, y, z, nx, ny, nz, n, p);
+                           x, y, z, nx, ny, nz, n, p, own);
+            }
         }
         thelma_collide(f);
     }
@@ -165,7 +166,7 @@ __device__ __forceinline__ void collide_propagate(
 }
 
 #define THELMA_COLLIDE_ARGS                                                                        \
-    const real *__restrict__ a, real *__restrict__ b, const unsigned char *__restrict__ index,      \
+    const real *__restrict__ a, real *__restrict__ b, const thelma_index *__restrict__ index,       \
         const unsigned int *__restrict__ pal_mask, const real *__restrict__ pal_term,              \
         const real *below_in, const real *above_in, real *above_out, real *below_out, int nx,      \
         int ny, int nz, int periodic
@@ -184,20 +185,18 @@ THELMA_COLLIDE_NAME(THELMA_COLLIDE_ARGS) {
                                    above_out, below_out, nx, ny, nz, periodic, x, y, z);
 }
 
-// The nodes with open-face links (`nodes`, `count` slab-local indices), stepped again with their
-// links after the main step, on the same stream: what they store replaces what the main step stored
-// for them. Only a case with open faces launches it.
-extern "C" __global__ void __launch_bounds__(128)
-THELMA_OPEN_NAME(THELMA_COLLIDE_ARGS, const unsigned int *__restrict__ pal_link,
-                 const unsigned int *__restrict__ nodes, int count) {
-    const int t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= count) return;
-    const unsigned int p = nodes[t];
-    const int x = (int)(p % (unsigned int)nx);
-    const int y = (int)(p / (unsigned int)nx % (unsigned int)ny);
-    const int z = (int)(p / ((unsigned int)nx * (unsigned int)ny));
-    collide_propagate<real, true>(a, b, index, pal_mask, pal_term, pal_link, below_in, above_in,
-                                  above_out, below_out, nx, ny, nz, periodic, x, y, z);
+// The step of a case with open faces: the same grid and order, with the open-face links where the
+// palette marks them. A separate kernel so that closed cases keep the closed step's registers and
+// schedule (the links inlined there cost a closed box 3.9 %).
+extern "C" __global__ void __launch_bounds__(THELMA_BLOCK_X, THELMA_MIN_BLOCKS)
+THELMA_COLLIDE_OPEN_NAME(THELMA_COLLIDE_ARGS, const unsigned int *__restrict__ pal_link) {
+    const int x = blockIdx.x * blockDim.x + threadIdx.x;
+    const int y = blockIdx.y;
+    const int bz = blockIdx.z;
+    const int z = bz == 0 ? 0 : (bz == 1 ? nz - 1 : bz - 1);
+    if (x >= nx) return;
+    collide_propagate<real, true>(a, b, index, pal_mask, pal_term, pal_link, below_in,
+                                  above_in, above_out, below_out, nx, ny, nz, periodic, x, y, z);
 }
 
 // Copies the crossing populations of the slab's top layer (c_z = +1) into up_out and of its bottom
@@ -221,7 +220,7 @@ extern "C" __global__ void THELMA_NAME(export_faces_d3q19)(const real *__restric
 // double, as the CPU module does) and the smallest index of a fluid node with a non-finite population.
 // out[3·block + 0..3] = min, max, first bad index (−1 when none).
 extern "C" __global__ void __launch_bounds__(256)
-THELMA_NAME(health_d3q19)(const real *__restrict__ a, const unsigned char *__restrict__ index,
+THELMA_NAME(health_d3q19)(const real *__restrict__ a, const thelma_index *__restrict__ index,
                           const unsigned int *__restrict__ pal_mask, unsigned long long n,
                           double *out) {
     __shared__ double smin[256];

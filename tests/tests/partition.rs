@@ -5,9 +5,10 @@
 //! run in CI, the CUDA ones on a GPU host (`--ignored`).
 
 use thelma_core::physics::Collision;
-use thelma_core::Precision;
+use thelma_core::{Obstacle, Precision};
+use thelma_geometry::{Geometry, BYTE_PALETTE};
 use thelma_tests::{
-    assert_slabs_equal_one_slab, cpu_runtime, domain, gather_populations, per_module,
+    assert_slabs_equal_one_slab, box_case, cpu_runtime, domain, gather_populations, per_module,
     run_from_vortex, scatter_populations, values, variant_case, vortex_populations, Module,
     VARIANTS,
 };
@@ -84,3 +85,44 @@ fn the_initial_state_actually_moves_so_the_comparison_is_not_trivial() {
     };
     assert_ne!(run_from_vortex(cpu_runtime(&c, 1), &c, 50), start);
 }
+
+/// A sphere large enough that its surface nodes take more than 256 distinct flag values, so that the
+/// whole-domain slab stores a two-byte palette index while thinner slabs may store one byte: slabs
+/// still equal one slab bit for bit, and a module equals the CPU module to rounding.
+fn a_palette_beyond_one_byte(m: Module) {
+    let mut c = box_case(
+        [26, 24, 25],
+        [true, false, true],
+        0.02,
+        Collision::TRT,
+        Precision::F32,
+    );
+    c.domain.obstacles = vec![Obstacle::Sphere {
+        centre: [12.3, 11.6, 12.2],
+        radius: 8.4,
+    }];
+    let g = Geometry::from_case(&c).unwrap();
+    let entries = g.slab(0..25).unwrap().palette.flags.len();
+    assert!(entries > BYTE_PALETTE, "{entries} palette entries");
+    assert_slabs_equal_one_slab(m, &c, 100, "a large sphere");
+    if m != Module::Cpu {
+        let cpu = values(
+            &run_from_vortex(cpu_runtime(&c, 1), &c, 100),
+            c.numerics.precision,
+        );
+        let got = values(
+            &run_from_vortex(m.runtime(&c, 1), &c, 100),
+            c.numerics.precision,
+        );
+        let diff: f64 = cpu.iter().zip(&got).map(|(a, b)| (a - b).powi(2)).sum();
+        let norm: f64 = cpu.iter().map(|a| a * a).sum();
+        assert!(
+            (diff / norm).sqrt() < 1e-5,
+            "|Δ|/|ref| = {:e}",
+            (diff / norm).sqrt()
+        );
+    }
+}
+
+per_module!(a_palette_beyond_one_byte => a_two_byte_palette_index_is_partition_invariant_on_the_cpu_module,
+    a_two_byte_palette_index_matches_the_cpu_module_on_the_cuda_module);

@@ -280,7 +280,7 @@ const SLOT: [usize; Q] = crossing_slots();
 /// The CPU module for one slab, in precision `T`.
 pub struct CpuModule<T: Real + Arith<Scalar = T>> {
     slab: SlabSpec,
-    index: Vec<u8>,
+    index: Vec<u16>,
     palette: Vec<Entry<T>>,
     params: ModelParams,
     coeff: Coefficients<T>,
@@ -522,7 +522,7 @@ struct StepCtx<'a, T: Real + Arith<Scalar = T>> {
     /// past a row's ends into the neighbouring rows or the padding.
     a_raw: SyncPtr<T>,
     b: SyncPtr<T>,
-    index: &'a [u8],
+    index: &'a [u16],
     palette: &'a [Entry<T>],
     coeff: &'a Coefficients<T>,
     force: Option<[T; 3]>,

@@ -27,7 +27,7 @@ fn contains(hay: &[u8], needle: &str) -> bool {
 }
 
 /// Every operator in both precisions, plain and with the eddy viscosity and a force (which change
-/// the printed collision), and both block sizes the launch shape may take.
+/// the printed collision), both block sizes the launch shape may take and both palette index widths.
 #[test]
 fn every_kernel_variant_compiles_for_sm_90() {
     if !nvrtc_or_skip() {
@@ -39,7 +39,10 @@ fn every_kernel_variant_compiles_for_sm_90() {
             for variant in 0..3 {
                 let mut p = PreludeParams::example(precision, collision);
                 match variant {
-                    1 => p.block_x = 256,
+                    1 => {
+                        p.block_x = 256;
+                        p.index_bytes = 2;
+                    }
                     2 => {
                         p.model.smagorinsky = Some(0.12);
                         p.model.force = Some([1e-6, 0.0, -2e-6]);
@@ -50,7 +53,7 @@ fn every_kernel_variant_compiles_for_sm_90() {
                     .unwrap_or_else(|e| panic!("{precision:?} {op} variant {variant}: {e}"));
                 let kernels = [
                     Kernel::CollidePropagate(collision),
-                    Kernel::OpenLinks(collision),
+                    Kernel::CollideOpen(collision),
                     Kernel::ExportFaces,
                     Kernel::Health,
                 ];

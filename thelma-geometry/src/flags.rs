@@ -84,8 +84,13 @@ impl NodeFlags {
     }
 }
 
-/// Largest number of distinct flag values one slab may hold (the device index is one byte).
-pub const MAX_PALETTE: usize = 256;
+/// Largest number of distinct flag values one slab may hold (a palette index is at most two bytes).
+pub const MAX_PALETTE: usize = 1 << 16;
+
+/// Largest palette whose index fits one byte: the kernels read one byte per node up to this many
+/// entries (every box, cavity and channel), two beyond it (bodies with many differently shaped
+/// surface nodes, such as an STL mesh or a large sphere).
+pub const BYTE_PALETTE: usize = 256;
 
 /// How direction `i` of a node gets its population at the start of a step: `f_i(x)` in the terms of
 /// the post-collision populations `f̃` of the previous step (shifted, `g = f − w`, as stored).
@@ -145,9 +150,10 @@ impl LinkRule {
 
 /// The distinct [`NodeFlags`] values of a slab, with the per-value constants a kernel needs.
 ///
-/// Storing a one-byte palette index per node instead of the 8-byte bit field keeps the geometry's
-/// share of the memory traffic at 1 byte per node (the 153 B/node roofline of DESIGN §2); the palette
-/// itself is tiny and stays in cache (constant memory on the GPU).
+/// Storing a palette index per node instead of the 8-byte bit field keeps the geometry's share of the
+/// memory traffic at 1 byte per node (the 153 B/node roofline of DESIGN §2) while the palette has at
+/// most [`BYTE_PALETTE`] entries, and at 2 bytes (154 B/node) up to [`MAX_PALETTE`]; the palette
+/// itself is small and stays in cache.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FlagPalette {
     /// Distinct values; entry 0 is always [`NodeFlags::FLUID`].
@@ -163,11 +169,18 @@ pub struct FlagPalette {
 #[derive(Clone, Debug, PartialEq)]
 pub struct SlabFlags {
     pub size: [usize; 3],
-    pub index: Vec<u8>,
+    pub index: Vec<u16>,
     pub palette: FlagPalette,
 }
 
 impl SlabFlags {
+    /// The index as one byte per node, when the palette is small enough for it
+    /// ([`BYTE_PALETTE`] entries).
+    pub fn byte_index(&self) -> Option<Vec<u8>> {
+        (self.palette.flags.len() <= BYTE_PALETTE)
+            .then(|| self.index.iter().map(|&k| k as u8).collect())
+    }
+
     /// The bit field of local node (x, y, z).
     pub fn get(&self, x: usize, y: usize, z: usize) -> NodeFlags {
         let i = (z * self.size[1] + y) * self.size[0] + x;

@@ -325,7 +325,7 @@ impl Geometry {
     /// The flags of the planes `z` of the lattice, palette-compressed.
     pub fn slab(&self, z: Range<usize>) -> Result<SlabFlags, GeometryError> {
         let [nx, ny, _] = self.domain.size;
-        let mut lookup: HashMap<NodeFlags, u8> = HashMap::new();
+        let mut lookup: HashMap<NodeFlags, u16> = HashMap::new();
         let mut flags = vec![NodeFlags::FLUID];
         lookup.insert(NodeFlags::FLUID, 0);
         let mut index = Vec::with_capacity(nx * ny * z.len());
@@ -339,7 +339,7 @@ impl Geometry {
                             if flags.len() == MAX_PALETTE {
                                 return Err(GeometryError::PaletteFull(z.clone()));
                             }
-                            let k = flags.len() as u8;
+                            let k = flags.len() as u16;
                             flags.push(f);
                             lookup.insert(f, k);
                             k

@@ -8,5 +8,5 @@
 mod flags;
 mod geometry;
 
-pub use flags::{FlagPalette, LinkRule, NodeFlags, SlabFlags, MAX_PALETTE};
+pub use flags::{FlagPalette, LinkRule, NodeFlags, SlabFlags, BYTE_PALETTE, MAX_PALETTE};
 pub use geometry::{Geometry, GeometryError, OpenKind, Wall};

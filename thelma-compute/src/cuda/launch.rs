@@ -32,8 +32,8 @@ pub const BANDWIDTH_SOURCE: &str = include_str!("../../../kernels/bandwidth.cu")
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kernel {
     CollidePropagate(Collision),
-    /// The second pass over the nodes with open-face links (only cases with open faces launch it).
-    OpenLinks(Collision),
+    /// The step of a case with open faces (the open-face links called where the palette marks them).
+    CollideOpen(Collision),
     ExportFaces,
     Health,
     BandwidthCopy,
@@ -46,7 +46,7 @@ impl Kernel {
             .iter()
             .flat_map(|(name, _)| {
                 let c = Collision::parse(name).expect("a registered name");
-                [Kernel::CollidePropagate(c), Kernel::OpenLinks(c)]
+                [Kernel::CollidePropagate(c), Kernel::CollideOpen(c)]
             })
             .chain([Kernel::ExportFaces, Kernel::Health, Kernel::BandwidthCopy])
             .collect()
@@ -60,7 +60,7 @@ impl Kernel {
         };
         match self {
             Kernel::CollidePropagate(c) => format!("collide_propagate_d3q19_{c}_{suffix}"),
-            Kernel::OpenLinks(c) => format!("open_links_d3q19_{c}_{suffix}"),
+            Kernel::CollideOpen(c) => format!("collide_open_d3q19_{c}_{suffix}"),
             Kernel::ExportFaces => format!("export_faces_d3q19_{suffix}"),
             Kernel::Health => format!("health_d3q19_{suffix}"),
             Kernel::BandwidthCopy => "bandwidth_copy".to_string(),
@@ -256,35 +256,32 @@ pub unsafe fn collide_propagate(
         .map_err(launch_err("collide_propagate"))
 }
 
-/// Enqueues the second pass over the `count` nodes listed at `nodes` (slab-local indices), those
-/// with open-face links, after a [`collide_propagate`] with the same `s` on the same stream.
+/// Enqueues one step of a case with open faces: [`collide_propagate`]'s grid, the open-face links
+/// applied where the palette marks them.
 ///
 /// # Safety
-/// As for [`collide_propagate`] with the same arguments, and `f` an open-links kernel of the same
-/// precision and operator; `pal_link` holds Q words per palette entry; `nodes` holds `count` indices
-/// below nx·ny·nz, each once; both stay allocated until the stream has finished the launch.
-pub unsafe fn open_links(
+/// As for [`collide_propagate`], with `f` a collide-open kernel of the same precision and `pal_link`
+/// Q link words per palette entry, allocated until the stream has finished the launch.
+pub unsafe fn collide_open(
     stream: &CudaStream,
     f: &CudaFunction,
     s: &StepArgs,
     pal_link: u64,
-    nodes: u64,
-    count: u32,
 ) -> Result<(), ComputeError> {
+    let [nx, ny, nz] = s.size;
     let cfg = LaunchConfig {
-        grid_dim: (count.div_ceil(128).max(1), 1, 1),
-        block_dim: (128, 1, 1),
+        grid_dim: ((nx as u32).div_ceil(s.block_x), ny as u32, nz as u32),
+        block_dim: (s.block_x, 1, 1),
         shared_mem_bytes: 0,
     };
-    let count = count as i32;
     let mut b = stream.launch_builder(f);
     step_args(&mut b, s);
-    b.arg(&pal_link).arg(&nodes).arg(&count);
-    // SAFETY: the argument list matches THELMA_COLLIDE_ARGS followed by the open pass's three; the
-    // buffers are as the caller promises. Each listed node is written by one thread.
+    b.arg(&pal_link);
+    // SAFETY: the argument list matches THELMA_COLLIDE_ARGS followed by the link words; the buffers
+    // are as the caller promises. The grid covers each node once; threads past nx return.
     unsafe { b.launch(cfg) }
         .map(|_| ())
-        .map_err(launch_err("open_links"))
+        .map_err(launch_err("collide_open"))
 }
 
 /// Enqueues the export of lattice `a`'s crossing populations into `up_out`/`down_out` (null: skipped).

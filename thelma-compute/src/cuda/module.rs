@@ -176,29 +176,28 @@ pub struct CudaModule<T: Real + DeviceRepr> {
     ptrs: [u64; 2],
     /// Which lattice holds the current state.
     cur: usize,
-    /// Palette index per node, palette masks and moving-wall terms: owned here, used by address.
+    /// Palette index per node (one or two bytes), palette masks and moving-wall terms: owned here,
+    /// used by address.
     _index: CudaSlice<u8>,
     _pal_mask: CudaSlice<u32>,
     _pal_term: CudaSlice<T>,
     _pal_link: CudaSlice<u32>,
-    /// Slab-local indices of the nodes with open-face links, and how many.
-    _open_nodes: CudaSlice<u32>,
-    open_count: u32,
+    /// Whether some node has open-face links: the step kernel is then the collide-open one.
+    open: bool,
     health_out: CudaSlice<f64>,
-    /// Addresses of the index, the palette masks and terms, the watchdog's output, the palette's
-    /// link words and the open-face nodes.
-    addr: [u64; 6],
+    /// Addresses of the index, the palette masks and terms, the watchdog's output and the palette's
+    /// link words.
+    addr: [u64; 5],
     below: Option<Attached>,
     above: Option<Attached>,
     host_solid: Vec<bool>,
     /// The body force (lattice units), for the velocity `read_fields` reports.
     force: Option<[f64; 3]>,
     slab: SlabSpec,
+    /// The step kernel: collide-and-propagate, or collide-open when some node has open-face links.
     collide: CudaFunction,
     export: CudaFunction,
     health_k: CudaFunction,
-    /// The second pass over the open-face nodes.
-    open_k: CudaFunction,
     _image: Arc<CuModule>,
     shape: LaunchShape,
     describe: String,
@@ -227,6 +226,11 @@ where
             .geometry
             .slab(slab.z.clone())
             .map_err(|e| ComputeError::Geometry(e.to_string()))?;
+        // One byte per node while the palette allows it, two otherwise (little-endian on both sides).
+        let (index_bytes, index_host) = match flags.byte_index() {
+            Some(b) => (1, b),
+            None => (2, bytemuck::cast_slice::<u16, u8>(&flags.index).to_vec()),
+        };
         let ctx = CudaContext::new(ordinal).map_err(dev_err("cannot create a CUDA context"))?;
         // Steps are ordered by hand (one stream, explicit synchronisation before the barrier): no
         // per-buffer event tracking.
@@ -241,21 +245,28 @@ where
             model: params.model.clone(),
             block_x: shape.block_x,
             min_blocks: shape.min_blocks_for(T::PRECISION),
+            index_bytes,
         };
         let arch = launch::arch_of(info.compute_capability);
         let cubin = launch::compile_cubin(&launch::lbm_source(&pp), "lbm_d3q19.cu", &arch)?;
         let collision = params.model.collision;
-        let names: Vec<String> = [
-            Kernel::CollidePropagate(collision),
-            Kernel::ExportFaces,
-            Kernel::Health,
-            Kernel::OpenLinks(collision),
-        ]
-        .iter()
-        .map(|k| k.name(T::PRECISION))
-        .collect();
+        // Cases with open faces step with the kernel that has their links; closed ones keep the
+        // closed step.
+        let open = flags
+            .palette
+            .links
+            .iter()
+            .any(|l| l.iter().any(|r| r.is_open()));
+        let step = if open {
+            Kernel::CollideOpen(collision)
+        } else {
+            Kernel::CollidePropagate(collision)
+        };
+        let names: Vec<String> = [step, Kernel::ExportFaces, Kernel::Health]
+            .iter()
+            .map(|k| k.name(T::PRECISION))
+            .collect();
         let (image, mut funcs) = launch::load(&stream, &cubin, &names)?;
-        let open_k = funcs.pop().expect("four kernels");
         let health_k = funcs.pop().expect("three kernels");
         let export = funcs.pop().expect("three kernels");
         let collide = funcs.pop().expect("three kernels");
@@ -277,7 +288,7 @@ where
         };
         let a = stream.alloc_zeros::<T>(len).map_err(oom("lattice A"))?;
         let b = stream.alloc_zeros::<T>(len).map_err(oom("lattice B"))?;
-        let index = stream.clone_htod(&flags.index).map_err(oom("flag index"))?;
+        let index = stream.clone_htod(&index_host).map_err(oom("flag index"))?;
         let links: Vec<u32> = flags
             .palette
             .links
@@ -305,23 +316,6 @@ where
         let pal_mask = stream.clone_htod(&mask).map_err(oom("palette"))?;
         let pal_term = stream.clone_htod(&term).map_err(oom("palette"))?;
         let pal_link = stream.clone_htod(&links).map_err(oom("palette"))?;
-        // The nodes with open-face links, stepped again by the open pass.
-        let open_entry: Vec<bool> = mask.iter().map(|m| m & OPEN_BIT != 0).collect();
-        let open_nodes: Vec<u32> = flags
-            .index
-            .iter()
-            .enumerate()
-            .filter(|(_, &k)| open_entry[k as usize])
-            .map(|(p, _)| p as u32)
-            .collect();
-        let open_count = open_nodes.len() as u32;
-        let open_nodes = stream
-            .clone_htod(&if open_nodes.is_empty() {
-                vec![0]
-            } else {
-                open_nodes
-            })
-            .map_err(oom("open-face nodes"))?;
         let health_out = stream
             .alloc_zeros::<f64>(3 * HEALTH_BLOCKS as usize)
             .map_err(oom("watchdog buffer"))?;
@@ -334,7 +328,6 @@ where
             raw(&pal_term, &stream),
             raw(&health_out, &stream),
             raw(&pal_link, &stream),
-            raw(&open_nodes, &stream),
         ];
         let mut m = Self {
             force: params.model.force,
@@ -345,9 +338,7 @@ where
             _pal_mask: pal_mask,
             _pal_term: pal_term,
             _pal_link: pal_link,
-            _open_nodes: open_nodes,
-            open_count,
-            open_k,
+            open,
             health_out,
             addr,
             below: None,
@@ -513,24 +504,17 @@ where
             periodic: i32::from(p[0]) | (i32::from(p[1]) << 1),
             block_x: self.shape.block_x,
         };
-        // SAFETY: `collide` was loaded for this module's precision; `a`/`b` are its two lattices,
-        // `index` its palette index per node (built from its own flags, so below the palette
-        // length), `pal_mask`/`pal_term` that palette, and the interface planes belong to the
-        // interfaces it holds; all live as long as the module, which synchronises before dropping.
-        unsafe { launch::collide_propagate(&self.stream, &self.collide, &args) }?;
-        if self.open_count > 0 {
-            // SAFETY: as above, with this module's link words (Q per palette entry) and its list of
-            // `open_count` distinct node indices of the slab, all owned by the module.
-            unsafe {
-                launch::open_links(
-                    &self.stream,
-                    &self.open_k,
-                    &args,
-                    self.addr[4],
-                    self.addr[5],
-                    self.open_count,
-                )
-            }?;
+        if self.open {
+            // SAFETY: as below, with `collide` the collide-open kernel and this module's link words
+            // (Q per palette entry).
+            unsafe { launch::collide_open(&self.stream, &self.collide, &args, self.addr[4]) }?;
+        } else {
+            // SAFETY: `collide` was loaded for this module's precision; `a`/`b` are its two
+            // lattices, `index` its palette index per node (built from its own flags, so below the
+            // palette length), `pal_mask`/`pal_term` that palette, and the interface planes belong
+            // to the interfaces it holds; all live as long as the module, which synchronises before
+            // dropping.
+            unsafe { launch::collide_propagate(&self.stream, &self.collide, &args) }?;
         }
         self.cur = 1 - self.cur;
         Ok(())
