@@ -51,18 +51,44 @@ __device__ __forceinline__ T value_at(const T* __restrict__ a, const T* below_in
     return buf[(size_t)slot_of(j) * plane + (size_t)ys * nx + xs];
 }
 
+// The amplitude this step of the wall-velocity slot an inlet word names.
+__device__ __forceinline__ real thelma_inlet_amplitude(unsigned int word, thelma_amplitudes amp) {
+    const unsigned int slot = word & ((1u << THELMA_SLOT_BITS) - 1u);
+    real s = amp.a[0];
+#pragma unroll
+    for (int k = 1; k < THELMA_WALL_SLOTS; k++)
+        if (slot == (unsigned int)k) s = amp.a[k];
+    return s;
+}
+
+// The factor on inlet link i of node (x, y, z) of the domain (nx, ny, nz): the amplitude `s` times
+// the printed profile across each axis the inlet word names, at the point where the link crosses
+// the face (x − c_i/2).
+__device__ __forceinline__ real thelma_inlet_scale(unsigned int word, real s, int i, int x, int y,
+                                                   int z, int nx, int ny, int nz) {
+    if ((word >> THELMA_SLOT_BITS) & 1u)
+        s = s * thelma_parabola((real)x - (real)(0.5 * cx(i)), (real)nx);
+    if ((word >> (THELMA_SLOT_BITS + 1u)) & 1u)
+        s = s * thelma_parabola((real)y - (real)(0.5 * cy(i)), (real)ny);
+    if ((word >> (THELMA_SLOT_BITS + 2u)) & 1u)
+        s = s * thelma_parabola((real)z - (real)(0.5 * cz(i)), (real)nz);
+    return s;
+}
+
 // The open-face links of node p (palette entry k): anti-bounce-back to a pressure outlet's density
 // (the terms printed from thelma_core::physics::pressure_terms, once per node), velocity inlets
-// (bounce-back scaled by the node's density) and the shifted pulls of outflows and free-slip walls
+// (bounce-back scaled by the node's density, the amplitude and the profile; the entry's inlet word
+// is its direction-0 link word) and the shifted pulls of outflows and free-slip walls
 // (thelma_geometry::LinkRule).
 template <typename T>
 __device__ __forceinline__ void open_links(T* f, const T* __restrict__ a, const T* below_in,
                                            const T* above_in, const unsigned int* __restrict__ link,
                                            const T* __restrict__ term, int x, int y, int z, int nx,
-                                           int ny, int nz, size_t n, size_t p, const T* node) {
+                                           int ny, int nz, size_t n, size_t p, const T* node,
+                                           thelma_amplitudes amp, int z0, int nz_domain) {
     T t[9];
     bool have = false;
-    T rho = T(0.0);
+    T rho = T(0.0), scale = T(0.0);
     bool have_rho = false;
 #pragma unroll
     for (int i = 1; i < THELMA_Q; i++) {
@@ -76,9 +102,12 @@ __device__ __forceinline__ void open_links(T* f, const T* __restrict__ a, const 
         } else if (THELMA_LINK_KIND(c) == THELMA_LINK_INLET) {
             if (!have_rho) {
                 rho = thelma_node_density(node);
+                scale = thelma_inlet_amplitude(link[0], amp);
                 have_rho = true;
             }
-            f[i] = node[opp(i)] + rho * term[i];
+            f[i] = node[opp(i)] +
+                   rho * term[i] *
+                       thelma_inlet_scale(link[0], scale, i, x, y, z0 + z, nx, ny, nz_domain);
         } else if (THELMA_LINK_KIND(c) == THELMA_LINK_SHIFT) {
             f[i] = value_at(a, below_in, above_in, THELMA_LINK_DIR(c), x + THELMA_LINK_OFFSET(c, 0),
                             y + THELMA_LINK_OFFSET(c, 1), z + THELMA_LINK_OFFSET(c, 2), nx, ny, nz,
@@ -96,7 +125,8 @@ __device__ __forceinline__ void collide_propagate(
     const T* __restrict__ a, T* __restrict__ b, const thelma_index* __restrict__ index,
     const unsigned int* __restrict__ pal_mask, const T* __restrict__ pal_term,
     const unsigned int* __restrict__ pal_link, const T* below_in, const T* above_in, T* above_out,
-    T* below_out, int nx, int ny, int nz, int periodic, int x, int y, int z) {
+    T* below_out, int nx, int ny, int nz, int periodic, int x, int y, int z,
+    thelma_amplitudes amp, int z0, int nz_domain) {
     const size_t plane = (size_t)nx * ny;
     const size_t n = plane * nz;
     const size_t p = (size_t)z * plane + (size_t)y * nx + x;
@@ -147,7 +177,7 @@ __device__ __forceinline__ void collide_propagate(
 #pragma unroll
                 for (int i = 0; i < THELMA_Q; i++) own[i] = a[(size_t)i * n + p];
                 open_links(f, a, below_in, above_in, pal_link + k * THELMA_Q, pal_term + k * THELMA_Q,
-                           x, y, z, nx, ny, nz, n, p, own);
+                           x, y, z, nx, ny, nz, n, p, own, amp, z0, nz_domain);
             }
         }
         thelma_collide(f);
@@ -182,21 +212,25 @@ THELMA_COLLIDE_NAME(THELMA_COLLIDE_ARGS) {
     const int z = bz == 0 ? 0 : (bz == 1 ? nz - 1 : bz - 1);
     if (x >= nx) return;
     collide_propagate<real, false>(a, b, index, pal_mask, pal_term, nullptr, below_in, above_in,
-                                   above_out, below_out, nx, ny, nz, periodic, x, y, z);
+                                   above_out, below_out, nx, ny, nz, periodic, x, y, z,
+                                   thelma_amplitudes{}, 0, nz);
 }
 
 // The step of a case with open faces: the same grid and order, with the open-face links where the
-// palette marks them. A separate kernel so that closed cases keep the closed step's registers and
+// palette marks them; `amp` this step's amplitude of each wall-velocity slot, `z0` the slab's first
+// plane in the domain of `nz_domain` planes (inlet profiles are in the domain's coordinates). A separate kernel so that closed cases keep the closed step's registers and
 // schedule (the links inlined there cost a closed box 3.9 %).
 extern "C" __global__ void __launch_bounds__(THELMA_BLOCK_X, THELMA_MIN_BLOCKS)
-THELMA_COLLIDE_OPEN_NAME(THELMA_COLLIDE_ARGS, const unsigned int *__restrict__ pal_link) {
+THELMA_COLLIDE_OPEN_NAME(THELMA_COLLIDE_ARGS, const unsigned int *__restrict__ pal_link,
+                         thelma_amplitudes amp, int z0, int nz_domain) {
     const int x = blockIdx.x * blockDim.x + threadIdx.x;
     const int y = blockIdx.y;
     const int bz = blockIdx.z;
     const int z = bz == 0 ? 0 : (bz == 1 ? nz - 1 : bz - 1);
     if (x >= nx) return;
     collide_propagate<real, true>(a, b, index, pal_mask, pal_term, pal_link, below_in,
-                                  above_in, above_out, below_out, nx, ny, nz, periodic, x, y, z);
+                                  above_in, above_out, below_out, nx, ny, nz, periodic, x, y, z, amp,
+                                  z0, nz_domain);
 }
 
 // Copies the crossing populations of the slab's top layer (c_z = +1) into up_out and of its bottom

@@ -185,10 +185,8 @@ fn couette(m: Module) {
         for p in PRECISIONS {
             let mut case = box_case([4, 4, n], [true, true, false], 1.0 / 6.0, c, p);
             let wall = |face, v: f64| BoundaryConfig {
-                face,
-                kind: BoundaryKind::Wall,
                 velocity: [v, 0.0, 0.0],
-                density: None,
+                ..BoundaryConfig::new(face, BoundaryKind::Wall)
             };
             case.boundary = vec![wall(Face::ZMinus, -u), wall(Face::ZPlus, u)];
             let mut rt = m.runtime(&case, 2);

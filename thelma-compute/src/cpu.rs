@@ -18,16 +18,16 @@ use rayon::prelude::*;
 use thelma_core::physics::d3q19::W;
 use thelma_core::physics::d3q19::{C, DOWN, OPP, Q, UP};
 use thelma_core::physics::{
-    dispatch, node_density, pressure_terms, Arith, Coefficients, CollisionOperator,
+    dispatch, node_density, parabola, pressure_terms, Arith, Coefficients, CollisionOperator,
     OperatorVisitor, D3Q19,
 };
 use thelma_core::Real;
 use thelma_core::SlabSpec;
 use thelma_core::{
     interface_offset, ComputeError, ComputeModule, Fields, Health, InterfaceMemory, ModuleFactory,
-    Placement,
+    Placement, WALL_SLOTS,
 };
-use thelma_geometry::LinkRule;
+use thelma_geometry::{LinkRule, NodeFlags};
 
 use crate::fields::{fields_from_populations, health_of_populations, initial_populations};
 use crate::params::ModelParams;
@@ -262,6 +262,8 @@ struct Entry<T> {
     /// The moving-wall term of a bounce-back link; an anti-bounce-back link's `δρ_w`.
     term: [T; Q],
     links: [LinkRule; Q],
+    /// The inlet word ([`thelma_geometry::FlagPalette::inlet`]).
+    inlet: u32,
 }
 
 /// For each direction, its slot among the five crossing populations (UP for c_z = +1, DOWN for −1).
@@ -308,7 +310,8 @@ impl<T: Real + Arith<Scalar = T>> CpuModule<T> {
             .iter()
             .zip(&flags.palette.moving_term)
             .zip(&flags.palette.links)
-            .map(|((f, term), links)| {
+            .zip(&flags.palette.inlet)
+            .map(|(((f, term), links), &inlet)| {
                 let mut t = [T::zero(); Q];
                 let mut open = 0;
                 for i in 0..Q {
@@ -323,6 +326,7 @@ impl<T: Real + Arith<Scalar = T>> CpuModule<T> {
                     open,
                     term: t,
                     links: *links,
+                    inlet,
                 }
             })
             .collect();
@@ -425,6 +429,9 @@ impl<T: Real + Arith<Scalar = T>> CpuModule<T> {
             above_in: ptr_at(&self.above, false, rin),
             above_out: ptr_at(&self.above, true, rout),
             below_out: ptr_at(&self.below, false, rout),
+            amplitude: self.params.inlets.amplitudes(t).map(T::of),
+            z0: self.slab.z.start,
+            size: self.slab.domain.size,
         };
         let (rows, ny) = (ctx.nz * ctx.ny, ctx.ny);
         // Rows go to the pool's threads in runs of at least 4.
@@ -534,6 +541,12 @@ struct StepCtx<'a, T: Real + Arith<Scalar = T>> {
     above_out: Option<SyncPtr<T>>,
     /// `down[t%2]` of the interface below: this slab's bottom layer going down.
     below_out: Option<SyncPtr<T>>,
+    /// This step's amplitude of each wall-velocity slot (velocity inlets scale their links by it).
+    amplitude: [T; WALL_SLOTS],
+    /// The slab's first plane in the domain, and the domain's size (inlet profiles are in global
+    /// coordinates).
+    z0: usize,
+    size: [usize; 3],
 }
 
 impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
@@ -693,11 +706,29 @@ impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
                     z as isize + offset[2] as isize,
                 ),
                 LinkRule::Inlet => {
-                    node[OPP[i]] + *rho.get_or_insert_with(|| node_density(&node)) * e.term[i]
+                    let rho = *rho.get_or_insert_with(|| node_density(&node));
+                    let bits = NodeFlags::SLOT_BITS;
+                    let a = self.amplitude[(e.inlet & ((1 << bits) - 1)) as usize];
+                    node[OPP[i]] + rho * e.term[i] * self.inlet_scale(e.inlet, a, i, [x, y, z])
                 }
                 LinkRule::Pull | LinkRule::Bounce => unreachable!("not an open link"),
             };
         }
+    }
+
+    /// The factor on inlet link `i` of slab node `p`: the amplitude `s` times the profile's
+    /// [`parabola`] across each axis of the inlet word, in the domain's coordinates, at the point
+    /// where the link crosses the face (`x − c_i/2`).
+    fn inlet_scale(&self, word: u32, mut s: T, i: usize, p: [usize; 3]) -> T {
+        let bits = NodeFlags::SLOT_BITS;
+        let q = [p[0], p[1], p[2] + self.z0];
+        for a in 0..3 {
+            if word >> (bits + a as u32) & 1 != 0 {
+                let at = T::of(q[a] as f64) - T::of(0.5 * C[i][a] as f64);
+                s = s * parabola(at, T::of(self.size[a] as f64));
+            }
+        }
+        s
     }
 
     /// Population `j` of lattice A at node (x, y, z) of the slab, wrapped on periodic x and y; a
@@ -1125,6 +1156,7 @@ mod tests {
                     model: model.clone(),
                     precision: T::PRECISION,
                     initial: None,
+                    inlets: Arc::new(thelma_core::InletSchedule::constant_one()),
                 };
                 let n = nx * ny * nz;
                 let mut seed = 0x2545_f491_4f6c_dd1du64 ^ (nx * 131 + ny * 17 + nz) as u64;

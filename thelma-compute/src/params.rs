@@ -3,8 +3,7 @@
 use std::sync::Arc;
 
 use thelma_core::physics::FlowModel;
-use thelma_core::InitialState;
-use thelma_core::{CaseConfig, LatticeParams, Precision};
+use thelma_core::{CaseConfig, InitialState, InletSchedule, LatticeParams, Precision};
 use thelma_geometry::Geometry;
 
 /// What a compute module needs to know about the model, shared by all slabs of a run.
@@ -16,6 +15,8 @@ pub struct ModelParams {
     pub precision: Precision,
     /// The initial state, when the case gives one (otherwise every node starts at rest, ρ = 1).
     pub initial: Option<Arc<InitialState>>,
+    /// The amplitude of each wall-velocity slot over time (velocity inlets' `amplitude`).
+    pub inlets: Arc<InletSchedule>,
 }
 
 impl ModelParams {
@@ -30,6 +31,7 @@ impl ModelParams {
                 .initial_state()
                 .expect("the case was validated")
                 .map(Arc::new),
+            inlets: Arc::new(case.inlet_schedule().expect("the case was validated")),
         }
     }
 }

@@ -22,8 +22,9 @@ pub use compute::{
 pub use config::{
     BackendName, BoundaryConfig, BoundaryKind, CaseConfig, CaseFileError, CaseKind, ConfigError,
     DeviceSpec, DeviceSpecError, DomainConfig, Expression, Face, HardwareConfig, InitialConfig,
-    InitialState, LatticeParams, NumericsConfig, Obstacle, OutputConfig, PhysicalUnits,
-    PhysicsConfig, RunConfig, SlicePlane, SlicePlaneError, SyntaxError, UnitScales, MAX_THREADS,
+    InitialState, InletSchedule, LatticeParams, NumericsConfig, Obstacle, OutputConfig,
+    PhysicalUnits, PhysicsConfig, Profile, RunConfig, SlicePlane, SlicePlaneError, SyntaxError,
+    UnitScales, MAX_THREADS, WALL_SLOTS,
 };
 pub use domain::{partition, Domain, PartitionError, SlabSpec};
 pub use real::{Precision, Real};

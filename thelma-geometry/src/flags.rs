@@ -163,6 +163,10 @@ pub struct FlagPalette {
     pub moving_term: Vec<[f64; Q]>,
     /// Per entry, per direction: how the population arrives.
     pub links: Vec<[LinkRule; Q]>,
+    /// Per entry with velocity-inlet links, the inlet's word: its wall-velocity slot in the low
+    /// [`NodeFlags::SLOT_BITS`] bits (whose amplitude scales the links each step), then the axes
+    /// across which its velocity follows a parabola (bit `SLOT_BITS + a` for axis `a`); 0 otherwise.
+    pub inlet: Vec<u32>,
 }
 
 /// The geometry of one slab: a palette index per node, `[z][y][x]`, and the palette.

@@ -6,7 +6,7 @@ use std::ops::Range;
 
 use thelma_core::physics::d3q19::{C, Q};
 use thelma_core::Domain;
-use thelma_core::{BoundaryKind, CaseConfig, Face, Obstacle};
+use thelma_core::{BoundaryKind, CaseConfig, Face, Obstacle, Profile};
 
 use crate::flags::{moving_term, FlagPalette, LinkRule, NodeFlags, SlabFlags, MAX_PALETTE};
 
@@ -70,6 +70,9 @@ pub struct Geometry {
     open: [Option<OpenKind>; 6],
     /// Per wall slot: whether it is a velocity inlet (its links use the node's density).
     inlet: Vec<bool>,
+    /// Per wall slot: the axes (bit `a` for axis `a`) across which an inlet's velocity follows a
+    /// parabola (`thelma_core::physics::parabola`); 0 for a uniform inlet and for walls.
+    profile_axes: Vec<u32>,
     obstacles: Vec<Obstacle>,
 }
 
@@ -82,6 +85,7 @@ impl Geometry {
             moving: [None; 6],
             open: [None; 6],
             inlet: Vec::new(),
+            profile_axes: Vec::new(),
             obstacles: Vec::new(),
         }
     }
@@ -110,6 +114,7 @@ impl Geometry {
         self.moving[face as usize] = Some(self.wall_velocities.len());
         self.wall_velocities.push(velocity);
         self.inlet.push(false);
+        self.profile_axes.push(0);
         Ok(self)
     }
 
@@ -118,6 +123,22 @@ impl Geometry {
     pub fn with_inlet(self, face: Face, velocity: [f64; 3]) -> Result<Self, GeometryError> {
         let mut g = self.with_moving_wall(face, velocity)?;
         *g.inlet.last_mut().expect("a slot was added") = true;
+        Ok(g)
+    }
+
+    /// Makes `face` a velocity inlet with Poiseuille's profile: `velocity` at the peak, times
+    /// [`parabola`](thelma_core::physics::parabola) across each walled (non-periodic) axis of the
+    /// face.
+    pub fn with_parabolic_inlet(
+        self,
+        face: Face,
+        velocity: [f64; 3],
+    ) -> Result<Self, GeometryError> {
+        let mut g = self.with_inlet(face, velocity)?;
+        let axes = (0..3)
+            .filter(|&a| a != face.axis() && !g.domain.periodic[a])
+            .fold(0, |m, a| m | 1 << a);
+        *g.profile_axes.last_mut().expect("a slot was added") = axes;
         Ok(g)
     }
 
@@ -147,8 +168,11 @@ impl Geometry {
         let d = &case.domain;
         let domain = Domain::new(d.size, d.periodic);
         let mut g = Self::closed_box(domain);
-        for (face, u, inlet) in case.moving_walls() {
-            g = if inlet {
+        let profiles = case.wall_profiles();
+        for ((face, u, inlet), profile) in case.moving_walls().into_iter().zip(profiles) {
+            g = if inlet && profile == Profile::Parabolic {
+                g.with_parabolic_inlet(face, u)?
+            } else if inlet {
                 g.with_inlet(face, u)?
             } else {
                 g.with_moving_wall(face, u)?
@@ -354,6 +378,18 @@ impl Geometry {
             .map(|&f| moving_term(f, &self.wall_velocities))
             .collect();
         let links: Vec<[LinkRule; Q]> = flags.iter().map(|&f| self.links(f)).collect();
+        let inlet: Vec<u32> = flags
+            .iter()
+            .zip(&links)
+            .map(|(f, l)| {
+                if l.contains(&LinkRule::Inlet) {
+                    let slot = f.slot();
+                    slot as u32 | self.profile_axes[slot] << NodeFlags::SLOT_BITS
+                } else {
+                    0
+                }
+            })
+            .collect();
         for (term, rules) in moving_term.iter_mut().zip(&links) {
             let mut first = None;
             for (t, r) in term.iter_mut().zip(rules) {
@@ -374,6 +410,7 @@ impl Geometry {
                 flags,
                 moving_term,
                 links,
+                inlet,
             },
         })
     }

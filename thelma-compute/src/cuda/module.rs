@@ -17,12 +17,12 @@ use thelma_core::Precision;
 use thelma_core::Real;
 use thelma_core::SlabSpec;
 use thelma_core::{
-    interface_offset, ComputeError, ComputeModule, Fields, Health, InterfaceMemory, MemoryInfo,
-    ModuleFactory, Placement,
+    interface_offset, ComputeError, ComputeModule, Fields, Health, InletSchedule, InterfaceMemory,
+    MemoryInfo, ModuleFactory, Placement,
 };
 
 use super::device;
-use super::launch::{self, Kernel, StepArgs, HEALTH_BLOCKS};
+use super::launch::{self, Amplitudes, InletArgs, Kernel, StepArgs, HEALTH_BLOCKS};
 use super::prelude::{PreludeParams, OPEN_BIT, SOLID_BIT};
 use super::shape::LaunchShape;
 use crate::fields::{fields_from_populations, initial_populations};
@@ -193,6 +193,8 @@ pub struct CudaModule<T: Real + DeviceRepr> {
     host_solid: Vec<bool>,
     /// The body force (lattice units), for the velocity `read_fields` reports.
     force: Option<[f64; 3]>,
+    /// The velocity inlets' amplitudes over time.
+    inlets: Arc<InletSchedule>,
     slab: SlabSpec,
     /// The step kernel: collide-and-propagate, or collide-open when some node has open-face links.
     collide: CudaFunction,
@@ -289,11 +291,16 @@ where
         let a = stream.alloc_zeros::<T>(len).map_err(oom("lattice A"))?;
         let b = stream.alloc_zeros::<T>(len).map_err(oom("lattice B"))?;
         let index = stream.clone_htod(&index_host).map_err(oom("flag index"))?;
+        // Q words per entry: each direction's link rule, except direction 0 (never a link), which
+        // carries the entry's inlet word.
         let links: Vec<u32> = flags
             .palette
             .links
             .iter()
-            .flat_map(|l| l.iter().map(|r| r.code()))
+            .zip(&flags.palette.inlet)
+            .flat_map(|(l, &inlet)| {
+                std::iter::once(inlet).chain(l.iter().skip(1).map(|r| r.code()))
+            })
             .collect();
         let mask: Vec<u32> = flags
             .palette
@@ -331,6 +338,7 @@ where
         ];
         let mut m = Self {
             force: params.model.force,
+            inlets: params.inlets.clone(),
             lattices: [a, b],
             ptrs,
             cur: 0,
@@ -507,7 +515,14 @@ where
         if self.open {
             // SAFETY: as below, with `collide` the collide-open kernel and this module's link words
             // (Q per palette entry).
-            unsafe { launch::collide_open(&self.stream, &self.collide, &args, self.addr[4]) }?;
+            let inlets = InletArgs {
+                amplitudes: Amplitudes(self.inlets.amplitudes(t).map(T::of)),
+                z0: self.slab.z.start as i32,
+                nz_domain: self.slab.domain.size[2] as i32,
+            };
+            unsafe {
+                launch::collide_open(&self.stream, &self.collide, &args, self.addr[4], &inlets)
+            }?;
         } else {
             // SAFETY: `collide` was loaded for this module's precision; `a`/`b` are its two
             // lattices, `index` its palette index per node (built from its own flags, so below the

@@ -10,10 +10,11 @@ use thelma_core::Precision;
 use super::shape::{LaunchShape, DEFAULT_BLOCK_X};
 use thelma_core::physics::d3q19::Q;
 use thelma_core::physics::{
-    dispatch, node_density, pressure_terms, symbolic, Coefficients, Collision, CollisionOperator,
-    FlowModel, OperatorVisitor, Stencil, Sym, D3Q19,
+    dispatch, node_density, parabola, pressure_terms, symbolic, Coefficients, Collision,
+    CollisionOperator, FlowModel, OperatorVisitor, Stencil, Sym, D3Q19,
 };
-use thelma_geometry::LinkRule;
+use thelma_core::WALL_SLOTS;
+use thelma_geometry::{LinkRule, NodeFlags};
 
 /// The bit of a palette entry's mask that marks a solid node (bits 0..19 are the bounce directions).
 pub const SOLID_BIT: u32 = 1 << 31;
@@ -141,6 +142,13 @@ pub fn pressure_source() -> String {
     );
     s.push_str(&rec.emit_c(&[("rho".to_string(), rho)], PARAM_PREFIX, "    "));
     s.push_str("    return rho;\n}\n");
+    let (v, rec) = symbolic::record(|| parabola(Sym::input("q"), Sym::input("n")));
+    s.push_str(
+        "// An inlet's profile across one axis, printed from thelma_core::physics::parabola.\n\
+         __device__ __forceinline__ real thelma_parabola(real q, real n) {\n    real v;\n",
+    );
+    s.push_str(&rec.emit_c(&[("v".to_string(), v)], PARAM_PREFIX, "    "));
+    s.push_str("    return v;\n}\n");
     s
 }
 
@@ -235,6 +243,12 @@ pub fn prelude(p: &PreludeParams) -> String {
         s,
         "#define THELMA_LINK_OFFSET(c, a) ((int)(((c) >> ({off} + 2 * (a))) & 3u) - 1)"
     );
+    // The inlet word each palette entry keeps in its direction-0 link word (direction 0 has no
+    // link): the wall-velocity slot, then the axes of a parabolic profile
+    // (thelma_geometry::FlagPalette::inlet); and this step's amplitude of every slot.
+    let _ = writeln!(s, "#define THELMA_SLOT_BITS {}u", NodeFlags::SLOT_BITS);
+    let _ = writeln!(s, "#define THELMA_WALL_SLOTS {WALL_SLOTS}");
+    let _ = writeln!(s, "struct thelma_amplitudes {{ real a[{WALL_SLOTS}]; }};");
     let _ = writeln!(s, "#define THELMA_BLOCK_X {}", p.block_x);
     let _ = writeln!(s, "#define THELMA_MIN_BLOCKS {}", p.min_blocks);
     stencil_tables(&mut s, &st);

@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::initial::Expression;
+
 /// A face of the box.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Face {
@@ -93,4 +95,38 @@ pub struct BoundaryConfig {
     /// A pressure outlet's density, relative to the reference (1); default 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub density: Option<f64>,
+    /// How an inlet's velocity varies across the face.
+    #[serde(default)]
+    pub profile: Profile,
+    /// An inlet's velocity over time: `velocity` times this factor, a number or an expression of `t`
+    /// (steps, or seconds with `[units]`) such as `"sin(PI * t / 2000)^2"`; 1 by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub amplitude: Option<Expression>,
+}
+
+impl BoundaryConfig {
+    /// `face` closed by `kind`, at rest, with every optional key at its default.
+    pub fn new(face: Face, kind: BoundaryKind) -> Self {
+        Self {
+            face,
+            kind,
+            velocity: [0.0; 3],
+            density: None,
+            profile: Profile::Uniform,
+            amplitude: None,
+        }
+    }
+}
+
+/// How an inlet's velocity varies across its face.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Profile {
+    /// The same velocity at every node.
+    #[default]
+    Uniform,
+    /// Poiseuille's: `velocity` is the peak, reached midway between the walls; across each
+    /// transverse axis that is walled (not periodic), the factor
+    /// [`parabola`](crate::physics::parabola) of the node's position, 0 at the walls.
+    Parabolic,
 }

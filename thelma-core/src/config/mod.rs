@@ -7,6 +7,7 @@
 mod boundary;
 mod error;
 mod hardware;
+mod inflow;
 mod initial;
 mod units;
 
@@ -15,10 +16,11 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-pub use boundary::{BoundaryConfig, BoundaryKind, Face};
+pub use boundary::{BoundaryConfig, BoundaryKind, Face, Profile};
 use error::{bad, line_column};
 pub use error::{CaseFileError, ConfigError, SyntaxError};
 pub use hardware::{BackendName, DeviceSpec, DeviceSpecError, HardwareConfig};
+pub use inflow::{InletSchedule, WALL_SLOTS};
 pub use initial::{Expression, InitialConfig, InitialState};
 pub use units::{PhysicalUnits, UnitScales};
 
@@ -710,6 +712,19 @@ impl CaseConfig {
                     ));
                 }
             }
+            if b.kind != BoundaryKind::Velocity
+                && (b.profile != Profile::Uniform || b.amplitude.is_some())
+            {
+                return refuse(format!(
+                    "a {} face takes no profile or amplitude (only `velocity` does)",
+                    b.kind.name()
+                ));
+            }
+            if b.profile == Profile::Parabolic && v[b.face.axis()] == 0.0 {
+                return refuse(format!(
+                    "a parabolic inlet needs a velocity through the face: {v:?} has no component along its normal"
+                ));
+            }
             if d.case == CaseKind::Cavity && b.kind != BoundaryKind::Wall {
                 return refuse(format!(
                     "a {} face opens the cavity; use case = \"box\" for open flows",
@@ -717,19 +732,65 @@ impl CaseConfig {
                 ));
             }
         }
-        for (face, u, _) in self.moving_walls() {
-            if u.iter().any(|c| !c.is_finite() || c.abs() >= MAX_SPEED) {
+        let schedule = self.inlet_schedule()?;
+        // The amplitudes over the run (every step up to a million, evenly spaced beyond).
+        let last = self.run.steps.unwrap_or(self.run.max_steps);
+        let stride = (last / 1_000_000).max(1);
+        for (slot, (face, u, _)) in self.moving_walls().into_iter().enumerate() {
+            let mut worst = (1.0f64, 0u64);
+            if !schedule.is_constant_one() {
+                for t in (0..=last).step_by(stride as usize) {
+                    let a = schedule.amplitude(slot, t);
+                    if !a.is_finite() || a.abs() > worst.0.abs() || worst.0.is_nan() {
+                        worst = (a, t);
+                        if !a.is_finite() {
+                            break;
+                        }
+                    }
+                }
+            }
+            let (a, t) = worst;
+            let peak = u.map(|c| c * a);
+            if peak.iter().any(|c| !c.is_finite() || c.abs() >= MAX_SPEED) {
+                let when = if a == 1.0 {
+                    String::new()
+                } else {
+                    format!(" (amplitude {a} at step {t})")
+                };
                 return Err(bad(
                     "boundary",
                     "--config",
                     format!(
-                        "face {}: velocity {u:?} in lattice units; each component must stay below {MAX_SPEED} (Mach = U√3)",
+                        "face {}: velocity {peak:?}{when} in lattice units; each component must stay below {MAX_SPEED} (Mach = U√3)",
                         face.name()
                     ),
                 ));
             }
         }
         Ok(())
+    }
+
+    /// The amplitude of every wall-velocity slot over time (the order of [`Self::moving_walls`]).
+    pub fn inlet_schedule(&self) -> Result<InletSchedule, ConfigError> {
+        let mut slots: Vec<(&str, Option<&Expression>)> = Vec::new();
+        if self.domain.case == CaseKind::Cavity {
+            slots.push(("z+", None));
+        }
+        for b in self.moving_boundaries() {
+            slots.push((b.face.name(), b.amplitude.as_ref()));
+        }
+        let seconds = self.unit_scales().map_or(1.0, |s| s.dt);
+        InletSchedule::new(&slots, seconds)
+    }
+
+    /// The profile of every wall-velocity slot (the order of [`Self::moving_walls`]).
+    pub fn wall_profiles(&self) -> Vec<Profile> {
+        let mut p = Vec::new();
+        if self.domain.case == CaseKind::Cavity {
+            p.push(Profile::Uniform);
+        }
+        p.extend(self.moving_boundaries().map(|b| b.profile));
+        p
     }
 
     /// The moving walls of the case, in lattice units: the cavity's lid on z+, every `[[boundary]]`
@@ -741,15 +802,19 @@ impl CaseConfig {
             walls.push((Face::ZPlus, [self.physics.lid_speed, 0.0, 0.0], false));
         }
         let scale = self.unit_scales().map_or(1.0, |s| 1.0 / s.velocity);
-        for b in &self.boundary {
-            let moves = b.kind == BoundaryKind::Velocity
-                || (b.kind == BoundaryKind::Wall && b.velocity != [0.0; 3]);
-            if moves {
-                let inlet = b.kind == BoundaryKind::Velocity;
-                walls.push((b.face, b.velocity.map(|v| v * scale), inlet));
-            }
+        for b in self.moving_boundaries() {
+            let inlet = b.kind == BoundaryKind::Velocity;
+            walls.push((b.face, b.velocity.map(|v| v * scale), inlet));
         }
         walls
+    }
+
+    /// The `[[boundary]]` faces that take a wall-velocity slot: inlets and moving walls.
+    fn moving_boundaries(&self) -> impl Iterator<Item = &BoundaryConfig> {
+        self.boundary.iter().filter(|b| {
+            b.kind == BoundaryKind::Velocity
+                || (b.kind == BoundaryKind::Wall && b.velocity != [0.0; 3])
+        })
     }
 
     /// The open faces of the case (pressure outlets, outflows, free-slip walls) with their kind and,
@@ -948,6 +1013,45 @@ mod tests {
             e.contains("line 2, column 17") && e.contains("not UTF-8"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn inlet_profiles_and_amplitudes_are_checked() {
+        let parse = |extra: &str| {
+            let text = format!(
+                "[domain]\ncase = \"box\"\nsize = [16, 8, 8]\n[physics]\nviscosity = 0.05\n\
+                 [run]\nsteps = 400\n[[boundary]]\nface = \"x-\"\nkind = \"velocity\"\n\
+                 velocity = [0.05, 0, 0]\n{extra}"
+            );
+            CaseConfig::parse(&text, false).unwrap().validate()
+        };
+        parse("profile = \"parabolic\"\namplitude = \"sin(PI * t / 800)^2\"\n").unwrap();
+        parse("amplitude = 0.5\n").unwrap();
+        for (extra, says) in [
+            // Too fast at the run's steps: 0.05 · t / 20 reaches 1 by step 400.
+            ("amplitude = \"t / 20\"\n", "amplitude"),
+            ("amplitude = \"x * t\"\n", "uses `x`"),
+            ("amplitude = \"sin(\"\n", "amplitude"),
+            ("amplitude = \"1 / (t - 10)\"\n", "velocity"),
+            (
+                "[[boundary]]\nface = \"x+\"\nkind = \"pressure\"\nprofile = \"parabolic\"\n",
+                "only `velocity`",
+            ),
+        ] {
+            let e = parse(extra).unwrap_err();
+            assert_eq!(e.key, "boundary", "{extra}: {e:?}");
+            assert!(e.message.contains(says), "{extra}: {e:?}");
+        }
+        // The schedule: amplitudes per slot and step, 1 where none is given.
+        let c = CaseConfig::parse(
+            "[domain]\ncase = \"box\"\n[physics]\nviscosity = 0.05\n[[boundary]]\nface = \"z-\"\n\
+             velocity = [0.01, 0, 0]\n[[boundary]]\nface = \"x-\"\nkind = \"velocity\"\n\
+             velocity = [0.02, 0, 0]\namplitude = \"t / 100\"\n",
+            false,
+        )
+        .unwrap();
+        let s = c.inlet_schedule().unwrap();
+        assert_eq!(s.amplitudes(50)[..3], [1.0, 0.5, 1.0]);
     }
 
     #[test]

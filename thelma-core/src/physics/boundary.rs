@@ -30,3 +30,13 @@ pub fn pressure_terms<V: Arith>(g: &[V; Q], drho_w: V) -> [V; 9] {
 pub fn node_density<V: Arith>(g: &[V; Q]) -> V {
     V::c(1.0) + density_momentum(g).0
 }
+
+/// The Poiseuille profile across one axis of an inlet: `4 s (n − s) / n²` with `s = q + ½` the
+/// distance of node `q` from the wall half a spacing below the lattice and `n` the number of nodes
+/// between the two walls, so 1 midway and 0 at the walls. A parabolic inlet multiplies its velocity
+/// by this factor for each wall-bounded axis across the face, at the node's own coordinate.
+#[inline(always)]
+pub fn parabola<V: Arith>(q: V, n: V) -> V {
+    let s = q + V::c(0.5);
+    V::c(4.0) * s * (n - s) / (n * n)
+}
