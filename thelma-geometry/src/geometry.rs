@@ -204,6 +204,17 @@ impl Geometry {
             Obstacle::Sphere { centre, radius } => (0..3).all(|a| {
                 centre[a] + radius >= 0.0 && centre[a] - radius <= ([nx, ny, nz][a] - 1) as f64
             }),
+            Obstacle::Cylinder {
+                centre,
+                axis,
+                radius,
+            } => {
+                // The axis passes within `radius` of the box of node centres.
+                let hi = [nx, ny, nz].map(|n| (n - 1) as f64);
+                let mid = hi.map(|h| h / 2.0);
+                let half = (hi.iter().map(|h| h * h).sum::<f64>()).sqrt() / 2.0;
+                line_distance2(mid, *centre, *axis).sqrt() <= half + radius
+            }
         }
     }
 
@@ -246,6 +257,27 @@ impl Geometry {
                     .sum();
                 d2 <= radius * radius
             }
+            Obstacle::Cylinder {
+                centre,
+                axis,
+                radius,
+            } => {
+                // The nearest periodic image of the node.
+                let mut d2 = f64::INFINITY;
+                for kx in images(0) {
+                    for ky in images(1) {
+                        for kz in images(2) {
+                            let q = [
+                                (p[0] + kx * n(0)) as f64,
+                                (p[1] + ky * n(1)) as f64,
+                                (p[2] + kz * n(2)) as f64,
+                            ];
+                            d2 = d2.min(line_distance2(q, *centre, *axis));
+                        }
+                    }
+                }
+                d2 <= radius * radius
+            }
         })
     }
 
@@ -258,7 +290,7 @@ impl Geometry {
             Obstacle::Box { min, max } => {
                 (0..3).all(|a| min[a] <= 0 && max[a] >= self.domain.size[a] as i64)
             }
-            Obstacle::Sphere { .. } => false,
+            Obstacle::Sphere { .. } | Obstacle::Cylinder { .. } => false,
         });
         !covers_all && (0..nz).any(|z| (0..ny).any(|y| (0..nx).any(|x| !self.in_obstacle(x, y, z))))
     }
@@ -452,6 +484,14 @@ impl Geometry {
     }
 }
 
+/// The squared distance of point `p` from the line through `c` along `axis`.
+fn line_distance2(p: [f64; 3], c: [f64; 3], axis: [f64; 3]) -> f64 {
+    let d = [p[0] - c[0], p[1] - c[1], p[2] - c[2]];
+    let a2 = axis.iter().map(|v| v * v).sum::<f64>();
+    let along = (d[0] * axis[0] + d[1] * axis[1] + d[2] * axis[2]) / a2;
+    (0..3).map(|k| (d[k] - along * axis[k]).powi(2)).sum()
+}
+
 /// The outward unit normal of a face of the box.
 fn outward(face: Face) -> [i64; 3] {
     let mut n = [0; 3];
@@ -475,6 +515,30 @@ fn near_bounds(o: &Obstacle, p: [i64; 3], domain: &Domain) -> bool {
             [centre[0] - radius, centre[1] - radius, centre[2] - radius],
             [centre[0] + radius, centre[1] + radius, centre[2] + radius],
         ),
+        // Bounded only across an axis the cylinder's axis does not run along.
+        Obstacle::Cylinder {
+            centre,
+            axis,
+            radius,
+        } => {
+            let along = |a: usize| axis[a] != 0.0;
+            (
+                std::array::from_fn(|a| {
+                    if along(a) {
+                        f64::NEG_INFINITY
+                    } else {
+                        centre[a] - radius
+                    }
+                }),
+                std::array::from_fn(|a| {
+                    if along(a) {
+                        f64::INFINITY
+                    } else {
+                        centre[a] + radius
+                    }
+                }),
+            )
+        }
     };
     (0..3).all(|a| {
         let n = domain.size[a] as i64;
@@ -493,6 +557,41 @@ fn near_bounds(o: &Obstacle, p: [i64; 3], domain: &Domain) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cylinder_covers_its_cross_section_along_its_axis_whatever_the_axis() {
+        let domain = Domain::new([40, 40, 6], [false, false, true]);
+        let r: f64 = 12.3;
+        let g = Geometry::closed_box(domain).with_obstacle(Obstacle::Cylinder {
+            centre: [19.6, 20.2, 100.0],
+            axis: [0.0, 0.0, 2.0],
+            radius: r,
+        });
+        let area = |z: usize| {
+            (0..40)
+                .flat_map(|y| (0..40).map(move |x| (x, y)))
+                .filter(|&(x, y)| g.in_obstacle(x, y, z))
+                .count() as f64
+        };
+        let exact = std::f64::consts::PI * r * r;
+        for z in 0..6 {
+            assert!(
+                (area(z) / exact - 1.0).abs() < 0.02,
+                "z {z}: {} of {exact}",
+                area(z)
+            );
+        }
+        // Along a diagonal of the x-y plane: nodes within r of the line x = y.
+        let g = Geometry::closed_box(domain).with_obstacle(Obstacle::Cylinder {
+            centre: [0.0, 0.0, 3.0],
+            axis: [1.0, 1.0, 0.0],
+            radius: 2.0,
+        });
+        assert!(g.in_obstacle(30, 30, 3) && g.in_obstacle(31, 30, 4));
+        assert!(!g.in_obstacle(33, 30, 3) && !g.in_obstacle(30, 30, 0));
+        assert_eq!(g.node_flags(30, 30, 3).unwrap(), NodeFlags::solid());
+        assert!(g.node_flags(33, 30, 3).unwrap().bounce_mask() != 0);
+    }
 
     #[test]
     fn a_domain_covered_by_obstacles_has_no_fluid() {

@@ -48,6 +48,14 @@ pub enum Obstacle {
     Box { min: [i64; 3], max: [i64; 3] },
     /// Nodes whose centre lies within `radius` of `centre`.
     Sphere { centre: [f64; 3], radius: f64 },
+    /// Nodes whose centre lies within `radius` of the line through `centre` along `axis` (a
+    /// direction, any length): a circular cylinder through the whole domain, such as the
+    /// Schäfer–Turek cylinder spanning a channel.
+    Cylinder {
+        centre: [f64; 3],
+        axis: [f64; 3],
+        radius: f64,
+    },
 }
 
 /// Domain size and periodicity.
@@ -409,6 +417,16 @@ impl CaseConfig {
                         || centre.iter().any(|c| !c.is_finite())
                     {
                         return Err(bad("domain.obstacles", "--config", format!("sphere obstacle {centre:?} r = {radius} needs a finite centre and radius > 0")));
+                    }
+                }
+                Obstacle::Cylinder {
+                    centre,
+                    axis,
+                    radius,
+                } => {
+                    let finite = centre.iter().chain(axis).all(|c| c.is_finite());
+                    if !(finite && radius.is_finite() && *radius > 0.0 && axis != &[0.0; 3]) {
+                        return Err(bad("domain.obstacles", "--config", format!("cylinder obstacle {centre:?} axis {axis:?} r = {radius} needs a finite centre, a non-zero axis and radius > 0")));
                     }
                 }
                 Obstacle::Box { min, max } => {
