@@ -250,6 +250,19 @@ extern "C" __global__ void THELMA_NAME(export_faces_d3q19)(const real *__restric
     }
 }
 
+// The Q populations of each of `count` slab-local nodes into out[k·Q + i]: what forces on bodies and
+// probes are computed from on the host.
+extern "C" __global__ void THELMA_NAME(gather_nodes_d3q19)(const real *__restrict__ a,
+                                                           const unsigned int *__restrict__ nodes,
+                                                           int count, unsigned long long n,
+                                                           real *out) {
+    const int k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= count) return;
+    const size_t p = nodes[k];
+#pragma unroll
+    for (int i = 0; i < THELMA_Q; i++) out[(size_t)k * THELMA_Q + i] = a[(size_t)i * n + p];
+}
+
 // The watchdog: per block, the smallest and largest density 1 + Σ g of finite fluid nodes (summed in
 // double, as the CPU module does) and the smallest index of a fluid node with a non-finite population.
 // out[3·block + 0..3] = min, max, first bad index (−1 when none).

@@ -117,6 +117,9 @@ impl ComputeModule for FaultyModule {
     fn read_populations(&mut self) -> Result<Vec<u8>, ComputeError> {
         self.inner.read_populations()
     }
+    fn read_nodes(&mut self, nodes: &[u32]) -> Result<Vec<f64>, ComputeError> {
+        self.inner.read_nodes(nodes)
+    }
     fn write_populations(&mut self, b: &[u8], t: u64) -> Result<(), ComputeError> {
         self.inner.write_populations(b, t)
     }

@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use thelma_compute::ModelParams;
 use thelma_core::physics::D3Q19;
-use thelma_core::Domain;
 use thelma_core::{interface_bytes_per_step, ComputeError, Fields};
 use thelma_core::{BoundaryKind, CaseConfig, CaseKind, LatticeParams};
 use thelma_core::{DeviceInfo, Runtime, RuntimeError};
+use thelma_core::{Domain, SlabSpec};
 use thelma_geometry::Geometry;
 use thelma_results::relative_change;
 use thelma_results::Comparison;
@@ -20,6 +20,7 @@ use thelma_results::Profile;
 use thelma_results::{DeviceSummary, RunSummary, StopReason, Timings, UnitsReport};
 
 use crate::outputs::Outputs;
+use crate::samples::{self, Samples};
 use crate::{backend, checkpoint, preflight, watchdog};
 
 pub use crate::error::UsageError;
@@ -94,7 +95,8 @@ pub fn run_case_from(
         )
         .into());
     }
-    let params = ModelParams::new(case, &lattice, geometry);
+    samples::probe_nodes(case, &geometry)?;
+    let params = ModelParams::new(case, &lattice, geometry.clone());
     let sel = backend::select(case, params)?;
     preflight::check(case, &*sel.factory, &sel.devices, sel.host)?;
     let resumed = match resume {
@@ -139,6 +141,11 @@ pub fn run_case_from(
     if resume.is_some() {
         outputs.resume_series(step0);
     }
+    let slabs: Vec<SlabSpec> = rt.devices().iter().map(|d| d.slab.clone()).collect();
+    let mut samples = Samples::new(case, &geometry, &slabs, resume.is_some())?;
+    if resume.is_none() {
+        samples.sample(&mut rt)?;
+    }
     let mut prev = rt.fields()?;
     // `prev` is the newest state that passed the watchdog, held in memory.
     let mut prev_step = step0;
@@ -178,6 +185,7 @@ pub fn run_case_from(
             .map(|k| k - rt.step() % k)
             .fold(target - rt.step(), u64::min);
         let chunk = outputs.clamp_chunk(rt.step(), chunk);
+        let chunk = samples.clamp_chunk(rt.step(), chunk);
         let st = rt.run(chunk)?;
         tally.stepping += st.wall;
         for (k, w) in st.workers.iter().enumerate() {
@@ -229,6 +237,7 @@ pub fn run_case_from(
             saved = Some((step, case.output.dir.join(checkpoint::FILE_NAME)));
         }
         tally.last_change = change.or(tally.last_change);
+        samples.sample(&mut rt)?;
         if outputs.due(step) {
             outputs.write(&mut rt)?;
         }
@@ -276,7 +285,12 @@ pub fn run_case_from(
     } else {
         StopReason::Steps
     };
-    let summary = tally.summary(&rt, stop_reason, mass1, validation, &outputs);
+    let mut summary = tally.summary(&rt, stop_reason, mass1, validation, &outputs);
+    summary.forces = samples.finish()?;
+    let last = summary.outputs.len() - 1;
+    summary
+        .outputs
+        .splice(last..last, samples.written.iter().cloned());
     rt.shutdown();
     summary
         .write_json(&case.output.dir.join("summary.json"))
@@ -389,6 +403,7 @@ impl Tally<'_> {
                 .cloned()
                 .chain(["summary.json".to_string()])
                 .collect(),
+            forces: Vec::new(),
         }
     }
 }

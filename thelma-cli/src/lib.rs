@@ -14,4 +14,5 @@ pub mod error;
 pub mod init;
 pub mod outputs;
 pub mod preflight;
+pub mod samples;
 pub mod watchdog;

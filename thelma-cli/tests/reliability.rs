@@ -682,3 +682,77 @@ fn devices_without_a_gpu_points_to_the_cpu_backend() {
     assert_eq!(code, 0);
     assert!(out.contains("--backend cpu"), "{out}");
 }
+
+#[test]
+fn forces_and_probes_run_from_a_case_file_and_bad_ones_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = tmp.path().join("out");
+    let base = "[domain]\ncase = \"box\"\nsize = [16, 10, 10]\nperiodic = [true, false, false]\n\
+                obstacles = [{ shape = \"cylinder\", centre = [6.0, 4.5, 0.0], axis = [0, 0, 1], radius = 2.0 }]\n\
+                [physics]\nviscosity = 0.05\nforce = [1e-5, 0, 0]\n[run]\nsteps = 40\n";
+    let good = tmp.path().join("good.toml");
+    std::fs::write(
+        &good,
+        format!(
+            "{base}[forces]\nevery = 10\narea = 10.0\nvelocity = 0.01\n\
+             [[probe]]\nat = [12.0, 4.0, 5.0]\nname = \"wake\"\n[output]\nprobe_every = 20\n"
+        ),
+    )
+    .unwrap();
+    let (code, out, err) = thelma(&[
+        "run",
+        "--config",
+        good.to_str().unwrap(),
+        "--backend",
+        "cpu",
+        "-o",
+        o.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    let forces = std::fs::read_to_string(o.join("forces.csv")).unwrap();
+    assert_eq!(forces.lines().count(), 1 + 5, "{forces}");
+    assert!(forces.starts_with("step,time,body0_fx,body0_fy,body0_fz,body0_cd,body0_cl\n"));
+    let probes = std::fs::read_to_string(o.join("probes.csv")).unwrap();
+    assert_eq!(probes.lines().count(), 1 + 3, "{probes}");
+    let summary = std::fs::read_to_string(o.join("summary.json")).unwrap();
+    assert!(
+        summary.contains("\"forces\"") && summary.contains("\"coefficients\""),
+        "{summary}"
+    );
+    assert!(o.join("forces.png").exists());
+
+    for (extra, says) in [
+        ("[[probe]]\nat = [6.0, 4.0, 5.0]\n", "lies in an obstacle"),
+        ("[[probe]]\nat = [3.0, 12.0, 5.0]\n", "outside the domain"),
+        ("[forces]\nevery = 10\narea = 10.0\n", "forces.area"),
+        (
+            "[forces]\nevery = 10\narea = -1.0\nvelocity = 0.1\n",
+            "forces.area",
+        ),
+    ] {
+        let bad = tmp.path().join("bad.toml");
+        let new = tmp.path().join("new");
+        std::fs::write(&bad, format!("{base}{extra}")).unwrap();
+        let args = [
+            "run",
+            "--config",
+            bad.to_str().unwrap(),
+            "--backend",
+            "cpu",
+            "-o",
+            new.to_str().unwrap(),
+        ];
+        let (code, _, err) = thelma(&args);
+        assert_eq!(code, 2, "{extra}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{extra}: {err}");
+        assert!(err.contains(says), "{extra}: {err}");
+        assert!(!new.exists(), "{extra} left an output folder");
+    }
+    let none = tmp.path().join("none.toml");
+    std::fs::write(
+        &none,
+        "[domain]\ncase = \"box\"\nsize = [8, 8, 8]\n[physics]\nviscosity = 0.05\n[forces]\nevery = 5\n",
+    )
+    .unwrap();
+    refused(&["run", "--config", none.to_str().unwrap()], "forces.every");
+}

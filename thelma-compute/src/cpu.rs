@@ -994,6 +994,20 @@ impl<T: Real + Arith<Scalar = T>> ComputeModule for CpuModule<T> {
         Ok(bytemuck::cast_slice(&self.a).to_vec())
     }
 
+    fn read_nodes(&mut self, nodes: &[u32]) -> Result<Vec<f64>, ComputeError> {
+        let n = self.slab.nodes();
+        if let Some(&p) = nodes.iter().find(|&&p| p as usize >= n) {
+            return Err(ComputeError::Invalid(format!(
+                "node {p} outside a slab of {n} nodes"
+            )));
+        }
+        let a = &self.a;
+        Ok(nodes
+            .iter()
+            .flat_map(|&p| (0..Q).map(move |i| a[i * n + p as usize].to_f64()))
+            .collect())
+    }
+
     fn write_populations(&mut self, bytes: &[u8], next_step: u64) -> Result<(), ComputeError> {
         let want = self.a.len() * std::mem::size_of::<T>();
         if bytes.len() != want {

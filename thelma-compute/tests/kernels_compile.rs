@@ -56,6 +56,7 @@ fn every_kernel_variant_compiles_for_sm_90() {
                     Kernel::CollideOpen(collision),
                     Kernel::ExportFaces,
                     Kernel::Health,
+                    Kernel::GatherNodes,
                 ];
                 for k in kernels {
                     let name = k.name(precision);
@@ -66,7 +67,7 @@ fn every_kernel_variant_compiles_for_sm_90() {
     }
     assert_eq!(
         Kernel::all().iter().filter(|k| k.in_lbm_source()).count(),
-        2 * OPERATORS.len() + 2
+        2 * OPERATORS.len() + 3
     );
     let cubin = compile_cubin(BANDWIDTH_SOURCE, "bandwidth.cu", "sm_90").expect("bandwidth kernel");
     assert!(contains(

@@ -170,6 +170,11 @@ pub trait ComputeModule {
     /// The populations of the current lattice, `[i][z][y][x]`, as bytes in the run's precision.
     fn read_populations(&mut self) -> Result<Vec<u8>, ComputeError>;
 
+    /// The current populations of the slab-local nodes `nodes` (index `(z · ny + y) · nx + x`),
+    /// `Q` values per node in the order given, widened to `f64`, as stored (shifted, `g = f − w`):
+    /// what forces on bodies and probes are computed from, on the host, every few steps.
+    fn read_nodes(&mut self, nodes: &[u32]) -> Result<Vec<f64>, ComputeError>;
+
     /// Replaces the current populations (same layout as [`read_populations`](Self::read_populations)) and
     /// republishes the boundary layers so that the next step `t` reads them (parity `(t + 1) % 2`).
     fn write_populations(&mut self, bytes: &[u8], next_step: u64) -> Result<(), ComputeError>;

@@ -131,6 +131,7 @@ enum Command {
     Fields,
     Health,
     ReadPopulations,
+    ReadNodes(Arc<Vec<u32>>),
     WritePopulations {
         bytes: Arc<Vec<u8>>,
         next_step: u64,
@@ -149,6 +150,7 @@ enum Reply {
     Fields(Box<Fields>),
     Health(Health),
     Populations(Vec<u8>),
+    Nodes(Vec<f64>),
     Written,
     Failed(ComputeError),
     Panicked(String),
@@ -389,6 +391,19 @@ impl Runtime {
         self.broadcast(|| Command::ReadPopulations)?;
         self.collect(|_, r| match r {
             Reply::Populations(p) => Ok(p),
+            other => Err(other),
+        })
+    }
+
+    /// The current populations of chosen nodes: for each slab (in slab order) the slab-local node
+    /// indices `nodes[s]`, answered with their `Q` populations each, node after node (see
+    /// [`ComputeModule::read_nodes`]).
+    pub fn read_nodes(&mut self, nodes: &[Arc<Vec<u32>>]) -> Result<Vec<Vec<f64>>, RuntimeError> {
+        for (s, list) in nodes.iter().enumerate() {
+            self.send(s, Command::ReadNodes(list.clone()))?;
+        }
+        self.collect(|_, r| match r {
+            Reply::Nodes(v) => Ok(v),
             other => Err(other),
         })
     }
@@ -649,6 +664,7 @@ fn serve(
         Command::Fields => module.read_fields().map(|f| Reply::Fields(Box::new(f))),
         Command::Health => module.health().map(Reply::Health),
         Command::ReadPopulations => module.read_populations().map(Reply::Populations),
+        Command::ReadNodes(nodes) => module.read_nodes(&nodes).map(Reply::Nodes),
         Command::WritePopulations { bytes, next_step } => module
             .write_populations(&bytes, next_step)
             .map(|_| Reply::Written),

@@ -447,6 +447,61 @@ impl Geometry {
         })
     }
 
+    /// The links of the slab `z` (planes of the lattice) that end in an obstacle, for forces on
+    /// bodies: per fluid node beside one (slab-local index, ascending), per obstacle it touches (the
+    /// [`Self::solid_owner`] index), the directions `i` whose `x − c_i` lies in it.
+    pub fn body_links(&self, z: Range<usize>) -> Result<Vec<BodyLinks>, GeometryError> {
+        let [nx, ny, nz] = self.domain.size;
+        let mut out = Vec::new();
+        for (zl, zz) in z.enumerate() {
+            for y in 0..ny {
+                for x in 0..nx {
+                    let f = self.node_flags(x, y, zz)?;
+                    if f.is_solid() || f.bounce_mask() == 0 {
+                        continue;
+                    }
+                    let mut per: Vec<(usize, u32)> = Vec::new();
+                    let mut m = f.bounce_mask();
+                    while m != 0 {
+                        let i = m.trailing_zeros() as usize;
+                        m &= m - 1;
+                        let src = [
+                            x as i64 - C[i][0] as i64,
+                            y as i64 - C[i][1] as i64,
+                            zz as i64 - C[i][2] as i64,
+                        ];
+                        let mut q = [0usize; 3];
+                        let inside = (0..3).all(|a| {
+                            let n = [nx, ny, nz][a] as i64;
+                            let v = if self.domain.periodic[a] {
+                                src[a].rem_euclid(n)
+                            } else {
+                                src[a]
+                            };
+                            q[a] = v.max(0) as usize;
+                            (0..n).contains(&v)
+                        });
+                        if let Some(b) =
+                            inside.then(|| self.solid_owner(q[0], q[1], q[2])).flatten()
+                        {
+                            match per.iter_mut().find(|(o, _)| *o == b) {
+                                Some((_, dirs)) => *dirs |= 1 << i,
+                                None => per.push((b, 1 << i)),
+                            }
+                        }
+                    }
+                    let node = ((zl * ny + y) * nx + x) as u32;
+                    out.extend(per.into_iter().map(|(body, links)| BodyLinks {
+                        node,
+                        body,
+                        links,
+                    }));
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// The rule of each direction of a node with flags `f`: bounce-back where its bits say so,
     /// otherwise the rule of the one open face the link crosses, otherwise the pull.
     pub fn links(&self, f: NodeFlags) -> [LinkRule; Q] {
@@ -490,6 +545,17 @@ fn line_distance2(p: [f64; 3], c: [f64; 3], axis: [f64; 3]) -> f64 {
     let a2 = axis.iter().map(|v| v * v).sum::<f64>();
     let along = (d[0] * axis[0] + d[1] * axis[1] + d[2] * axis[2]) / a2;
     (0..3).map(|k| (d[k] - along * axis[k]).powi(2)).sum()
+}
+
+/// A fluid node's links into one obstacle ([`Geometry::body_links`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BodyLinks {
+    /// Slab-local node index, `(z · ny + y) · nx + x`.
+    pub node: u32,
+    /// The obstacle ([`Geometry::solid_owner`]'s index).
+    pub body: usize,
+    /// Bit `i`: `x − c_i` lies in the obstacle.
+    pub links: u32,
 }
 
 /// The outward unit normal of a face of the box.

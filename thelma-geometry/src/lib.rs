@@ -9,4 +9,4 @@ mod flags;
 mod geometry;
 
 pub use flags::{FlagPalette, LinkRule, NodeFlags, SlabFlags, BYTE_PALETTE, MAX_PALETTE};
-pub use geometry::{Geometry, GeometryError, OpenKind, Wall};
+pub use geometry::{BodyLinks, Geometry, GeometryError, OpenKind, Wall};

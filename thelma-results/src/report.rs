@@ -93,6 +93,25 @@ pub struct RunSummary {
     pub timings: Timings,
     /// Files written, relative to the output folder, in the order written.
     pub outputs: Vec<String>,
+    /// The mean force on each obstacle over the second half of the run's samples.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub forces: Vec<ForceMean>,
+}
+
+/// The time-mean force on one obstacle (`forces.csv`'s columns averaged over the second half of the
+/// samples: a steady value, or the mean of a periodic one over several periods).
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct ForceMean {
+    /// The obstacle's index (`domain.obstacles` order).
+    pub body: usize,
+    /// Samples averaged, and the steps they span.
+    pub samples: usize,
+    pub from_step: u64,
+    pub to_step: u64,
+    /// Lattice units (ρ₀ = 1, dx = dt = 1).
+    pub force: [f64; 3],
+    /// Drag and lift coefficients, when `[forces]` gives a reference area and velocity.
+    pub coefficients: Option<[f64; 2]>,
 }
 
 /// Where the wall-clock time of a run went, s.
@@ -447,6 +466,7 @@ mod tests {
                 total_s: 4.75,
             },
             outputs: vec!["fields_00001000.vti".into()],
+            forces: Vec::new(),
         };
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("summary.json");

@@ -36,6 +36,8 @@ pub enum Kernel {
     CollideOpen(Collision),
     ExportFaces,
     Health,
+    /// The populations of listed nodes (forces and probes).
+    GatherNodes,
     BandwidthCopy,
 }
 
@@ -48,7 +50,12 @@ impl Kernel {
                 let c = Collision::parse(name).expect("a registered name");
                 [Kernel::CollidePropagate(c), Kernel::CollideOpen(c)]
             })
-            .chain([Kernel::ExportFaces, Kernel::Health, Kernel::BandwidthCopy])
+            .chain([
+                Kernel::ExportFaces,
+                Kernel::Health,
+                Kernel::GatherNodes,
+                Kernel::BandwidthCopy,
+            ])
             .collect()
     }
 
@@ -63,6 +70,7 @@ impl Kernel {
             Kernel::CollideOpen(c) => format!("collide_open_d3q19_{c}_{suffix}"),
             Kernel::ExportFaces => format!("export_faces_d3q19_{suffix}"),
             Kernel::Health => format!("health_d3q19_{suffix}"),
+            Kernel::GatherNodes => format!("gather_nodes_d3q19_{suffix}"),
             Kernel::BandwidthCopy => "bandwidth_copy".to_string(),
         }
     }
@@ -369,6 +377,34 @@ pub unsafe fn health(
     unsafe { b.launch(cfg) }
         .map(|_| ())
         .map_err(launch_err("health"))
+}
+
+/// Enqueues the gather of the populations of `count` listed nodes of lattice `a` into `out`.
+///
+/// # Safety
+/// `f` is a gather kernel of the lattice's precision; `a` holds Q·`n` values, `nodes` `count`
+/// indices below `n` and `out` room for Q·`count` values, all on the device and allocated until the
+/// stream has finished the launch.
+pub unsafe fn gather_nodes(
+    stream: &CudaStream,
+    f: &CudaFunction,
+    a: u64,
+    nodes: u64,
+    count: i32,
+    n: u64,
+    out: u64,
+) -> Result<(), ComputeError> {
+    let cfg = LaunchConfig {
+        grid_dim: ((count.max(1) as u32).div_ceil(128), 1, 1),
+        block_dim: (128, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let mut b = stream.launch_builder(f);
+    b.arg(&a).arg(&nodes).arg(&count).arg(&n).arg(&out);
+    // SAFETY: matches gather_nodes_d3q19's parameters; the buffers are as the caller promises.
+    unsafe { b.launch(cfg) }
+        .map(|_| ())
+        .map_err(launch_err("gather_nodes"))
 }
 
 /// Enqueues a copy of `n16` 16-byte vectors from `src` to `dst`.

@@ -200,6 +200,7 @@ pub struct CudaModule<T: Real + DeviceRepr> {
     collide: CudaFunction,
     export: CudaFunction,
     health_k: CudaFunction,
+    gather_k: CudaFunction,
     _image: Arc<CuModule>,
     shape: LaunchShape,
     describe: String,
@@ -264,11 +265,17 @@ where
         } else {
             Kernel::CollidePropagate(collision)
         };
-        let names: Vec<String> = [step, Kernel::ExportFaces, Kernel::Health]
-            .iter()
-            .map(|k| k.name(T::PRECISION))
-            .collect();
+        let names: Vec<String> = [
+            step,
+            Kernel::ExportFaces,
+            Kernel::Health,
+            Kernel::GatherNodes,
+        ]
+        .iter()
+        .map(|k| k.name(T::PRECISION))
+        .collect();
         let (image, mut funcs) = launch::load(&stream, &cubin, &names)?;
+        let gather_k = funcs.pop().expect("four kernels");
         let health_k = funcs.pop().expect("three kernels");
         let export = funcs.pop().expect("three kernels");
         let collide = funcs.pop().expect("three kernels");
@@ -356,6 +363,7 @@ where
             collide,
             export,
             health_k,
+            gather_k,
             _image: image,
             shape,
             describe: format!(
@@ -591,6 +599,42 @@ where
 
     fn read_populations(&mut self) -> Result<Vec<u8>, ComputeError> {
         Ok(bytemuck::cast_slice(&self.download()?).to_vec())
+    }
+
+    fn read_nodes(&mut self, nodes: &[u32]) -> Result<Vec<f64>, ComputeError> {
+        let n = self.slab.nodes();
+        if let Some(&p) = nodes.iter().find(|&&p| p as usize >= n) {
+            return Err(ComputeError::Invalid(format!(
+                "node {p} outside a slab of {n} nodes"
+            )));
+        }
+        if nodes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let oom = |e: cudarc::driver::DriverError| {
+            ComputeError::OutOfMemory(format!("nodes to read ({} nodes): {e}", nodes.len()))
+        };
+        let list = self.stream.clone_htod(nodes).map_err(oom)?;
+        let out = self.stream.alloc_zeros::<T>(nodes.len() * Q).map_err(oom)?;
+        // SAFETY: `gather_k` was loaded for this module's precision; the current lattice holds Q·n
+        // values, every listed index is below n (checked above), `out` has Q values per node, and
+        // both buffers outlive the launch (the copy below synchronises the stream).
+        unsafe {
+            launch::gather_nodes(
+                &self.stream,
+                &self.gather_k,
+                self.ptrs[self.cur],
+                raw(&list, &self.stream),
+                nodes.len() as i32,
+                n as u64,
+                raw(&out, &self.stream),
+            )
+        }?;
+        let vals = self
+            .stream
+            .clone_dtoh(&out)
+            .map_err(dev_err("cannot copy the nodes' populations back"))?;
+        Ok(vals.iter().map(|&v| Real::to_f64(v)).collect())
     }
 
     fn write_populations(&mut self, bytes: &[u8], next_step: u64) -> Result<(), ComputeError> {

@@ -9,6 +9,7 @@ mod error;
 mod hardware;
 mod inflow;
 mod initial;
+mod sampling;
 mod units;
 
 use std::fmt;
@@ -22,6 +23,7 @@ pub use error::{CaseFileError, ConfigError, SyntaxError};
 pub use hardware::{BackendName, DeviceSpec, DeviceSpecError, HardwareConfig};
 pub use inflow::{InletSchedule, WALL_SLOTS};
 pub use initial::{Expression, InitialConfig, InitialState};
+pub use sampling::{Axis, ForcesConfig, ProbeConfig};
 pub use units::{PhysicalUnits, UnitScales};
 
 use crate::physics::{Collision, FlowModel, MrtRates, DEFAULT_TRT_MAGIC, MAX_SPEED};
@@ -288,6 +290,8 @@ pub struct OutputConfig {
     /// PNG images of the speed on `slice`, and the profile plot of cavity runs.
     pub images: bool,
     pub slice: SlicePlane,
+    /// Steps between probe samples (`probes.csv`), when the case has `[[probe]]`s.
+    pub probe_every: u64,
 }
 
 impl Default for OutputConfig {
@@ -299,6 +303,7 @@ impl Default for OutputConfig {
             vtk_pieces: false,
             images: true,
             slice: SlicePlane::default(),
+            probe_every: 100,
         }
     }
 }
@@ -323,6 +328,11 @@ pub struct CaseConfig {
     /// The initial state (`[initial]`); absent: at rest with ρ = 1.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub initial: Option<InitialConfig>,
+    /// Forces on the obstacles (`[forces]`).
+    pub forces: ForcesConfig,
+    /// Points sampled into `probes.csv` (`[[probe]]` tables).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub probe: Vec<ProbeConfig>,
 }
 
 /// The smallest edge the lattice accepts along a periodic axis: the pull stencil needs two nodes.
@@ -615,6 +625,7 @@ impl CaseConfig {
             ));
         }
         self.validate_boundaries()?;
+        self.validate_sampling()?;
         self.initial_state()?;
         let n = &self.numerics;
         if !(n.trt_magic.is_finite() && n.trt_magic > 0.0) {
@@ -786,6 +797,86 @@ impl CaseConfig {
             }
         }
         Ok(())
+    }
+
+    fn validate_sampling(&self) -> Result<(), ConfigError> {
+        let f = &self.forces;
+        if f.every > 0 && self.domain.obstacles.is_empty() {
+            return Err(bad(
+                "forces.every",
+                "--config",
+                "forces are measured on obstacles, and the case has none",
+            ));
+        }
+        match (f.area, f.velocity) {
+            (None, None) => {}
+            (Some(a), Some(u)) if a.is_finite() && a > 0.0 && u.is_finite() && u > 0.0 => {}
+            (Some(_), Some(_)) => {
+                return Err(bad(
+                    "forces.area",
+                    "--config",
+                    format!(
+                        "area {:?} and velocity {:?} must be finite numbers > 0",
+                        f.area, f.velocity
+                    ),
+                ))
+            }
+            _ => {
+                return Err(bad(
+                    "forces.area",
+                    "--config",
+                    "the coefficients need both `area` and `velocity`",
+                ))
+            }
+        }
+        if !self.probe.is_empty() && self.output.probe_every == 0 {
+            return Err(bad(
+                "output.probe_every",
+                "--config",
+                "probes need a sampling interval > 0",
+            ));
+        }
+        for (k, p) in self.probe.iter().enumerate() {
+            if let Err(m) = self.probe_node(p) {
+                return Err(bad("probe", "--config", format!("probe {k}: {m}")));
+            }
+        }
+        Ok(())
+    }
+
+    /// The node nearest to a probe's point (in nodes, or metres with `[units]`), or why there is
+    /// none.
+    pub fn probe_node(&self, p: &ProbeConfig) -> Result<[usize; 3], String> {
+        let scales = self.unit_scales();
+        let unit = if scales.is_some() { " m" } else { "" };
+        let mut node = [0; 3];
+        for a in 0..3 {
+            let v = p.at[a];
+            let q = match scales {
+                Some(s) => v / s.dx - 0.5,
+                None => v,
+            };
+            let n = self.domain.size[a];
+            if !(q.is_finite() && q > -0.5 && q < n as f64 - 0.5) {
+                return Err(format!(
+                    "at = {:?}{unit} lies outside the domain along {}",
+                    p.at,
+                    ["x", "y", "z"][a]
+                ));
+            }
+            node[a] = (q.round().max(0.0) as usize).min(n - 1);
+        }
+        Ok(node)
+    }
+
+    /// The reference area and velocity of the force coefficients in lattice units (nodes², lattice
+    /// velocity), when the case gives them.
+    pub fn force_reference(&self) -> Option<(f64, f64)> {
+        let (a, u) = (self.forces.area?, self.forces.velocity?);
+        Some(match self.unit_scales() {
+            Some(s) => (a / (s.dx * s.dx), u / s.velocity),
+            None => (a, u),
+        })
     }
 
     /// The amplitude of every wall-velocity slot over time (the order of [`Self::moving_walls`]).

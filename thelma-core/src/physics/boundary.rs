@@ -4,7 +4,7 @@
 
 use super::arith::Arith;
 use super::collision::{density_momentum, equilibrium_pairs, macroscopic, Macroscopic};
-use super::d3q19::Q;
+use super::d3q19::{C, OPP, Q};
 
 /// The anti-bounce-back terms of a pressure outlet at density `1 + drho_w`, per opposite pair: a link
 /// `i` of pair `p` leaving through the outlet gets `g_i = −g̃_ī + terms[p]`, with `terms[p] = 2 e_p`
@@ -39,4 +39,23 @@ pub fn node_density<V: Arith>(g: &[V; Q]) -> V {
 pub fn parabola<V: Arith>(q: V, n: V) -> V {
     let s = q + V::c(0.5);
     V::c(4.0) * s * (n - s) / (n * n)
+}
+
+/// The momentum a fluid node gives a resting body in one step, by momentum exchange (Ladd 1994):
+/// for each direction `i` in `links` (bit `i`: `x − c_i` lies in the body, so the population
+/// `f̃_ī` leaving towards it comes back as `f_i = f̃_ī`), `c_ī f̃_ī − c_i f_i = 2 c_ī f̃_ī`. From
+/// the shifted post-collision populations `g̃` as stored: the weights' share, `2 c_ī w_ī`, sums to
+/// zero over a closed surface (it is the reference pressure's), so the force is that of `p − p₀`.
+pub fn momentum_exchange(g: &[f64; Q], links: u32) -> [f64; 3] {
+    let mut f = [0.0; 3];
+    let mut m = links;
+    while m != 0 {
+        let i = m.trailing_zeros() as usize;
+        m &= m - 1;
+        let o = OPP[i];
+        for (a, fa) in f.iter_mut().enumerate() {
+            *fa += 2.0 * C[o][a] as f64 * g[o];
+        }
+    }
+    f
 }

@@ -15,7 +15,7 @@ mod stencil;
 pub mod symbolic;
 
 pub use arith::{term, Arith};
-pub use boundary::{node_density, parabola, pressure_terms};
+pub use boundary::{momentum_exchange, node_density, parabola, pressure_terms};
 pub use collision::{
     density_momentum, dispatch, equilibrium, equilibrium_moments, equilibrium_pairs, guo_source,
     macroscopic, Bgk, Coefficients, Collision, CollisionOperator, FlowModel, Macroscopic, Mrt,

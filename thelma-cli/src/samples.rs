@@ -1,0 +1,333 @@
+//! Forces on the obstacles and probes, sampled every few steps into `forces.csv` and `probes.csv`.
+//!
+//! Both come from one primitive of the compute modules, the populations of chosen nodes
+//! ([`Runtime::read_nodes`]); the forces (momentum exchange, `physics::momentum_exchange`) and the
+//! probes' density and velocity (`physics::macroscopic`) are computed here, on the host, once for
+//! every module. Each force is summed over its links in the domain's node order, slab after slab,
+//! so that it does not depend on the partition.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use thelma_core::physics::d3q19::Q;
+use thelma_core::physics::{macroscopic, momentum_exchange};
+use thelma_core::{CaseConfig, Runtime, SlabSpec};
+use thelma_geometry::{BodyLinks, Geometry};
+use thelma_results::{line_plot, ForceMean, Mark, Series, XAxis};
+
+use crate::error::UsageError;
+
+/// A CSV written row by row (flushed after each, so that a run stopped or diverged keeps its rows).
+struct Csv {
+    file: BufWriter<File>,
+}
+
+impl Csv {
+    /// Creates `path` with `header`, or appends to it when continuing a run that wrote it.
+    fn open(path: &Path, header: &str, append: bool) -> Result<Self> {
+        let exists = append && path.exists();
+        let file = OpenOptions::new()
+            .create(true)
+            .append(exists)
+            .write(true)
+            .truncate(!exists)
+            .open(path)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        let mut csv = Self {
+            file: BufWriter::new(file),
+        };
+        if !exists {
+            csv.row(header)?;
+        }
+        Ok(csv)
+    }
+
+    fn row(&mut self, line: &str) -> Result<()> {
+        writeln!(self.file, "{line}")?;
+        self.file.flush()?;
+        Ok(())
+    }
+}
+
+/// The node of each probe; refuses a probe in an obstacle (before anything is written: the run
+/// calls it with the geometry's other checks).
+pub fn probe_nodes(case: &CaseConfig, geometry: &Geometry) -> Result<Vec<[usize; 3]>> {
+    case.probe
+        .iter()
+        .enumerate()
+        .map(|(k, p)| {
+            let [x, y, z] = case
+                .probe_node(p)
+                .map_err(|m| UsageError::new("--config", format!("probe {k}: {m}")))?;
+            if geometry.in_obstacle(x, y, z) {
+                return Err(UsageError::new(
+                    "--config",
+                    format!("probe {k}: node ({x}, {y}, {z}) lies in an obstacle"),
+                )
+                .into());
+            }
+            Ok([x, y, z])
+        })
+        .collect()
+}
+
+/// What a run samples, and what it has sampled.
+pub struct Samples {
+    forces_every: u64,
+    probe_every: u64,
+    /// Per slab, the nodes read: the force links' nodes, then the slab's probes.
+    lists: Vec<Arc<Vec<u32>>>,
+    /// Per slab, the links into obstacles, in the order of the first part of `lists`.
+    links: Vec<Vec<BodyLinks>>,
+    /// Per probe: its slab and its place in that slab's list.
+    probes: Vec<(usize, usize)>,
+    bodies: usize,
+    /// The coefficients' axes and scale `2 / (U² A)` (lattice units).
+    coefficients: Option<(usize, usize, f64)>,
+    /// The model's body force (the probes' velocity is Guo's `(j + F/2)/ρ`).
+    force: Option<[f64; 3]>,
+    /// Seconds per step with `[units]`.
+    dt: Option<f64>,
+    forces_csv: Option<Csv>,
+    probes_csv: Option<Csv>,
+    /// (step, force per body) of every force sample of this run.
+    history: Vec<(u64, Vec<[f64; 3]>)>,
+    dir: PathBuf,
+    /// Files written, relative to the output folder.
+    pub written: Vec<String>,
+}
+
+impl Samples {
+    /// The sampling `case` asks for over the slabs `slabs`; its CSVs are created in the output
+    /// folder (appended to when `resume`). Probes in an obstacle are refused here, where the
+    /// geometry is known.
+    pub fn new(
+        case: &CaseConfig,
+        geometry: &Geometry,
+        slabs: &[SlabSpec],
+        resume: bool,
+    ) -> Result<Self> {
+        let forces_every = case.forces.every;
+        let probe_every = if case.probe.is_empty() {
+            0
+        } else {
+            case.output.probe_every
+        };
+        let links: Vec<Vec<BodyLinks>> = if forces_every > 0 {
+            slabs
+                .iter()
+                .map(|s| geometry.body_links(s.z.clone()))
+                .collect::<Result<_, _>>()
+                .map_err(|e| UsageError::new("--config", e.to_string()))?
+        } else {
+            slabs.iter().map(|_| Vec::new()).collect()
+        };
+        let mut lists: Vec<Vec<u32>> = links
+            .iter()
+            .map(|l| l.iter().map(|b| b.node).collect())
+            .collect();
+        let mut probes = Vec::new();
+        let mut names = Vec::new();
+        for (k, [x, y, z]) in probe_nodes(case, geometry)?.into_iter().enumerate() {
+            let p = &case.probe[k];
+            let s = slabs
+                .iter()
+                .position(|s| s.z.contains(&z))
+                .expect("the slabs cover the domain");
+            let local = ((z - slabs[s].z.start) * slabs[s].ny() + y) * slabs[s].nx() + x;
+            probes.push((s, lists[s].len()));
+            lists[s].push(local as u32);
+            names.push(p.name.clone().unwrap_or_else(|| format!("probe{k}")));
+        }
+        let bodies = case.domain.obstacles.len();
+        let coefficients = case.force_reference().map(|(a, u)| {
+            (
+                case.forces.drag.index(),
+                case.forces.lift.index(),
+                2.0 / (u * u * a),
+            )
+        });
+        let dir = case.output.dir.clone();
+        let time = if case.units.is_some() {
+            "time_s"
+        } else {
+            "time"
+        };
+        let forces_csv = if forces_every > 0 {
+            let mut h = format!("step,{time}");
+            for b in 0..bodies {
+                h += &format!(",body{b}_fx,body{b}_fy,body{b}_fz");
+                if coefficients.is_some() {
+                    h += &format!(",body{b}_cd,body{b}_cl");
+                }
+            }
+            Some(Csv::open(&dir.join("forces.csv"), &h, resume)?)
+        } else {
+            None
+        };
+        let probes_csv = if probe_every > 0 {
+            let mut h = format!("step,{time}");
+            for n in &names {
+                h += &format!(",{n}_p,{n}_ux,{n}_uy,{n}_uz");
+            }
+            Some(Csv::open(&dir.join("probes.csv"), &h, resume)?)
+        } else {
+            None
+        };
+        let mut written = Vec::new();
+        if forces_csv.is_some() {
+            written.push("forces.csv".to_string());
+        }
+        if probes_csv.is_some() {
+            written.push("probes.csv".to_string());
+        }
+        Ok(Self {
+            forces_every,
+            probe_every,
+            lists: lists.into_iter().map(Arc::new).collect(),
+            links,
+            probes,
+            bodies,
+            coefficients,
+            force: case.flow_model(&case.validate()?).force,
+            dt: case.unit_scales().map(|s| s.dt),
+            forces_csv,
+            probes_csv,
+            history: Vec::new(),
+            dir,
+            written,
+        })
+    }
+
+    fn at(every: u64, step: u64) -> bool {
+        every > 0 && step.is_multiple_of(every)
+    }
+
+    /// The longest run from `step` that does not pass a sample.
+    pub fn clamp_chunk(&self, step: u64, chunk: u64) -> u64 {
+        [self.forces_every, self.probe_every]
+            .into_iter()
+            .filter(|&k| k > 0)
+            .fold(chunk, |c, k| c.min((step / k + 1) * k - step))
+    }
+
+    /// Samples what is due at the runtime's current step.
+    pub fn sample(&mut self, rt: &mut Runtime) -> Result<()> {
+        let step = rt.step();
+        let forces = Self::at(self.forces_every, step);
+        let probes = Self::at(self.probe_every, step);
+        if !forces && !probes {
+            return Ok(());
+        }
+        let values = rt.read_nodes(&self.lists)?;
+        let time = self.dt.map_or(step as f64, |dt| step as f64 * dt);
+        let node =
+            |s: usize, k: usize| -> [f64; Q] { std::array::from_fn(|i| values[s][k * Q + i]) };
+        if forces {
+            let mut per = vec![[0.0; 3]; self.bodies];
+            for (s, links) in self.links.iter().enumerate() {
+                for (k, l) in links.iter().enumerate() {
+                    let f = momentum_exchange(&node(s, k), l.links);
+                    for a in 0..3 {
+                        per[l.body][a] += f[a];
+                    }
+                }
+            }
+            let mut row = format!("{step},{time}");
+            for f in &per {
+                row += &format!(",{:e},{:e},{:e}", f[0], f[1], f[2]);
+                if let Some((d, l, scale)) = self.coefficients {
+                    row += &format!(",{:e},{:e}", f[d] * scale, f[l] * scale);
+                }
+            }
+            if let Some(csv) = &mut self.forces_csv {
+                csv.row(&row)?;
+            }
+            self.history.push((step, per));
+        }
+        if probes {
+            let mut row = format!("{step},{time}");
+            for &(s, k) in &self.probes {
+                let m = macroscopic(&node(s, k), self.force);
+                let p = m.drho / 3.0;
+                row += &format!(",{p:e},{:e},{:e},{:e}", m.u[0], m.u[1], m.u[2]);
+            }
+            if let Some(csv) = &mut self.probes_csv {
+                csv.row(&row)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The mean force on each obstacle over the second half of this run's samples, and a plot of
+    /// the coefficients (or the forces) over time, `forces.png`.
+    pub fn finish(&mut self) -> Result<Vec<ForceMean>> {
+        if self.history.is_empty() {
+            return Ok(Vec::new());
+        }
+        let half = &self.history[self.history.len() / 2..];
+        let means: Vec<ForceMean> = (0..self.bodies)
+            .map(|b| {
+                let mut force = [0.0; 3];
+                for (_, f) in half {
+                    for a in 0..3 {
+                        force[a] += f[b][a] / half.len() as f64;
+                    }
+                }
+                ForceMean {
+                    body: b,
+                    samples: half.len(),
+                    from_step: half[0].0,
+                    to_step: half[half.len() - 1].0,
+                    force,
+                    coefficients: self
+                        .coefficients
+                        .map(|(d, l, scale)| [force[d] * scale, force[l] * scale]),
+                }
+            })
+            .collect();
+        let x = |step: u64| self.dt.map_or(step as f64, |dt| step as f64 * dt);
+        let mut series = Vec::new();
+        for b in 0..self.bodies {
+            let value = |f: &[f64; 3], which: usize| match self.coefficients {
+                Some((d, l, scale)) => f[[d, l][which]] * scale,
+                None => f[which],
+            };
+            let names = match self.coefficients {
+                Some(_) => ["C_D", "C_L"],
+                None => ["F_x", "F_y"],
+            };
+            for (which, name) in names.iter().enumerate() {
+                series.push(Series {
+                    label: format!("body {b} {name}"),
+                    points: self
+                        .history
+                        .iter()
+                        .map(|(s, f)| (x(*s), value(&f[b], which)))
+                        .collect(),
+                    mark: Mark::Line,
+                });
+            }
+        }
+        let (what, unit) = match self.coefficients {
+            Some(_) => ("Force coefficients", "coefficient"),
+            None => ("Forces (lattice units)", "force"),
+        };
+        let x_label = if self.dt.is_some() { "time, s" } else { "step" };
+        line_plot(
+            &self.dir.join("forces.png"),
+            (900, 560),
+            what,
+            x_label,
+            unit,
+            XAxis::Real,
+            &series,
+        )
+        .context("cannot write forces.png")?;
+        self.written.push("forces.png".to_string());
+        Ok(means)
+    }
+}

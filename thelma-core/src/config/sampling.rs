@@ -1,0 +1,63 @@
+//! Forces on the obstacles (`[forces]`) and probes (`[[probe]]`): what is sampled every few steps
+//! into `forces.csv` and `probes.csv`.
+
+use serde::{Deserialize, Serialize};
+
+/// An axis of the domain, by name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Axis {
+    X,
+    Y,
+    Z,
+}
+
+impl Axis {
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// `[forces]`: the momentum-exchange force on every obstacle, every `every` steps.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ForcesConfig {
+    /// Steps between samples (`forces.csv`); 0: no forces.
+    pub every: u64,
+    /// Reference area `A` of the coefficients `C = 2 F / (ρ₀ U² A)`: nodes², or m² with `[units]`.
+    /// Without `area` and `velocity` only forces are written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub area: Option<f64>,
+    /// Reference velocity `U`: lattice units, or m/s with `[units]`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub velocity: Option<f64>,
+    /// The axis of the drag coefficient.
+    pub drag: Axis,
+    /// The axis of the lift coefficient.
+    pub lift: Axis,
+}
+
+impl Default for ForcesConfig {
+    fn default() -> Self {
+        Self {
+            every: 0,
+            area: None,
+            velocity: None,
+            drag: Axis::X,
+            lift: Axis::Y,
+        }
+    }
+}
+
+/// One `[[probe]]`: a point whose density and velocity are sampled every `output.probe_every` steps
+/// into `probes.csv`, at the nearest node.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProbeConfig {
+    /// Node coordinates, or metres from the box's corner with `[units]` (node `i`'s centre at
+    /// `(i + ½) dx`).
+    pub at: [f64; 3],
+    /// A name for the CSV's columns (default `probe<k>`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
