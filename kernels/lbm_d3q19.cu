@@ -51,14 +51,10 @@ __device__ __forceinline__ T value_at(const T* __restrict__ a, const T* below_in
     return buf[(size_t)slot_of(j) * plane + (size_t)ys * nx + xs];
 }
 
-// The amplitude this step of the wall-velocity slot an inlet word names.
-__device__ __forceinline__ real thelma_inlet_amplitude(unsigned int word, thelma_amplitudes amp) {
-    const unsigned int slot = word & ((1u << THELMA_SLOT_BITS) - 1u);
-    real s = amp.a[0];
-#pragma unroll
-    for (int k = 1; k < THELMA_WALL_SLOTS; k++)
-        if (slot == (unsigned int)k) s = amp.a[k];
-    return s;
+// The amplitude this step of the wall-velocity slot an inlet word names (constant memory, set by the
+// module before the steps it holds for).
+__device__ __forceinline__ real thelma_inlet_amplitude(unsigned int word) {
+    return thelma_amplitude[word & ((1u << THELMA_SLOT_BITS) - 1u)];
 }
 
 // The factor on inlet link i of node (x, y, z) of the domain (nx, ny, nz): the amplitude `s` times
@@ -85,7 +81,7 @@ __device__ __forceinline__ void open_links(T* f, const T* __restrict__ a, const 
                                            const T* above_in, const unsigned int* __restrict__ link,
                                            const T* __restrict__ term, int x, int y, int z, int nx,
                                            int ny, int nz, size_t n, size_t p, const T* node,
-                                           thelma_amplitudes amp, int z0, int nz_domain) {
+                                           int z0, int nz_domain) {
     T t[9];
     bool have = false;
     T rho = T(0.0), scale = T(0.0);
@@ -102,7 +98,7 @@ __device__ __forceinline__ void open_links(T* f, const T* __restrict__ a, const 
         } else if (THELMA_LINK_KIND(c) == THELMA_LINK_INLET) {
             if (!have_rho) {
                 rho = thelma_node_density(node);
-                scale = thelma_inlet_amplitude(link[0], amp);
+                scale = thelma_inlet_amplitude(link[0]);
                 have_rho = true;
             }
             f[i] = node[opp(i)] +
@@ -125,8 +121,8 @@ __device__ __forceinline__ void collide_propagate(
     const T* __restrict__ a, T* __restrict__ b, const thelma_index* __restrict__ index,
     const unsigned int* __restrict__ pal_mask, const T* __restrict__ pal_term,
     const unsigned int* __restrict__ pal_link, const T* below_in, const T* above_in, T* above_out,
-    T* below_out, int nx, int ny, int nz, int periodic, int x, int y, int z,
-    thelma_amplitudes amp, int z0, int nz_domain) {
+    T* below_out, int nx, int ny, int nz, int periodic, int x, int y, int z, int z0,
+    int nz_domain) {
     const size_t plane = (size_t)nx * ny;
     const size_t n = plane * nz;
     const size_t p = (size_t)z * plane + (size_t)y * nx + x;
@@ -177,7 +173,7 @@ __device__ __forceinline__ void collide_propagate(
 #pragma unroll
                 for (int i = 0; i < THELMA_Q; i++) own[i] = a[(size_t)i * n + p];
                 open_links(f, a, below_in, above_in, pal_link + k * THELMA_Q, pal_term + k * THELMA_Q,
-                           x, y, z, nx, ny, nz, n, p, own, amp, z0, nz_domain);
+                           x, y, z, nx, ny, nz, n, p, own, z0, nz_domain);
             }
         }
         thelma_collide(f);
@@ -212,25 +208,24 @@ THELMA_COLLIDE_NAME(THELMA_COLLIDE_ARGS) {
     const int z = bz == 0 ? 0 : (bz == 1 ? nz - 1 : bz - 1);
     if (x >= nx) return;
     collide_propagate<real, false>(a, b, index, pal_mask, pal_term, nullptr, below_in, above_in,
-                                   above_out, below_out, nx, ny, nz, periodic, x, y, z,
-                                   thelma_amplitudes{}, 0, nz);
+                                   above_out, below_out, nx, ny, nz, periodic, x, y, z, 0, nz);
 }
 
 // The step of a case with open faces: the same grid and order, with the open-face links where the
-// palette marks them; `amp` this step's amplitude of each wall-velocity slot, `z0` the slab's first
-// plane in the domain of `nz_domain` planes (inlet profiles are in the domain's coordinates). A separate kernel so that closed cases keep the closed step's registers and
+// palette marks them; `z0` the slab's first plane in the domain of `nz_domain` planes (inlet
+// profiles are in the domain's coordinates). A separate kernel so that closed cases keep the closed step's registers and
 // schedule (the links inlined there cost a closed box 3.9 %).
 extern "C" __global__ void __launch_bounds__(THELMA_BLOCK_X, THELMA_MIN_BLOCKS)
-THELMA_COLLIDE_OPEN_NAME(THELMA_COLLIDE_ARGS, const unsigned int *__restrict__ pal_link,
-                         thelma_amplitudes amp, int z0, int nz_domain) {
+THELMA_COLLIDE_OPEN_NAME(THELMA_COLLIDE_ARGS, const unsigned int *__restrict__ pal_link, int z0,
+                         int nz_domain) {
     const int x = blockIdx.x * blockDim.x + threadIdx.x;
     const int y = blockIdx.y;
     const int bz = blockIdx.z;
     const int z = bz == 0 ? 0 : (bz == 1 ? nz - 1 : bz - 1);
     if (x >= nx) return;
     collide_propagate<real, true>(a, b, index, pal_mask, pal_term, pal_link, below_in,
-                                  above_in, above_out, below_out, nx, ny, nz, periodic, x, y, z, amp,
-                                  z0, nz_domain);
+                                  above_in, above_out, below_out, nx, ny, nz, periodic, x, y, z, z0,
+                                  nz_domain);
 }
 
 // Copies the crossing populations of the slab's top layer (c_z = +1) into up_out and of its bottom

@@ -209,6 +209,7 @@ const EXAMPLES: &[&str] = &[
     include_str!("../../examples/cavity-re1000.toml"),
     include_str!("../../examples/channel-sphere.toml"),
     include_str!("../../examples/couette.toml"),
+    include_str!("../../examples/cylinder-3d.toml"),
     include_str!("../../examples/inlet-outlet.toml"),
     include_str!("../../examples/poiseuille.toml"),
     include_str!("../../examples/taylor-green.toml"),

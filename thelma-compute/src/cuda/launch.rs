@@ -12,12 +12,12 @@ use std::ffi::{c_char, CStr, CString};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::{
-    CudaFunction, CudaModule, CudaStream, DeviceRepr, LaunchArgs, LaunchConfig, PushKernelArg,
+    CudaFunction, CudaModule, CudaStream, LaunchArgs, LaunchConfig, PushKernelArg,
 };
 use cudarc::nvrtc::{result as nvrtc, sys as nvrtc_sys, Ptx};
 use thelma_core::physics::{Collision, OPERATORS};
+use thelma_core::ComputeError;
 use thelma_core::Precision;
-use thelma_core::{ComputeError, WALL_SLOTS};
 
 use super::prelude::{prelude, PreludeParams};
 
@@ -264,19 +264,10 @@ pub unsafe fn collide_propagate(
         .map_err(launch_err("collide_propagate"))
 }
 
-/// `thelma_amplitudes` of the prelude: this step's amplitude of each wall-velocity slot.
-#[repr(C)]
+/// What a collide-open step adds for velocity inlets' profiles: the slab's first plane and the
+/// domain's planes.
 #[derive(Clone, Copy, Debug)]
-pub struct Amplitudes<T>(pub [T; WALL_SLOTS]);
-
-// SAFETY: a plain array of device scalars, laid out as the kernels' struct of one array.
-unsafe impl<T: DeviceRepr> DeviceRepr for Amplitudes<T> {}
-
-/// What a collide-open step adds for velocity inlets: the amplitudes, the slab's first plane and
-/// the domain's planes.
-#[derive(Clone, Copy, Debug)]
-pub struct InletArgs<T> {
-    pub amplitudes: Amplitudes<T>,
+pub struct InletArgs {
     pub z0: i32,
     pub nz_domain: i32,
 }
@@ -287,12 +278,12 @@ pub struct InletArgs<T> {
 /// # Safety
 /// As for [`collide_propagate`], with `f` a collide-open kernel of the same precision and `pal_link`
 /// Q link words per palette entry, allocated until the stream has finished the launch.
-pub unsafe fn collide_open<T: DeviceRepr>(
+pub unsafe fn collide_open(
     stream: &CudaStream,
     f: &CudaFunction,
     s: &StepArgs,
     pal_link: u64,
-    inlets: &InletArgs<T>,
+    inlets: &InletArgs,
 ) -> Result<(), ComputeError> {
     let [nx, ny, nz] = s.size;
     let cfg = LaunchConfig {
@@ -302,13 +293,9 @@ pub unsafe fn collide_open<T: DeviceRepr>(
     };
     let mut b = stream.launch_builder(f);
     step_args(&mut b, s);
-    b.arg(&pal_link)
-        .arg(&inlets.amplitudes)
-        .arg(&inlets.z0)
-        .arg(&inlets.nz_domain);
-    // SAFETY: the argument list matches THELMA_COLLIDE_ARGS followed by the link words, the
-    // amplitudes (`thelma_amplitudes`: WALL_SLOTS values of the lattice's precision) and two ints;
-    // the buffers are as the caller promises. The grid covers each node once; threads past nx return.
+    b.arg(&pal_link).arg(&inlets.z0).arg(&inlets.nz_domain);
+    // SAFETY: the argument list matches THELMA_COLLIDE_ARGS followed by the link words and two
+    // ints; the buffers are as the caller promises. The grid covers each node once; threads past nx return.
     unsafe { b.launch(cfg) }
         .map(|_| ())
         .map_err(launch_err("collide_open"))

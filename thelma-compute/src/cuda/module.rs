@@ -18,11 +18,11 @@ use thelma_core::Real;
 use thelma_core::SlabSpec;
 use thelma_core::{
     interface_offset, ComputeError, ComputeModule, Fields, Health, InletSchedule, InterfaceMemory,
-    MemoryInfo, ModuleFactory, Placement,
+    MemoryInfo, ModuleFactory, Placement, WALL_SLOTS,
 };
 
 use super::device;
-use super::launch::{self, Amplitudes, InletArgs, Kernel, StepArgs, HEALTH_BLOCKS};
+use super::launch::{self, InletArgs, Kernel, StepArgs, HEALTH_BLOCKS};
 use super::prelude::{PreludeParams, OPEN_BIT, SOLID_BIT};
 use super::shape::LaunchShape;
 use crate::fields::{fields_from_populations, initial_populations};
@@ -193,8 +193,11 @@ pub struct CudaModule<T: Real + DeviceRepr> {
     host_solid: Vec<bool>,
     /// The body force (lattice units), for the velocity `read_fields` reports.
     force: Option<[f64; 3]>,
-    /// The velocity inlets' amplitudes over time.
+    /// The velocity inlets' amplitudes over time, the device address of the kernels' copy
+    /// (`thelma_amplitude`, constant memory) and what it holds.
     inlets: Arc<InletSchedule>,
+    amplitude_symbol: u64,
+    amplitudes_set: Option<[T; WALL_SLOTS]>,
     slab: SlabSpec,
     /// The step kernel: collide-and-propagate, or collide-open when some node has open-face links.
     collide: CudaFunction,
@@ -279,6 +282,13 @@ where
         let health_k = funcs.pop().expect("three kernels");
         let export = funcs.pop().expect("three kernels");
         let collide = funcs.pop().expect("three kernels");
+        let amplitude_symbol = {
+            let view = image
+                .get_global("thelma_amplitude", &stream)
+                .map_err(dev_err("the kernels' amplitudes are missing"))?;
+            let (p, _guard) = view.device_ptr(&stream);
+            p
+        };
         let regs = collide
             .num_regs()
             .map_or_else(|_| "?".to_string(), |r| r.to_string());
@@ -346,6 +356,8 @@ where
         let mut m = Self {
             force: params.model.force,
             inlets: params.inlets.clone(),
+            amplitude_symbol,
+            amplitudes_set: None,
             lattices: [a, b],
             ptrs,
             cur: 0,
@@ -523,8 +535,22 @@ where
         if self.open {
             // SAFETY: as below, with `collide` the collide-open kernel and this module's link words
             // (Q per palette entry).
+            let amplitudes = self.inlets.amplitudes(t).map(T::of);
+            if self.amplitudes_set != Some(amplitudes) {
+                // SAFETY: `amplitude_symbol` is the module's `thelma_amplitude`, WALL_SLOTS values
+                // of T; the copy is ordered before the step on the stream, and the driver stages the
+                // pageable source before returning.
+                unsafe {
+                    result::memcpy_htod_async(
+                        self.amplitude_symbol,
+                        &amplitudes,
+                        self.stream.cu_stream(),
+                    )
+                }
+                .map_err(dev_err("cannot set the inlets' amplitudes"))?;
+                self.amplitudes_set = Some(amplitudes);
+            }
             let inlets = InletArgs {
-                amplitudes: Amplitudes(self.inlets.amplitudes(t).map(T::of)),
                 z0: self.slab.z.start as i32,
                 nz_domain: self.slab.domain.size[2] as i32,
             };

@@ -245,10 +245,11 @@ pub fn prelude(p: &PreludeParams) -> String {
     );
     // The inlet word each palette entry keeps in its direction-0 link word (direction 0 has no
     // link): the wall-velocity slot, then the axes of a parabolic profile
-    // (thelma_geometry::FlagPalette::inlet); and this step's amplitude of every slot.
+    // (thelma_geometry::FlagPalette::inlet); and the amplitude of every slot, which the module uploads
+    // when it changes.
     let _ = writeln!(s, "#define THELMA_SLOT_BITS {}u", NodeFlags::SLOT_BITS);
     let _ = writeln!(s, "#define THELMA_WALL_SLOTS {WALL_SLOTS}");
-    let _ = writeln!(s, "struct thelma_amplitudes {{ real a[{WALL_SLOTS}]; }};");
+    let _ = writeln!(s, "__constant__ real thelma_amplitude[{WALL_SLOTS}];");
     let _ = writeln!(s, "#define THELMA_BLOCK_X {}", p.block_x);
     let _ = writeln!(s, "#define THELMA_MIN_BLOCKS {}", p.min_blocks);
     stencil_tables(&mut s, &st);
