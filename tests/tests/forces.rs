@@ -226,3 +226,32 @@ fn a_probe_reads_the_stream_it_sits_in() {
         }
     }
 }
+
+/// `examples/cylinder-3d.toml` is the benchmark it says: Re = Ū D / ν = 20 with Ū = 4/9 of the
+/// inlet's peak, the coefficients' reference area D·H and velocity Ū, the cylinder at 0.5 m and
+/// 0.2 m of a 2.5 × 0.41 m channel (D = 0.1 m).
+#[test]
+fn the_cylinder_example_is_schafer_turek_3d_1z() {
+    let case = CaseConfig::parse(include_str!("../../examples/cylinder-3d.toml"), false).unwrap();
+    case.validate().unwrap();
+    let Obstacle::Cylinder { centre, radius, .. } = case.domain.obstacles[0] else {
+        panic!("not a cylinder")
+    };
+    let d = 2.0 * radius;
+    let [nx, ny, nz] = case.domain.size.map(|n| n as f64);
+    assert_eq!(ny, nz);
+    assert!((nx / d - 25.0).abs() < 1e-12 && (ny / d - 4.1).abs() < 1e-12);
+    // Node i's centre is (i + ½) spacings from the wall.
+    assert!(((centre[0] + 0.5) / d - 5.0).abs() < 1e-12);
+    assert!(((centre[1] + 0.5) / d - 2.0).abs() < 1e-12);
+    let um = case.boundary[0].velocity[0];
+    let ubar = 4.0 / 9.0 * um;
+    let nu = case.physics.viscosity.unwrap();
+    assert!(
+        (ubar * d / nu - 20.0).abs() < 1e-9,
+        "Re = {}",
+        ubar * d / nu
+    );
+    assert!((case.forces.area.unwrap() - d * ny).abs() < 1e-9);
+    assert!((case.forces.velocity.unwrap() - ubar).abs() < 1e-12);
+}
