@@ -45,8 +45,8 @@ fn momentum_exchange_matches_a_hand_computed_sum() {
     let n = 6;
     let mut case = box_case([n, n, n], [true; 3], 0.1, Collision::BGK, Precision::F64);
     case.domain.obstacles = vec![Obstacle::Box {
-        min: [2, 3, 1],
-        max: [3, 4, 2],
+        min: [2.0, 3.0, 1.0],
+        max: [3.0, 4.0, 2.0],
     }];
     case.forces.every = 1;
     let case = with_dir(case, tmp.path());
@@ -103,8 +103,8 @@ fn bodies_at_rest_in_fluid_at_rest_feel_no_force() {
                 radius: 3.6,
             },
             Obstacle::Box {
-                min: [13, 2, 3],
-                max: [16, 9, 12],
+                min: [13.0, 2.0, 3.0],
+                max: [16.0, 9.0, 12.0],
             },
         ];
         case.forces.every = 10;
@@ -133,8 +133,8 @@ fn balance(m: Module) {
     let mut case = box_case([24, 14, 15], [true; 3], 0.1, Collision::TRT, Precision::F64);
     case.physics.force = Some([f, 0.0, 0.0]);
     case.domain.obstacles = vec![Obstacle::Box {
-        min: [9, 4, 5],
-        max: [13, 10, 10],
+        min: [9.0, 4.0, 5.0],
+        max: [13.0, 10.0, 10.0],
     }];
     case.forces.every = 500;
     case.forces.area = Some(30.0);

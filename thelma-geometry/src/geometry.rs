@@ -186,8 +186,8 @@ impl Geometry {
             };
             g = g.with_open_face(face, kind)?;
         }
-        for (k, o) in d.obstacles.iter().enumerate() {
-            g = g.with_obstacle(o.clone());
+        for (k, o) in case.lattice_obstacles().into_iter().enumerate() {
+            g = g.with_obstacle(o);
             if !g.obstacle_touches_domain(k) {
                 return Err(GeometryError::ObstacleOutside(k));
             }
@@ -198,9 +198,11 @@ impl Geometry {
     fn obstacle_touches_domain(&self, k: usize) -> bool {
         let [nx, ny, nz] = self.domain.size;
         match &self.obstacles[k] {
-            Obstacle::Box { min, max } => {
-                (0..3).all(|a| max[a] > 0 && min[a] < [nx, ny, nz][a] as i64)
-            }
+            Obstacle::Box { min, max } => (0..3).all(|a| {
+                // Some whole node i in [0, n) with min ≤ i < max.
+                let lo = min[a].ceil().max(0.0);
+                lo < max[a] && lo <= ([nx, ny, nz][a] - 1) as f64
+            }),
             Obstacle::Sphere { centre, radius } => (0..3).all(|a| {
                 centre[a] + radius >= 0.0 && centre[a] - radius <= ([nx, ny, nz][a] - 1) as f64
             }),
@@ -242,7 +244,7 @@ impl Geometry {
         self.obstacles.iter().position(|o| match o {
             Obstacle::Box { min, max } => (0..3).all(|a| {
                 images(a).iter().any(|k| {
-                    let q = p[a] + k * n(a);
+                    let q = (p[a] + k * n(a)) as f64;
                     q >= min[a] && q < max[a]
                 })
             }),
@@ -288,7 +290,7 @@ impl Geometry {
         let [nx, ny, nz] = self.domain.size;
         let covers_all = self.obstacles.iter().any(|o| match o {
             Obstacle::Box { min, max } => {
-                (0..3).all(|a| min[a] <= 0 && max[a] >= self.domain.size[a] as i64)
+                (0..3).all(|a| min[a] <= 0.0 && max[a] > (self.domain.size[a] - 1) as f64)
             }
             Obstacle::Sphere { .. } | Obstacle::Cylinder { .. } => false,
         });
@@ -569,14 +571,7 @@ fn outward(face: Face) -> [i64; 3] {
 /// of `p` on periodic axes: a cheap filter in front of the exact test.
 fn near_bounds(o: &Obstacle, p: [i64; 3], domain: &Domain) -> bool {
     let (lo, hi): ([f64; 3], [f64; 3]) = match o {
-        Obstacle::Box { min, max } => (
-            [min[0] as f64, min[1] as f64, min[2] as f64],
-            [
-                max[0] as f64 - 1.0,
-                max[1] as f64 - 1.0,
-                max[2] as f64 - 1.0,
-            ],
-        ),
+        Obstacle::Box { min, max } => (*min, *max),
         Obstacle::Sphere { centre, radius } => (
             [centre[0] - radius, centre[1] - radius, centre[2] - radius],
             [centre[0] + radius, centre[1] + radius, centre[2] + radius],
@@ -663,19 +658,19 @@ mod tests {
     fn a_domain_covered_by_obstacles_has_no_fluid() {
         let domain = Domain::new([6, 5, 4], [false; 3]);
         let all = Obstacle::Box {
-            min: [-1, -1, -1],
-            max: [10, 10, 10],
+            min: [-1.0, -1.0, -1.0],
+            max: [10.0, 10.0, 10.0],
         };
         assert!(!Geometry::closed_box(domain).with_obstacle(all).has_fluid());
         // Two boxes that together cover everything, which the fast path does not see.
         let halves = [
             Obstacle::Box {
-                min: [0, 0, 0],
-                max: [3, 5, 4],
+                min: [0.0, 0.0, 0.0],
+                max: [3.0, 5.0, 4.0],
             },
             Obstacle::Box {
-                min: [3, 0, 0],
-                max: [6, 5, 4],
+                min: [3.0, 0.0, 0.0],
+                max: [6.0, 5.0, 4.0],
             },
         ];
         let g = halves.iter().fold(Geometry::closed_box(domain), |g, o| {
@@ -811,8 +806,8 @@ mod tests {
                 radius: 2.2,
             })
             .with_obstacle(Obstacle::Box {
-                min: [5, 9, 2],
-                max: [8, 10, 5],
+                min: [5.0, 9.0, 2.0],
+                max: [8.0, 10.0, 5.0],
             });
         let exact = Geometry {
             obstacles: Vec::new(),
@@ -893,8 +888,8 @@ mod tests {
                 radius: 2.0,
             })
             .with_obstacle(Obstacle::Box {
-                min: [0, 0, 0],
-                max: [2, 2, 2],
+                min: [0.0, 0.0, 0.0],
+                max: [2.0, 2.0, 2.0],
             });
         let s = g.slab(0..10).unwrap();
         assert!(s.get(5, 5, 5).is_solid());
@@ -987,8 +982,8 @@ mod tests {
         );
         // An obstacle beside the outflow: the link whose pull would read it bounces back instead.
         let blocked = g.clone().with_obstacle(Obstacle::Box {
-            min: [5, 3, 0],
-            max: [6, 4, 4],
+            min: [5.0, 3.0, 0.0],
+            max: [6.0, 4.0, 4.0],
         });
         let r = blocked.links(blocked.node_flags(5, 2, 1).unwrap());
         assert_eq!(r[dir([-1, -1, 0])], LinkRule::Bounce);

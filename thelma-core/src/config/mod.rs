@@ -42,12 +42,14 @@ pub enum CaseKind {
     Box,
 }
 
-/// A solid obstacle, in lattice node coordinates.
+/// A solid obstacle: in node coordinates (node `i` at `i`), or in metres from the box's corner when
+/// the case has `[units]` (node `i`'s centre at `(i + ½) dx`), so that an obstacle keeps its size
+/// when the grid is refined. [`CaseConfig::lattice_obstacles`] gives them in nodes.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "shape", rename_all = "lowercase", deny_unknown_fields)]
 pub enum Obstacle {
-    /// Axis-aligned box of nodes `min ≤ x < max`.
-    Box { min: [i64; 3], max: [i64; 3] },
+    /// The nodes whose centre lies in the axis-aligned box `min ≤ x < max`.
+    Box { min: [f64; 3], max: [f64; 3] },
     /// Nodes whose centre lies within `radius` of `centre`.
     Sphere { centre: [f64; 3], radius: f64 },
     /// Nodes whose centre lies within `radius` of the line through `centre` along `axis` (a
@@ -440,7 +442,8 @@ impl CaseConfig {
                     }
                 }
                 Obstacle::Box { min, max } => {
-                    if (0..3).any(|a| min[a] >= max[a]) {
+                    let finite = min.iter().chain(max).all(|c| c.is_finite());
+                    if !finite || (0..3).any(|a| min[a] >= max[a]) {
                         return Err(bad("domain.obstacles", "--config", format!("box obstacle {min:?}..{max:?} is empty (need min < max on every axis)")));
                     }
                 }
@@ -471,11 +474,13 @@ impl CaseConfig {
                 "the cavity's lid needs a walled z axis (z cannot be periodic)",
             ));
         }
-        if d.case == CaseKind::Box && p.viscosity.is_none() {
+        // With `[units]` the viscosity follows from them (and `lid_speed`, the lattice velocity
+        // that `units.velocity` maps to).
+        if d.case == CaseKind::Box && p.viscosity.is_none() && self.units.is_none() {
             return Err(bad(
                 "physics.viscosity",
                 "--viscosity",
-                "a box has no lid to set a Reynolds number: give the viscosity",
+                "a box has no lid to set a Reynolds number: give the viscosity (or [units])",
             ));
         }
         let length = d.size[0] as f64;
@@ -844,6 +849,38 @@ impl CaseConfig {
         Ok(())
     }
 
+    /// The obstacles in node coordinates: as given, or converted from metres with `[units]` (a
+    /// position `p` to `p / dx − ½`, a length `l` to `l / dx`).
+    pub fn lattice_obstacles(&self) -> Vec<Obstacle> {
+        let Some(s) = self.unit_scales() else {
+            return self.domain.obstacles.clone();
+        };
+        let at = |p: [f64; 3]| p.map(|v| v / s.dx - 0.5);
+        self.domain
+            .obstacles
+            .iter()
+            .map(|o| match o {
+                Obstacle::Box { min, max } => Obstacle::Box {
+                    min: at(*min),
+                    max: at(*max),
+                },
+                Obstacle::Sphere { centre, radius } => Obstacle::Sphere {
+                    centre: at(*centre),
+                    radius: radius / s.dx,
+                },
+                Obstacle::Cylinder {
+                    centre,
+                    axis,
+                    radius,
+                } => Obstacle::Cylinder {
+                    centre: at(*centre),
+                    axis: *axis,
+                    radius: radius / s.dx,
+                },
+            })
+            .collect()
+    }
+
     /// The node nearest to a probe's point (in nodes, or metres with `[units]`), or why there is
     /// none.
     pub fn probe_node(&self, p: &ProbeConfig) -> Result<[usize; 3], String> {
@@ -1125,6 +1162,50 @@ mod tests {
     }
 
     #[test]
+    fn obstacles_are_in_metres_with_units_and_keep_their_size_when_refined() {
+        let mut c = CaseConfig::default();
+        c.domain.case = CaseKind::Box;
+        c.physics.lid_speed = 0.1;
+        c.units = Some(PhysicalUnits {
+            length: 0.1,
+            velocity: 0.01,
+            viscosity: 1e-6,
+        });
+        c.domain.obstacles = vec![
+            Obstacle::Sphere {
+                centre: [0.05, 0.025, 0.0125],
+                radius: 0.01,
+            },
+            Obstacle::Box {
+                min: [0.0, 0.0, 0.0],
+                max: [0.02, 0.1, 0.1],
+            },
+        ];
+        for n in [40usize, 80] {
+            c.domain.size = [n, n / 2, n / 4];
+            c.validate().unwrap();
+            let dx = 0.1 / n as f64;
+            let o = c.lattice_obstacles();
+            let Obstacle::Sphere { centre, radius } = o[0] else {
+                panic!()
+            };
+            assert!((radius - 0.01 / dx).abs() < 1e-9, "{n}: {radius}");
+            assert!((centre[0] - (0.05 / dx - 0.5)).abs() < 1e-9);
+            // The box holds the nodes whose centres lie in its first 2 cm: n / 5 of them along x.
+            let Obstacle::Box { min, max } = o[1] else {
+                panic!()
+            };
+            let inside = (0..n)
+                .filter(|&i| i as f64 >= min[0] && (i as f64) < max[0])
+                .count();
+            assert_eq!(inside, n / 5);
+        }
+        // Without units they stay node coordinates.
+        c.units = None;
+        assert_eq!(c.lattice_obstacles(), c.domain.obstacles);
+    }
+
+    #[test]
     fn inlet_profiles_and_amplitudes_are_checked() {
         let parse = |extra: &str| {
             let text = format!(
@@ -1214,8 +1295,8 @@ mod tests {
             (
                 Box::new(|c| {
                     c.domain.obstacles = vec![Obstacle::Box {
-                        min: [2, 2, 2],
-                        max: [2, 5, 5],
+                        min: [2.0, 2.0, 2.0],
+                        max: [2.0, 5.0, 5.0],
                     }]
                 }),
                 "--config",
