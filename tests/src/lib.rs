@@ -184,8 +184,8 @@ pub fn variant_case(
         c.physics.viscosity = Some(0.02);
     } else {
         c.domain.obstacles = vec![Obstacle::Box {
-            min: [(nx / 4) as i64, (ny / 3) as i64, (nz / 4) as i64],
-            max: [(nx / 2) as i64, (ny / 2) as i64, (nz / 2) as i64],
+            min: [(nx / 4) as f64, (ny / 3) as f64, (nz / 4) as f64],
+            max: [(nx / 2) as f64, (ny / 2) as f64, (nz / 2) as f64],
         }];
     }
     c

@@ -3,12 +3,15 @@
 
 use std::collections::HashMap;
 use std::ops::Range;
+use std::sync::Arc;
 
 use thelma_core::physics::d3q19::{C, Q};
 use thelma_core::Domain;
 use thelma_core::{BoundaryKind, CaseConfig, Face, Obstacle};
 
 use crate::flags::{moving_term, FlagPalette, LinkRule, NodeFlags, SlabFlags, MAX_PALETTE};
+use crate::mesh::{Mesh, MeshError};
+use crate::voxel::Voxels;
 
 /// What lies at a position that is not fluid.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,6 +50,18 @@ pub enum GeometryError {
     TooManyWalls(usize),
     #[error("obstacle {0} lies entirely outside the domain")]
     ObstacleOutside(usize),
+    #[error("body[{index}].stl: {error}")]
+    Stl { index: usize, error: MeshError },
+    #[error("body[{0}] lies entirely outside the domain: no node centre is inside its mesh (check its scale, translate and the [units])")]
+    BodyOutside(usize),
+}
+
+/// A solid of the geometry: an analytic shape, or a body voxelised from a mesh (shared, so that
+/// cloning a geometry for each worker stays cheap).
+#[derive(Clone, Debug, PartialEq)]
+enum Solid {
+    Shape(Obstacle),
+    Body(Arc<Voxels>),
 }
 
 /// A geometry: the domain, the walls closing its non-periodic faces (at rest or moving) and its
@@ -70,7 +85,8 @@ pub struct Geometry {
     open: [Option<OpenKind>; 6],
     /// Per wall slot: whether it is a velocity inlet (its links use the node's density).
     inlet: Vec<bool>,
-    obstacles: Vec<Obstacle>,
+    /// Obstacles and bodies in the order they were added: the owner indices of [`Self::solid_owner`].
+    solids: Vec<Solid>,
 }
 
 impl Geometry {
@@ -82,7 +98,7 @@ impl Geometry {
             moving: [None; 6],
             open: [None; 6],
             inlet: Vec::new(),
-            obstacles: Vec::new(),
+            solids: Vec::new(),
         }
     }
 
@@ -138,7 +154,14 @@ impl Geometry {
 
     /// Adds a solid obstacle.
     pub fn with_obstacle(mut self, o: Obstacle) -> Self {
-        self.obstacles.push(o);
+        self.solids.push(Solid::Shape(o));
+        self
+    }
+
+    /// Adds a solid body voxelised from a mesh. Unlike the analytic obstacles, a body does not wrap
+    /// around periodic axes: the part of its mesh beyond the lattice is cut off.
+    pub fn with_body(mut self, v: Arc<Voxels>) -> Self {
+        self.solids.push(Solid::Body(v));
         self
     }
 
@@ -162,10 +185,20 @@ impl Geometry {
             };
             g = g.with_open_face(face, kind)?;
         }
-        for (k, o) in d.obstacles.iter().enumerate() {
-            g = g.with_obstacle(o.clone());
+        for (k, o) in case.lattice_obstacles().into_iter().enumerate() {
+            g = g.with_obstacle(o);
             if !g.obstacle_touches_domain(k) {
                 return Err(GeometryError::ObstacleOutside(k));
+            }
+        }
+        for (k, b) in case.body.iter().enumerate() {
+            let mesh = Mesh::load(&b.stl)
+                .map_err(|error| GeometryError::Stl { index: k, error })?
+                .placed(b.scale.factors(), b.rotate, b.translate)
+                .mapped(|p| case.node_coordinates(p));
+            match Voxels::of(&mesh, d.size) {
+                Some(v) if v.count() > 0 => g = g.with_body(Arc::new(v)),
+                _ => return Err(GeometryError::BodyOutside(k)),
             }
         }
         Ok(g)
@@ -173,13 +206,15 @@ impl Geometry {
 
     fn obstacle_touches_domain(&self, k: usize) -> bool {
         let [nx, ny, nz] = self.domain.size;
-        match &self.obstacles[k] {
-            Obstacle::Box { min, max } => {
-                (0..3).all(|a| max[a] > 0 && min[a] < [nx, ny, nz][a] as i64)
-            }
-            Obstacle::Sphere { centre, radius } => (0..3).all(|a| {
+        match &self.solids[k] {
+            Solid::Shape(Obstacle::Box { min, max }) => (0..3).all(|a| {
+                let first = min[a].max(0.0).ceil();
+                first < max[a] && first <= ([nx, ny, nz][a] - 1) as f64
+            }),
+            Solid::Shape(Obstacle::Sphere { centre, radius }) => (0..3).all(|a| {
                 centre[a] + radius >= 0.0 && centre[a] - radius <= ([nx, ny, nz][a] - 1) as f64
             }),
+            Solid::Body(v) => v.count() > 0,
         }
     }
 
@@ -191,9 +226,10 @@ impl Geometry {
         self.solid_owner(x, y, z).is_some()
     }
 
-    /// The solid that covers node (x, y, z) of the lattice: the index of the first obstacle (in the
+    /// The solid that covers node (x, y, z) of the lattice: the index of the first solid (in the
     /// order they were added) that covers it, `None` for a fluid node. Forces on bodies are summed
-    /// per owner.
+    /// per owner. For a geometry built by [`Self::from_case`] the indices form one list: the case's
+    /// `domain.obstacles` in order, then its `[[body]]` entries in order.
     pub fn solid_owner(&self, x: usize, y: usize, z: usize) -> Option<usize> {
         let p = [x as i64, y as i64, z as i64];
         let images = |a: usize| -> &'static [i64] {
@@ -204,14 +240,15 @@ impl Geometry {
             }
         };
         let n = |a: usize| self.domain.size[a] as i64;
-        self.obstacles.iter().position(|o| match o {
-            Obstacle::Box { min, max } => (0..3).all(|a| {
+        self.solids.iter().position(|o| match o {
+            Solid::Shape(Obstacle::Box { min, max }) => (0..3).all(|a| {
                 images(a).iter().any(|k| {
-                    let q = p[a] + k * n(a);
+                    let q = (p[a] + k * n(a)) as f64;
                     q >= min[a] && q < max[a]
                 })
             }),
-            Obstacle::Sphere { centre, radius } => {
+            Solid::Body(v) => v.contains([x, y, z]),
+            Solid::Shape(Obstacle::Sphere { centre, radius }) => {
                 let d2: f64 = (0..3)
                     .map(|a| {
                         images(a)
@@ -230,11 +267,12 @@ impl Geometry {
     /// any sensible case is one of the first looked at.
     pub fn has_fluid(&self) -> bool {
         let [nx, ny, nz] = self.domain.size;
-        let covers_all = self.obstacles.iter().any(|o| match o {
-            Obstacle::Box { min, max } => {
-                (0..3).all(|a| min[a] <= 0 && max[a] >= self.domain.size[a] as i64)
+        let covers_all = self.solids.iter().any(|o| match o {
+            Solid::Shape(Obstacle::Box { min, max }) => {
+                (0..3).all(|a| min[a] <= 0.0 && max[a] > (self.domain.size[a] - 1) as f64)
             }
-            Obstacle::Sphere { .. } => false,
+            Solid::Body(v) => v.count() == self.domain.size.iter().product::<usize>(),
+            Solid::Shape(Obstacle::Sphere { .. }) => false,
         });
         !covers_all && (0..nz).any(|z| (0..ny).any(|y| (0..nx).any(|x| !self.in_obstacle(x, y, z))))
     }
@@ -277,7 +315,7 @@ impl Geometry {
         });
         if inner
             && !self
-                .obstacles
+                .solids
                 .iter()
                 .any(|o| near_bounds(o, p, &self.domain))
         {
@@ -424,17 +462,15 @@ fn outward(face: Face) -> [i64; 3] {
 
 /// Whether node `p` lies within one node of the obstacle's bounding box, counting the periodic images
 /// of `p` on periodic axes: a cheap filter in front of the exact test.
-fn near_bounds(o: &Obstacle, p: [i64; 3], domain: &Domain) -> bool {
+fn near_bounds(o: &Solid, p: [i64; 3], domain: &Domain) -> bool {
     let (lo, hi): ([f64; 3], [f64; 3]) = match o {
-        Obstacle::Box { min, max } => (
-            [min[0] as f64, min[1] as f64, min[2] as f64],
-            [
-                max[0] as f64 - 1.0,
-                max[1] as f64 - 1.0,
-                max[2] as f64 - 1.0,
-            ],
-        ),
-        Obstacle::Sphere { centre, radius } => (
+        // Nodes min ≤ i < max: within [min, max].
+        Solid::Shape(Obstacle::Box { min, max }) => (*min, *max),
+        Solid::Body(v) => {
+            let (lo, hi) = v.node_box();
+            (lo.map(|c| c as f64), hi.map(|c| c as f64 - 1.0))
+        }
+        Solid::Shape(Obstacle::Sphere { centre, radius }) => (
             [centre[0] - radius, centre[1] - radius, centre[2] - radius],
             [centre[0] + radius, centre[1] + radius, centre[2] + radius],
         ),
@@ -461,19 +497,19 @@ mod tests {
     fn a_domain_covered_by_obstacles_has_no_fluid() {
         let domain = Domain::new([6, 5, 4], [false; 3]);
         let all = Obstacle::Box {
-            min: [-1, -1, -1],
-            max: [10, 10, 10],
+            min: [-1.0, -1.0, -1.0],
+            max: [10.0, 10.0, 10.0],
         };
         assert!(!Geometry::closed_box(domain).with_obstacle(all).has_fluid());
         // Two boxes that together cover everything, which the fast path does not see.
         let halves = [
             Obstacle::Box {
-                min: [0, 0, 0],
-                max: [3, 5, 4],
+                min: [0.0, 0.0, 0.0],
+                max: [3.0, 5.0, 4.0],
             },
             Obstacle::Box {
-                min: [3, 0, 0],
-                max: [6, 5, 4],
+                min: [3.0, 0.0, 0.0],
+                max: [6.0, 5.0, 4.0],
             },
         ];
         let g = halves.iter().fold(Geometry::closed_box(domain), |g, o| {
@@ -609,11 +645,11 @@ mod tests {
                 radius: 2.2,
             })
             .with_obstacle(Obstacle::Box {
-                min: [5, 9, 2],
-                max: [8, 10, 5],
+                min: [5.0, 9.0, 2.0],
+                max: [8.0, 10.0, 5.0],
             });
         let exact = Geometry {
-            obstacles: Vec::new(),
+            solids: Vec::new(),
             ..g.clone()
         };
         for z in 0..9 {
@@ -691,8 +727,8 @@ mod tests {
                 radius: 2.0,
             })
             .with_obstacle(Obstacle::Box {
-                min: [0, 0, 0],
-                max: [2, 2, 2],
+                min: [0.0, 0.0, 0.0],
+                max: [2.0, 2.0, 2.0],
             });
         let s = g.slab(0..10).unwrap();
         assert!(s.get(5, 5, 5).is_solid());
@@ -785,8 +821,8 @@ mod tests {
         );
         // An obstacle beside the outflow: the link whose pull would read it bounces back instead.
         let blocked = g.clone().with_obstacle(Obstacle::Box {
-            min: [5, 3, 0],
-            max: [6, 4, 4],
+            min: [5.0, 3.0, 0.0],
+            max: [6.0, 4.0, 4.0],
         });
         let r = blocked.links(blocked.node_flags(5, 2, 1).unwrap());
         assert_eq!(r[dir([-1, -1, 0])], LinkRule::Bounce);

@@ -18,7 +18,7 @@ use rayon::prelude::*;
 use crate::mesh::Mesh;
 
 /// Solid nodes over a box of the lattice (node `lo + (i, j, k)`), one bit each.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, PartialEq)]
 pub struct Voxels {
     lo: [usize; 3],
     size: [usize; 3],
@@ -91,6 +91,13 @@ impl Voxels {
     /// The number of solid nodes.
     pub fn count(&self) -> usize {
         self.count
+    }
+}
+
+impl std::fmt::Debug for Voxels {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (lo, hi) = self.node_box();
+        write!(f, "Voxels({} solid nodes in {lo:?}..{hi:?})", self.count)
     }
 }
 
