@@ -836,4 +836,51 @@ mod tests {
         assert_eq!(s.palette.links[k][i], LinkRule::AntiBounce { drho: 0.02 });
         assert_eq!(s.palette.moving_term[k][i], 0.02);
     }
+
+    /// A case's solids are numbered in one list, obstacles first, then `[[body]]` entries; a body
+    /// in metres (with `[units]`) lands on the nodes whose centres it covers; one outside the
+    /// domain is refused naming its index.
+    #[test]
+    fn case_bodies_follow_the_obstacles_and_convert_from_metres() {
+        let dir = tempfile::tempdir().unwrap();
+        let stl = dir.path().join("cube.stl");
+        std::fs::write(&stl, crate::mesh::shapes::ascii(&crate::mesh::shapes::cube(1.0))).unwrap();
+        let text = |translate: &str| {
+            format!(
+                "[domain]\nsize = [20, 10, 10]\nobstacles = [{{ shape = \"sphere\", centre = [3.0, 5.0, 5.0], radius = 1.5 }}]\n\n[[body]]\nstl = {:?}\nscale = 4.0\ntranslate = {translate}\n",
+                stl.to_str().unwrap()
+            )
+        };
+        let case = CaseConfig::parse(&text("[12.0, 4.5, 4.5]"), false).unwrap();
+        let g = Geometry::from_case(&case).unwrap();
+        assert_eq!(g.solid_owner(3, 5, 5), Some(0));
+        assert_eq!(g.solid_owner(12, 4, 4), Some(1));
+        let body = (0..2000)
+            .filter(|i| g.solid_owner(i % 20, (i / 20) % 10, i / 200) == Some(1))
+            .count();
+        // A cube of 4 nodes' side: nodes 10..14 along x, 3..7 along y and z (the half-open rule).
+        assert_eq!(body, 64);
+        assert_eq!(g.solid_owner(14, 4, 4), None);
+        let far = CaseConfig::parse(&text("[50.0, 4.5, 4.5]"), false).unwrap();
+        assert_eq!(
+            Geometry::from_case(&far),
+            Err(GeometryError::BodyOutside(0))
+        );
+        // In metres: dx = 1 cm, so a 4 cm cube about (12.5, 5, 5) cm covers nodes 10..14, 3..7.
+        let mut metres = CaseConfig::parse(&text("[0.125, 0.05, 0.05]"), false).unwrap();
+        metres.body[0].scale = thelma_core::Scale::Uniform(0.04);
+        metres.domain.obstacles.clear();
+        metres.units = Some(thelma_core::PhysicalUnits {
+            length: 0.2,
+            velocity: 0.1,
+            viscosity: 1e-6,
+        });
+        let g = Geometry::from_case(&metres).unwrap();
+        let solid: Vec<[usize; 3]> = (0..2000)
+            .map(|i| [i % 20, (i / 20) % 10, i / 200])
+            .filter(|p| g.solid_owner(p[0], p[1], p[2]) == Some(0))
+            .collect();
+        assert_eq!(solid.len(), 64);
+        assert!(solid.iter().all(|p| (10..14).contains(&p[0]) && (3..7).contains(&p[1])));
+    }
 }

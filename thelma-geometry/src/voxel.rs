@@ -311,4 +311,23 @@ mod tests {
         assert_eq!(v.node_box().0, [0, 4, 4]);
         assert_eq!(v.count(), 3 * 4 * 4);
     }
+
+    /// The figure in PERFORMANCE.md: a sphere of 1.3 million triangles (an icosahedron subdivided
+    /// 8 times) of radius 250 nodes, voxelised into a 512³ lattice.
+    #[test]
+    #[ignore = "timing, run by hand"]
+    fn time_a_million_triangles_into_512_cubed() {
+        let t = shapes::sphere(250.0, 8);
+        let m = placed(t, [10.0, 20.0, 30.0], [255.3, 255.6, 255.1]);
+        let n = m.triangles.len();
+        let start = std::time::Instant::now();
+        let v = Voxels::of(&m, [512; 3]).unwrap();
+        let secs = start.elapsed().as_secs_f64();
+        println!(
+            "{n} triangles into 512^3: {secs:.2} s on {} threads, {} solid nodes",
+            rayon::current_num_threads(),
+            v.count()
+        );
+        assert_volume(&v, 4.0 / 3.0 * std::f64::consts::PI * 250f64.powi(3), "big sphere");
+    }
 }
