@@ -80,7 +80,10 @@ fn a_missing_empty_foreign_or_outside_stl_is_refused_naming_the_key() {
     refused_body(None, centre);
     refused_body(Some(b""), centre);
     refused_body(Some(b"solid nothing\nendsolid nothing\n"), centre);
-    refused_body(Some("[domain]\nsize = [8, 8, 8]\n".repeat(10).as_bytes()), centre);
+    refused_body(
+        Some("[domain]\nsize = [8, 8, 8]\n".repeat(10).as_bytes()),
+        centre,
+    );
     refused_body(Some(&sphere), "[100.0, 7.5, 7.5]");
     // The same sphere inside the domain runs.
     let tmp = tempfile::tempdir().unwrap();

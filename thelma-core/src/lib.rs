@@ -20,10 +20,11 @@ pub use compute::{
     Health, InterfaceMemory, MemoryInfo, ModuleFactory, Placement,
 };
 pub use config::{
-    BackendName, BodyConfig, BoundaryConfig, BoundaryKind, CaseConfig, CaseFileError, CaseKind, ConfigError,
-    DeviceSpec, DeviceSpecError, DomainConfig, Expression, Face, HardwareConfig, InitialConfig,
-    InitialState, LatticeParams, NumericsConfig, Obstacle, OutputConfig, PhysicalUnits,
-    PhysicsConfig, RunConfig, Scale, SlicePlane, SlicePlaneError, SyntaxError, UnitScales, MAX_THREADS,
+    BackendName, BodyConfig, BoundaryConfig, BoundaryKind, CaseConfig, CaseFileError, CaseKind,
+    ConfigError, DeviceSpec, DeviceSpecError, DomainConfig, Expression, Face, HardwareConfig,
+    InitialConfig, InitialState, LatticeParams, NumericsConfig, Obstacle, OutputConfig,
+    PhysicalUnits, PhysicsConfig, RunConfig, Scale, SlicePlane, SlicePlaneError, SyntaxError,
+    UnitScales, MAX_THREADS,
 };
 pub use domain::{partition, Domain, PartitionError, SlabSpec};
 pub use real::{Precision, Real};

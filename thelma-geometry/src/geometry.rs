@@ -313,12 +313,7 @@ impl Geometry {
         let inner = (0..3).all(|a| {
             self.domain.periodic[a] || (p[a] >= 1 && p[a] + 1 < self.domain.size[a] as i64)
         });
-        if inner
-            && !self
-                .solids
-                .iter()
-                .any(|o| near_bounds(o, p, &self.domain))
-        {
+        if inner && !self.solids.iter().any(|o| near_bounds(o, p, &self.domain)) {
             return Ok(NodeFlags::FLUID);
         }
         if self.in_obstacle(x, y, z) {
@@ -844,7 +839,11 @@ mod tests {
     fn case_bodies_follow_the_obstacles_and_convert_from_metres() {
         let dir = tempfile::tempdir().unwrap();
         let stl = dir.path().join("cube.stl");
-        std::fs::write(&stl, crate::mesh::shapes::ascii(&crate::mesh::shapes::cube(1.0))).unwrap();
+        std::fs::write(
+            &stl,
+            crate::mesh::shapes::ascii(&crate::mesh::shapes::cube(1.0)),
+        )
+        .unwrap();
         let text = |translate: &str| {
             format!(
                 "[domain]\nsize = [20, 10, 10]\nobstacles = [{{ shape = \"sphere\", centre = [3.0, 5.0, 5.0], radius = 1.5 }}]\n\n[[body]]\nstl = {:?}\nscale = 4.0\ntranslate = {translate}\n",
@@ -881,6 +880,8 @@ mod tests {
             .filter(|p| g.solid_owner(p[0], p[1], p[2]) == Some(0))
             .collect();
         assert_eq!(solid.len(), 64);
-        assert!(solid.iter().all(|p| (10..14).contains(&p[0]) && (3..7).contains(&p[1])));
+        assert!(solid
+            .iter()
+            .all(|p| (10..14).contains(&p[0]) && (3..7).contains(&p[1])));
     }
 }

@@ -36,7 +36,8 @@ impl Voxels {
         for a in 0..3 {
             let first = b[0][a].ceil().max(0.0);
             let last = b[1][a].floor().min(lattice[a] as f64 - 1.0);
-            if !(first <= last) {
+            // Also `None` for NaN bounds.
+            if first.partial_cmp(&last).is_none_or(|o| o.is_gt()) {
                 return None;
             }
             lo[a] = first as usize;
@@ -255,7 +256,11 @@ mod tests {
     fn assert_volume(v: &Voxels, want: f64, what: &str) {
         let got = v.count() as f64;
         let err = (got - want).abs() / want;
-        assert!(err < 0.02, "{what}: {got} nodes, analytic {want:.1} ({:.2}%)", 100.0 * err);
+        assert!(
+            err < 0.02,
+            "{what}: {got} nodes, analytic {want:.1} ({:.2}%)",
+            100.0 * err
+        );
     }
 
     #[test]
@@ -269,7 +274,11 @@ mod tests {
             let sphere = shapes::sphere(12.0, 4);
             let v = Voxels::of(&placed(sphere, rot, centre), lattice).unwrap();
             // The inscribed polyhedron of 5120 faces has 0.2% less volume than the sphere.
-            assert_volume(&v, 4.0 / 3.0 * std::f64::consts::PI * 1728.0, &format!("sphere {rot:?}"));
+            assert_volume(
+                &v,
+                4.0 / 3.0 * std::f64::consts::PI * 1728.0,
+                &format!("sphere {rot:?}"),
+            );
         }
     }
 
@@ -299,7 +308,11 @@ mod tests {
             t.push([d[0], d[2], d[1]]);
         }
         let v = Voxels::of(&placed(t, [10.0, 0.0, 0.0], [20.3, 20.1, 19.7]), [40; 3]).unwrap();
-        assert_volume(&v, 4.0 / 3.0 * std::f64::consts::PI * 1728.0, "broken sphere");
+        assert_volume(
+            &v,
+            4.0 / 3.0 * std::f64::consts::PI * 1728.0,
+            "broken sphere",
+        );
     }
 
     #[test]
@@ -328,6 +341,10 @@ mod tests {
             rayon::current_num_threads(),
             v.count()
         );
-        assert_volume(&v, 4.0 / 3.0 * std::f64::consts::PI * 250f64.powi(3), "big sphere");
+        assert_volume(
+            &v,
+            4.0 / 3.0 * std::f64::consts::PI * 250f64.powi(3),
+            "big sphere",
+        );
     }
 }

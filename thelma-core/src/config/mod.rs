@@ -671,7 +671,9 @@ impl CaseConfig {
 
     fn validate_bodies(&self) -> Result<(), ConfigError> {
         for (k, b) in self.body.iter().enumerate() {
-            let refuse = |key: &str, m: String| Err(bad("body", "--config", format!("body[{k}].{key}: {m}")));
+            let refuse = |key: &str, m: String| {
+                Err(bad("body", "--config", format!("body[{k}].{key}: {m}")))
+            };
             if b.stl.as_os_str().is_empty() {
                 return refuse("stl", "is empty; give the path of an STL file".into());
             }
@@ -1345,12 +1347,22 @@ mod tests {
                 "[domain]\nsize = [{n}, {n}, {n}]\nobstacles = [{{ shape = \"sphere\", centre = [0.05, 0.05, 0.05], radius = 0.01 }}, {{ shape = \"box\", min = [0.0, 0.0, 0.0], max = [0.02, 0.1, 0.1] }}]\n[units]\nlength = 0.1\nvelocity = 0.01\nviscosity = 1e-6\n"
             )
         };
-        let coarse = CaseConfig::parse(&text(20), false).unwrap().lattice_obstacles();
-        let fine = CaseConfig::parse(&text(40), false).unwrap().lattice_obstacles();
+        let coarse = CaseConfig::parse(&text(20), false)
+            .unwrap()
+            .lattice_obstacles();
+        let fine = CaseConfig::parse(&text(40), false)
+            .unwrap()
+            .lattice_obstacles();
         match (&coarse[0], &fine[0]) {
             (
-                Obstacle::Sphere { centre: c1, radius: r1 },
-                Obstacle::Sphere { centre: c2, radius: r2 },
+                Obstacle::Sphere {
+                    centre: c1,
+                    radius: r1,
+                },
+                Obstacle::Sphere {
+                    centre: c2,
+                    radius: r2,
+                },
             ) => {
                 assert!((r1 - 2.0).abs() < 1e-12 && (r2 - 4.0).abs() < 1e-12);
                 // The domain's centre: between nodes 9 and 10, and 19 and 20.
@@ -1361,7 +1373,9 @@ mod tests {
         // The box [0, 2 cm) holds the nodes whose centre is in it: 4 of 20, 8 of 40.
         match &coarse[1] {
             Obstacle::Box { min, max } => {
-                let n = (0..20).filter(|&i| (i as f64) >= min[0] && (i as f64) < max[0]).count();
+                let n = (0..20)
+                    .filter(|&i| (i as f64) >= min[0] && (i as f64) < max[0])
+                    .count();
                 assert_eq!(n, 4);
             }
             other => panic!("{other:?}"),
@@ -1379,7 +1393,8 @@ mod tests {
             let p = e.unwrap().path();
             if p.extension().is_some_and(|x| x == "toml") {
                 let c = CaseConfig::from_file(&p).unwrap_or_else(|e| panic!("{e}"));
-                c.validate().unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+                c.validate()
+                    .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
             }
         }
     }
