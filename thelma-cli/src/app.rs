@@ -58,6 +58,7 @@ pub fn matches_reference(case: &CaseConfig, lattice: &LatticeParams) -> bool {
         && nx == ny
         && ny == nz
         && case.domain.obstacles.is_empty()
+        && case.body.is_empty()
         && (lattice.reynolds - 1000.0).abs() < 1e-6 * 1000.0
 }
 
@@ -91,7 +92,7 @@ pub fn run_case_from(
         // Nothing would move and the mass drift would be 0/0.
         return Err(UsageError::new(
             "--config",
-            "domain.obstacles: the obstacles cover every node; there is no fluid to simulate",
+            "domain.obstacles: the obstacles and bodies cover every node; there is no fluid to simulate",
         )
         .into());
     }

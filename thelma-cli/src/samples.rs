@@ -142,7 +142,8 @@ impl Samples {
             lists[s].push(local as u32);
             names.push(p.name.clone().unwrap_or_else(|| format!("probe{k}")));
         }
-        let bodies = case.domain.obstacles.len();
+        // Obstacles, then STL bodies: the geometry's solid_owner numbering.
+        let bodies = case.domain.obstacles.len() + case.body.len();
         let coefficients = case.force_reference().map(|(a, u)| {
             (
                 case.forces.drag.index(),
@@ -157,11 +158,19 @@ impl Samples {
             "time"
         };
         let forces_csv = if forces_every > 0 {
+            // Columns named after a [[body]]'s `name`, `body<k>` otherwise.
+            let names: Vec<String> = (0..bodies)
+                .map(|k| {
+                    k.checked_sub(case.domain.obstacles.len())
+                        .and_then(|b| case.body[b].name.clone())
+                        .unwrap_or_else(|| format!("body{k}"))
+                })
+                .collect();
             let mut h = format!("step,{time}");
-            for b in 0..bodies {
-                h += &format!(",body{b}_fx,body{b}_fy,body{b}_fz");
+            for b in &names {
+                h += &format!(",{b}_fx,{b}_fy,{b}_fz");
                 if coefficients.is_some() {
-                    h += &format!(",body{b}_cd,body{b}_cl");
+                    h += &format!(",{b}_cd,{b}_cl");
                 }
             }
             Some(Csv::open(&dir.join("forces.csv"), &h, resume)?)

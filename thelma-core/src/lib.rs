@@ -20,11 +20,12 @@ pub use compute::{
     Health, InterfaceMemory, MemoryInfo, ModuleFactory, Placement,
 };
 pub use config::{
-    Axis, BackendName, BoundaryConfig, BoundaryKind, CaseConfig, CaseFileError, CaseKind,
-    ConfigError, DeviceSpec, DeviceSpecError, DomainConfig, Expression, Face, ForcesConfig,
-    HardwareConfig, InitialConfig, InitialState, InletSchedule, LatticeParams, NumericsConfig,
-    Obstacle, OutputConfig, PhysicalUnits, PhysicsConfig, ProbeConfig, Profile, RunConfig,
-    SlicePlane, SlicePlaneError, SyntaxError, UnitScales, MAX_THREADS, WALL_SLOTS,
+    Axis, BackendName, BodyConfig, BoundaryConfig, BoundaryKind, CaseConfig, CaseFileError,
+    CaseKind, ConfigError, DeviceSpec, DeviceSpecError, DomainConfig, Expression, Face,
+    ForcesConfig, HardwareConfig, InitialConfig, InitialState, InletSchedule, LatticeParams,
+    NumericsConfig, Obstacle, OutputConfig, PhysicalUnits, PhysicsConfig, ProbeConfig, Profile,
+    RunConfig, Scale, SlicePlane, SlicePlaneError, SyntaxError, UnitScales, MAX_THREADS,
+    WALL_SLOTS,
 };
 pub use domain::{partition, Domain, PartitionError, SlabSpec};
 pub use real::{Precision, Real};

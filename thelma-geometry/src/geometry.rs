@@ -3,12 +3,15 @@
 
 use std::collections::HashMap;
 use std::ops::Range;
+use std::sync::Arc;
 
 use thelma_core::physics::d3q19::{C, Q};
 use thelma_core::Domain;
 use thelma_core::{BoundaryKind, CaseConfig, Face, Obstacle, Profile};
 
 use crate::flags::{moving_term, FlagPalette, LinkRule, NodeFlags, SlabFlags, MAX_PALETTE};
+use crate::mesh::{Mesh, MeshError};
+use crate::voxel::Voxels;
 
 /// What lies at a position that is not fluid.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,6 +50,18 @@ pub enum GeometryError {
     TooManyWalls(usize),
     #[error("obstacle {0} lies entirely outside the domain")]
     ObstacleOutside(usize),
+    #[error("body[{index}].stl: {error}")]
+    Stl { index: usize, error: MeshError },
+    #[error("body[{0}] lies entirely outside the domain: no node centre is inside its mesh (check its scale, translate and the [units])")]
+    BodyOutside(usize),
+}
+
+/// A solid of the geometry: an analytic shape, or a body voxelised from a mesh (shared, so that
+/// cloning a geometry for each worker stays cheap).
+#[derive(Clone, Debug, PartialEq)]
+enum Solid {
+    Shape(Obstacle),
+    Body(Arc<Voxels>),
 }
 
 /// A geometry: the domain, the walls closing its non-periodic faces (at rest or moving) and its
@@ -73,7 +88,8 @@ pub struct Geometry {
     /// Per wall slot: the axes (bit `a` for axis `a`) across which an inlet's velocity follows a
     /// parabola (`thelma_core::physics::parabola`); 0 for a uniform inlet and for walls.
     profile_axes: Vec<u32>,
-    obstacles: Vec<Obstacle>,
+    /// Obstacles and bodies in the order they were added: the owner indices of [`Self::solid_owner`].
+    solids: Vec<Solid>,
 }
 
 impl Geometry {
@@ -86,7 +102,7 @@ impl Geometry {
             open: [None; 6],
             inlet: Vec::new(),
             profile_axes: Vec::new(),
-            obstacles: Vec::new(),
+            solids: Vec::new(),
         }
     }
 
@@ -159,7 +175,14 @@ impl Geometry {
 
     /// Adds a solid obstacle.
     pub fn with_obstacle(mut self, o: Obstacle) -> Self {
-        self.obstacles.push(o);
+        self.solids.push(Solid::Shape(o));
+        self
+    }
+
+    /// Adds a solid body voxelised from a mesh. Unlike the analytic obstacles, a body does not wrap
+    /// around periodic axes: the part of its mesh beyond the lattice is cut off.
+    pub fn with_body(mut self, v: Arc<Voxels>) -> Self {
+        self.solids.push(Solid::Body(v));
         self
     }
 
@@ -192,31 +215,42 @@ impl Geometry {
                 return Err(GeometryError::ObstacleOutside(k));
             }
         }
+        for (k, b) in case.body.iter().enumerate() {
+            let mesh = Mesh::load(&b.stl)
+                .map_err(|error| GeometryError::Stl { index: k, error })?
+                .placed(b.scale.factors(), b.rotate, b.translate)
+                .mapped(|p| case.node_coordinates(p));
+            match Voxels::of(&mesh, d.size) {
+                Some(v) if v.count() > 0 => g = g.with_body(Arc::new(v)),
+                _ => return Err(GeometryError::BodyOutside(k)),
+            }
+        }
         Ok(g)
     }
 
     fn obstacle_touches_domain(&self, k: usize) -> bool {
         let [nx, ny, nz] = self.domain.size;
-        match &self.obstacles[k] {
-            Obstacle::Box { min, max } => (0..3).all(|a| {
+        match &self.solids[k] {
+            Solid::Shape(Obstacle::Box { min, max }) => (0..3).all(|a| {
                 // Some whole node i in [0, n) with min ≤ i < max.
-                let lo = min[a].ceil().max(0.0);
-                lo < max[a] && lo <= ([nx, ny, nz][a] - 1) as f64
+                let first = min[a].max(0.0).ceil();
+                first < max[a] && first <= ([nx, ny, nz][a] - 1) as f64
             }),
-            Obstacle::Sphere { centre, radius } => (0..3).all(|a| {
+            Solid::Shape(Obstacle::Sphere { centre, radius }) => (0..3).all(|a| {
                 centre[a] + radius >= 0.0 && centre[a] - radius <= ([nx, ny, nz][a] - 1) as f64
             }),
-            Obstacle::Cylinder {
+            Solid::Shape(Obstacle::Cylinder {
                 centre,
                 axis,
                 radius,
-            } => {
+            }) => {
                 // The axis passes within `radius` of the box of node centres.
                 let hi = [nx, ny, nz].map(|n| (n - 1) as f64);
                 let mid = hi.map(|h| h / 2.0);
                 let half = (hi.iter().map(|h| h * h).sum::<f64>()).sqrt() / 2.0;
                 line_distance2(mid, *centre, *axis).sqrt() <= half + radius
             }
+            Solid::Body(v) => v.count() > 0,
         }
     }
 
@@ -228,9 +262,10 @@ impl Geometry {
         self.solid_owner(x, y, z).is_some()
     }
 
-    /// The solid that covers node (x, y, z) of the lattice: the index of the first obstacle (in the
+    /// The solid that covers node (x, y, z) of the lattice: the index of the first solid (in the
     /// order they were added) that covers it, `None` for a fluid node. Forces on bodies are summed
-    /// per owner.
+    /// per owner. For a geometry built by [`Self::from_case`] the indices form one list: the case's
+    /// `domain.obstacles` in order, then its `[[body]]` entries in order.
     pub fn solid_owner(&self, x: usize, y: usize, z: usize) -> Option<usize> {
         let p = [x as i64, y as i64, z as i64];
         let images = |a: usize| -> &'static [i64] {
@@ -241,14 +276,15 @@ impl Geometry {
             }
         };
         let n = |a: usize| self.domain.size[a] as i64;
-        self.obstacles.iter().position(|o| match o {
-            Obstacle::Box { min, max } => (0..3).all(|a| {
+        self.solids.iter().position(|o| match o {
+            Solid::Shape(Obstacle::Box { min, max }) => (0..3).all(|a| {
                 images(a).iter().any(|k| {
                     let q = (p[a] + k * n(a)) as f64;
                     q >= min[a] && q < max[a]
                 })
             }),
-            Obstacle::Sphere { centre, radius } => {
+            Solid::Body(v) => v.contains([x, y, z]),
+            Solid::Shape(Obstacle::Sphere { centre, radius }) => {
                 let d2: f64 = (0..3)
                     .map(|a| {
                         images(a)
@@ -259,11 +295,11 @@ impl Geometry {
                     .sum();
                 d2 <= radius * radius
             }
-            Obstacle::Cylinder {
+            Solid::Shape(Obstacle::Cylinder {
                 centre,
                 axis,
                 radius,
-            } => {
+            }) => {
                 // The nearest periodic image of the node.
                 let mut d2 = f64::INFINITY;
                 for kx in images(0) {
@@ -288,11 +324,12 @@ impl Geometry {
     /// any sensible case is one of the first looked at.
     pub fn has_fluid(&self) -> bool {
         let [nx, ny, nz] = self.domain.size;
-        let covers_all = self.obstacles.iter().any(|o| match o {
-            Obstacle::Box { min, max } => {
+        let covers_all = self.solids.iter().any(|o| match o {
+            Solid::Shape(Obstacle::Box { min, max }) => {
                 (0..3).all(|a| min[a] <= 0.0 && max[a] > (self.domain.size[a] - 1) as f64)
             }
-            Obstacle::Sphere { .. } | Obstacle::Cylinder { .. } => false,
+            Solid::Body(v) => v.count() == self.domain.size.iter().product::<usize>(),
+            Solid::Shape(Obstacle::Sphere { .. } | Obstacle::Cylinder { .. }) => false,
         });
         !covers_all && (0..nz).any(|z| (0..ny).any(|y| (0..nx).any(|x| !self.in_obstacle(x, y, z))))
     }
@@ -333,12 +370,7 @@ impl Geometry {
         let inner = (0..3).all(|a| {
             self.domain.periodic[a] || (p[a] >= 1 && p[a] + 1 < self.domain.size[a] as i64)
         });
-        if inner
-            && !self
-                .obstacles
-                .iter()
-                .any(|o| near_bounds(o, p, &self.domain))
-        {
+        if inner && !self.solids.iter().any(|o| near_bounds(o, p, &self.domain)) {
             return Ok(NodeFlags::FLUID);
         }
         if self.in_obstacle(x, y, z) {
@@ -569,19 +601,24 @@ fn outward(face: Face) -> [i64; 3] {
 
 /// Whether node `p` lies within one node of the obstacle's bounding box, counting the periodic images
 /// of `p` on periodic axes: a cheap filter in front of the exact test.
-fn near_bounds(o: &Obstacle, p: [i64; 3], domain: &Domain) -> bool {
+fn near_bounds(o: &Solid, p: [i64; 3], domain: &Domain) -> bool {
     let (lo, hi): ([f64; 3], [f64; 3]) = match o {
-        Obstacle::Box { min, max } => (*min, *max),
-        Obstacle::Sphere { centre, radius } => (
+        // Nodes min ≤ i < max: within [min, max].
+        Solid::Shape(Obstacle::Box { min, max }) => (*min, *max),
+        Solid::Body(v) => {
+            let (lo, hi) = v.node_box();
+            (lo.map(|c| c as f64), hi.map(|c| c as f64 - 1.0))
+        }
+        Solid::Shape(Obstacle::Sphere { centre, radius }) => (
             [centre[0] - radius, centre[1] - radius, centre[2] - radius],
             [centre[0] + radius, centre[1] + radius, centre[2] + radius],
         ),
         // Bounded only across an axis the cylinder's axis does not run along.
-        Obstacle::Cylinder {
+        Solid::Shape(Obstacle::Cylinder {
             centre,
             axis,
             radius,
-        } => {
+        }) => {
             let along = |a: usize| axis[a] != 0.0;
             (
                 std::array::from_fn(|a| {
@@ -810,7 +847,7 @@ mod tests {
                 max: [8.0, 10.0, 5.0],
             });
         let exact = Geometry {
-            obstacles: Vec::new(),
+            solids: Vec::new(),
             ..g.clone()
         };
         for z in 0..9 {
@@ -996,5 +1033,58 @@ mod tests {
         let i = dir([-1, 0, 0]);
         assert_eq!(s.palette.links[k][i], LinkRule::AntiBounce { drho: 0.02 });
         assert_eq!(s.palette.moving_term[k][i], 0.02);
+    }
+
+    /// A case's solids are numbered in one list, obstacles first, then `[[body]]` entries; a body
+    /// in metres (with `[units]`) lands on the nodes whose centres it covers; one outside the
+    /// domain is refused naming its index.
+    #[test]
+    fn case_bodies_follow_the_obstacles_and_convert_from_metres() {
+        let dir = tempfile::tempdir().unwrap();
+        let stl = dir.path().join("cube.stl");
+        std::fs::write(
+            &stl,
+            crate::mesh::shapes::ascii(&crate::mesh::shapes::cube(1.0)),
+        )
+        .unwrap();
+        let text = |translate: &str| {
+            format!(
+                "[domain]\nsize = [20, 10, 10]\nobstacles = [{{ shape = \"sphere\", centre = [3.0, 5.0, 5.0], radius = 1.5 }}]\n\n[[body]]\nstl = {:?}\nscale = 4.0\ntranslate = {translate}\n",
+                stl.to_str().unwrap()
+            )
+        };
+        let case = CaseConfig::parse(&text("[12.0, 4.5, 4.5]"), false).unwrap();
+        let g = Geometry::from_case(&case).unwrap();
+        assert_eq!(g.solid_owner(3, 5, 5), Some(0));
+        assert_eq!(g.solid_owner(12, 4, 4), Some(1));
+        let body = (0..2000)
+            .filter(|i| g.solid_owner(i % 20, (i / 20) % 10, i / 200) == Some(1))
+            .count();
+        // A cube of 4 nodes' side: nodes 10..14 along x, 3..7 along y and z (the half-open rule).
+        assert_eq!(body, 64);
+        assert_eq!(g.solid_owner(14, 4, 4), None);
+        let far = CaseConfig::parse(&text("[50.0, 4.5, 4.5]"), false).unwrap();
+        assert_eq!(
+            Geometry::from_case(&far),
+            Err(GeometryError::BodyOutside(0))
+        );
+        // In metres: dx = 1 cm, so a 4 cm cube about (12.5, 5, 5) cm covers nodes 10..14, 3..7.
+        let mut metres = CaseConfig::parse(&text("[0.125, 0.05, 0.05]"), false).unwrap();
+        metres.body[0].scale = thelma_core::Scale::Uniform(0.04);
+        metres.domain.obstacles.clear();
+        metres.units = Some(thelma_core::PhysicalUnits {
+            length: 0.2,
+            velocity: 0.1,
+            viscosity: 1e-6,
+        });
+        let g = Geometry::from_case(&metres).unwrap();
+        let solid: Vec<[usize; 3]> = (0..2000)
+            .map(|i| [i % 20, (i / 20) % 10, i / 200])
+            .filter(|p| g.solid_owner(p[0], p[1], p[2]) == Some(0))
+            .collect();
+        assert_eq!(solid.len(), 64);
+        assert!(solid
+            .iter()
+            .all(|p| (10..14).contains(&p[0]) && (3..7).contains(&p[1])));
     }
 }

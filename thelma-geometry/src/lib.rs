@@ -1,5 +1,6 @@
 //! thelma-geometry: the per-node bit field ([`NodeFlags`]), boundary conditions and geometry builders
-//! (the closed cavity with a moving lid, periodic axes, box and sphere obstacles), cut into slabs.
+//! (the closed cavity with a moving lid, periodic axes, box and sphere obstacles, bodies voxelised
+//! from STL meshes), cut into slabs.
 //!
 //! Walls use mid-grid (halfway) bounce-back: every node of the `nx × ny × nz` lattice is a fluid node
 //! unless an obstacle covers it, and walls sit half a spacing outside the lattice on each
@@ -7,6 +8,10 @@
 
 mod flags;
 mod geometry;
+mod mesh;
+mod voxel;
 
 pub use flags::{FlagPalette, LinkRule, NodeFlags, SlabFlags, BYTE_PALETTE, MAX_PALETTE};
 pub use geometry::{BodyLinks, Geometry, GeometryError, OpenKind, Wall};
+pub use mesh::{Mesh, MeshError};
+pub use voxel::Voxels;

@@ -102,7 +102,7 @@ pub struct RunSummary {
 /// samples: a steady value, or the mean of a periodic one over several periods).
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct ForceMean {
-    /// The obstacle's index (`domain.obstacles` order).
+    /// The solid's index: `domain.obstacles` in order, then `[[body]]`s.
     pub body: usize,
     /// Samples averaged, and the steps they span.
     pub samples: usize,

@@ -4,6 +4,7 @@
 //! A case is data: a TOML or JSON file, overridden by command-line flags, validated before anything
 //! is allocated. Every validation error names the offending key and the flag that sets it.
 
+mod body;
 mod boundary;
 mod error;
 mod hardware;
@@ -17,6 +18,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+pub use body::{BodyConfig, Scale};
 pub use boundary::{BoundaryConfig, BoundaryKind, Face, Profile};
 use error::{bad, line_column};
 pub use error::{CaseFileError, ConfigError, SyntaxError};
@@ -42,13 +44,14 @@ pub enum CaseKind {
     Box,
 }
 
-/// A solid obstacle: in node coordinates (node `i` at `i`), or in metres from the box's corner when
-/// the case has `[units]` (node `i`'s centre at `(i + ½) dx`), so that an obstacle keeps its size
-/// when the grid is refined. [`CaseConfig::lattice_obstacles`] gives them in nodes.
+/// A solid obstacle: in metres when the case has `[units]`, in node coordinates (node i's centre at
+/// i) otherwise. With units, node i's centre is at (i + 0.5) dx, the domain [0, L] reaching the walls
+/// half a spacing outside the lattice, so an obstacle keeps its physical size when the grid is
+/// refined; [`CaseConfig::lattice_obstacles`] converts.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "shape", rename_all = "lowercase", deny_unknown_fields)]
 pub enum Obstacle {
-    /// The nodes whose centre lies in the axis-aligned box `min ≤ x < max`.
+    /// Nodes whose centre lies in `min ≤ x < max` on every axis.
     Box { min: [f64; 3], max: [f64; 3] },
     /// Nodes whose centre lies within `radius` of `centre`.
     Sphere { centre: [f64; 3], radius: f64 },
@@ -335,6 +338,10 @@ pub struct CaseConfig {
     /// Points sampled into `probes.csv` (`[[probe]]` tables).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub probe: Vec<ProbeConfig>,
+    /// Solid bodies from STL files (`[[body]]` tables). Solids are numbered in one list: the
+    /// obstacles of `domain.obstacles` first, then the bodies, each in order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub body: Vec<BodyConfig>,
 }
 
 /// The smallest edge the lattice accepts along a periodic axis: the pull stencil needs two nodes.
@@ -442,13 +449,15 @@ impl CaseConfig {
                     }
                 }
                 Obstacle::Box { min, max } => {
-                    let finite = min.iter().chain(max).all(|c| c.is_finite());
-                    if !finite || (0..3).any(|a| min[a] >= max[a]) {
+                    if min.iter().chain(max).any(|c| !c.is_finite())
+                        || (0..3).any(|a| min[a] >= max[a])
+                    {
                         return Err(bad("domain.obstacles", "--config", format!("box obstacle {min:?}..{max:?} is empty (need min < max on every axis)")));
                     }
                 }
             }
         }
+        self.validate_bodies()?;
         let p = &self.physics;
         if !p.lid_speed.is_finite() || p.lid_speed < 0.0 || p.lid_speed >= MAX_SPEED {
             return Err(bad(
@@ -693,6 +702,72 @@ impl CaseConfig {
         })
     }
 
+    fn validate_bodies(&self) -> Result<(), ConfigError> {
+        for (k, b) in self.body.iter().enumerate() {
+            let refuse = |key: &str, m: String| {
+                Err(bad("body", "--config", format!("body[{k}].{key}: {m}")))
+            };
+            if b.stl.as_os_str().is_empty() {
+                return refuse("stl", "is empty; give the path of an STL file".into());
+            }
+            let s = b.scale.factors();
+            if s.iter().any(|c| !(c.is_finite() && *c > 0.0)) {
+                return refuse("scale", format!("{s:?} must be finite and > 0"));
+            }
+            if b.rotate.iter().any(|c| !c.is_finite()) {
+                return refuse("rotate", format!("{:?} must be finite (degrees)", b.rotate));
+            }
+            if b.translate.iter().any(|c| !c.is_finite()) {
+                return refuse("translate", format!("{:?} must be finite", b.translate));
+            }
+        }
+        Ok(())
+    }
+
+    /// Node coordinates (node i's centre at i) of a point of the case: with `[units]` the point is in
+    /// metres and node i's centre at (i + 0.5) dx, so x_node = x / dx − 0.5; without, it is already
+    /// in node coordinates.
+    pub fn node_coordinates(&self, p: [f64; 3]) -> [f64; 3] {
+        match self.unit_scales() {
+            Some(s) => p.map(|c| c / s.dx - 0.5),
+            None => p,
+        }
+    }
+
+    /// A length of the case in nodes (metres with `[units]`).
+    pub fn node_length(&self, l: f64) -> f64 {
+        self.unit_scales().map_or(l, |s| l / s.dx)
+    }
+
+    /// The obstacles of `domain.obstacles` in node coordinates (converted from metres when the case
+    /// has `[units]`).
+    pub fn lattice_obstacles(&self) -> Vec<Obstacle> {
+        let at = |p| self.node_coordinates(p);
+        self.domain
+            .obstacles
+            .iter()
+            .map(|o| match *o {
+                Obstacle::Box { min, max } => Obstacle::Box {
+                    min: at(min),
+                    max: at(max),
+                },
+                Obstacle::Sphere { centre, radius } => Obstacle::Sphere {
+                    centre: at(centre),
+                    radius: self.node_length(radius),
+                },
+                Obstacle::Cylinder {
+                    centre,
+                    axis,
+                    radius,
+                } => Obstacle::Cylinder {
+                    centre: at(centre),
+                    axis,
+                    radius: self.node_length(radius),
+                },
+            })
+            .collect()
+    }
+
     fn validate_boundaries(&self) -> Result<(), ConfigError> {
         let d = &self.domain;
         let mut seen = Vec::new();
@@ -806,11 +881,11 @@ impl CaseConfig {
 
     fn validate_sampling(&self) -> Result<(), ConfigError> {
         let f = &self.forces;
-        if f.every > 0 && self.domain.obstacles.is_empty() {
+        if f.every > 0 && self.domain.obstacles.is_empty() && self.body.is_empty() {
             return Err(bad(
                 "forces.every",
                 "--config",
-                "forces are measured on obstacles, and the case has none",
+                "forces are measured on obstacles and bodies, and the case has none",
             ));
         }
         match (f.area, f.velocity) {
@@ -849,50 +924,13 @@ impl CaseConfig {
         Ok(())
     }
 
-    /// The obstacles in node coordinates: as given, or converted from metres with `[units]` (a
-    /// position `p` to `p / dx − ½`, a length `l` to `l / dx`).
-    pub fn lattice_obstacles(&self) -> Vec<Obstacle> {
-        let Some(s) = self.unit_scales() else {
-            return self.domain.obstacles.clone();
-        };
-        let at = |p: [f64; 3]| p.map(|v| v / s.dx - 0.5);
-        self.domain
-            .obstacles
-            .iter()
-            .map(|o| match o {
-                Obstacle::Box { min, max } => Obstacle::Box {
-                    min: at(*min),
-                    max: at(*max),
-                },
-                Obstacle::Sphere { centre, radius } => Obstacle::Sphere {
-                    centre: at(*centre),
-                    radius: radius / s.dx,
-                },
-                Obstacle::Cylinder {
-                    centre,
-                    axis,
-                    radius,
-                } => Obstacle::Cylinder {
-                    centre: at(*centre),
-                    axis: *axis,
-                    radius: radius / s.dx,
-                },
-            })
-            .collect()
-    }
-
     /// The node nearest to a probe's point (in nodes, or metres with `[units]`), or why there is
     /// none.
     pub fn probe_node(&self, p: &ProbeConfig) -> Result<[usize; 3], String> {
-        let scales = self.unit_scales();
-        let unit = if scales.is_some() { " m" } else { "" };
+        let unit = if self.units.is_some() { " m" } else { "" };
+        let at = self.node_coordinates(p.at);
         let mut node = [0; 3];
-        for a in 0..3 {
-            let v = p.at[a];
-            let q = match scales {
-                Some(s) => v / s.dx - 0.5,
-                None => v,
-            };
+        for (a, &q) in at.iter().enumerate() {
             let n = self.domain.size[a];
             if !(q.is_finite() && q > -0.5 && q < n as f64 - 0.5) {
                 return Err(format!(
@@ -1121,7 +1159,16 @@ impl CaseConfig {
         let is_json = path
             .extension()
             .is_some_and(|e| e.eq_ignore_ascii_case("json"));
-        Self::parse(&text, is_json).map_err(|error| CaseFileError::Syntax { path: shown, error })
+        let mut case = Self::parse(&text, is_json)
+            .map_err(|error| CaseFileError::Syntax { path: shown, error })?;
+        // STL paths are relative to the case file, wherever the program runs.
+        let folder = path.parent().unwrap_or(Path::new(""));
+        for b in &mut case.body {
+            if b.stl.is_relative() && !b.stl.as_os_str().is_empty() {
+                b.stl = folder.join(&b.stl);
+            }
+        }
+        Ok(case)
     }
 
     /// Parses case text (TOML, or JSON when `json`). The message is one line and gives the line and
@@ -1515,5 +1562,103 @@ mod tests {
         c.numerics.precision = Precision::F64;
         let p = c.validate().unwrap();
         assert!(p.tau > 0.5);
+    }
+
+    #[test]
+    fn bodies_parse_with_defaults_and_their_paths_follow_the_case_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("case.toml");
+        std::fs::write(
+            &path,
+            "[[body]]\nstl = \"parts/a.stl\"\n\n[[body]]\nstl = \"/abs/b.stl\"\nscale = [1.0, 2.0, 3.0]\nrotate = [0.0, 0.0, 90.0]\ntranslate = [1.0, 2.0, 3.0]\nname = \"b\"\n",
+        )
+        .unwrap();
+        let c = CaseConfig::from_file(&path).unwrap();
+        assert_eq!(c.body.len(), 2);
+        assert_eq!(c.body[0].stl, dir.path().join("parts/a.stl"));
+        assert_eq!(c.body[0].scale.factors(), [1.0; 3]);
+        assert_eq!(c.body[0].rotate, [0.0; 3]);
+        assert_eq!(c.body[1].stl, PathBuf::from("/abs/b.stl"));
+        assert_eq!(c.body[1].scale.factors(), [1.0, 2.0, 3.0]);
+        assert_eq!(c.body[1].name.as_deref(), Some("b"));
+        let c = CaseConfig::parse("[[body]]\nstl = \"a.stl\"\nscale = 2\n", false).unwrap();
+        assert_eq!(c.body[0].scale.factors(), [2.0; 3]);
+        assert!(CaseConfig::parse("[[body]]\nstl = \"a.stl\"\ncolour = 1\n", false).is_err());
+    }
+
+    #[test]
+    fn a_bad_body_value_is_refused_naming_its_key() {
+        for (text, key) in [
+            ("scale = -1.0", "body[0].scale"),
+            ("scale = [1.0, 0.0, 1.0]", "body[0].scale"),
+            ("rotate = [0.0, nan, 0.0]", "body[0].rotate"),
+            ("translate = [inf, 0.0, 0.0]", "body[0].translate"),
+        ] {
+            let c =
+                CaseConfig::parse(&format!("[[body]]\nstl = \"a.stl\"\n{text}\n"), false).unwrap();
+            let e = c.validate().unwrap_err();
+            assert!(e.message.starts_with(key), "{text}: {e}");
+        }
+    }
+
+    /// With [units], obstacles are in metres: node i's centre at (i + 0.5) dx. A sphere keeps its
+    /// physical size when the grid is refined, so its radius in nodes doubles with nx.
+    #[test]
+    fn obstacles_in_metres_keep_their_size_when_the_grid_is_refined() {
+        let text = |n: usize| {
+            format!(
+                "[domain]\nsize = [{n}, {n}, {n}]\nobstacles = [{{ shape = \"sphere\", centre = [0.05, 0.05, 0.05], radius = 0.01 }}, {{ shape = \"box\", min = [0.0, 0.0, 0.0], max = [0.02, 0.1, 0.1] }}]\n[units]\nlength = 0.1\nvelocity = 0.01\nviscosity = 1e-6\n"
+            )
+        };
+        let coarse = CaseConfig::parse(&text(20), false)
+            .unwrap()
+            .lattice_obstacles();
+        let fine = CaseConfig::parse(&text(40), false)
+            .unwrap()
+            .lattice_obstacles();
+        match (&coarse[0], &fine[0]) {
+            (
+                Obstacle::Sphere {
+                    centre: c1,
+                    radius: r1,
+                },
+                Obstacle::Sphere {
+                    centre: c2,
+                    radius: r2,
+                },
+            ) => {
+                assert!((r1 - 2.0).abs() < 1e-12 && (r2 - 4.0).abs() < 1e-12);
+                // The domain's centre: between nodes 9 and 10, and 19 and 20.
+                assert!((c1[0] - 9.5).abs() < 1e-12 && (c2[0] - 19.5).abs() < 1e-12);
+            }
+            other => panic!("{other:?}"),
+        }
+        // The box [0, 2 cm) holds the nodes whose centre is in it: 4 of 20, 8 of 40.
+        match &coarse[1] {
+            Obstacle::Box { min, max } => {
+                let n = (0..20)
+                    .filter(|&i| (i as f64) >= min[0] && (i as f64) < max[0])
+                    .count();
+                assert_eq!(n, 4);
+            }
+            other => panic!("{other:?}"),
+        }
+        // Without units the numbers are node coordinates, unchanged.
+        let mut c = CaseConfig::parse(&text(20), false).unwrap();
+        c.units = None;
+        assert_eq!(c.lattice_obstacles(), c.domain.obstacles);
+    }
+
+    #[test]
+    fn the_examples_still_parse() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "toml") {
+                let c = CaseConfig::from_file(&p).unwrap_or_else(|e| panic!("{e}"));
+                c.validate()
+                    .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+            }
+        }
     }
 }

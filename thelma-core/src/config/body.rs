@@ -1,0 +1,51 @@
+//! Solid bodies read from STL files: `[[body]]` tables, placed by scale, rotation and translation.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// A solid body given by an STL mesh (ASCII or binary). The mesh's own coordinates are scaled, then
+/// rotated about x, then y, then z (degrees, about the mesh's origin), then translated; the result is
+/// in metres when the case has `[units]`, in node coordinates (node i's centre at i) otherwise.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BodyConfig {
+    /// The STL file; a relative path is taken from the case file's folder when the case is read
+    /// from a file, and this field then holds the resolved path.
+    pub stl: PathBuf,
+    /// A factor for every axis, or one per axis.
+    #[serde(default)]
+    pub scale: Scale,
+    /// Rotations about x, y and z, degrees, applied in that order.
+    #[serde(default)]
+    pub rotate: [f64; 3],
+    #[serde(default)]
+    pub translate: [f64; 3],
+    /// A label for reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+/// A body's scale: one number, or one per axis.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Scale {
+    Uniform(f64),
+    PerAxis([f64; 3]),
+}
+
+impl Default for Scale {
+    fn default() -> Self {
+        Self::Uniform(1.0)
+    }
+}
+
+impl Scale {
+    /// The factor along each axis.
+    pub fn factors(self) -> [f64; 3] {
+        match self {
+            Self::Uniform(s) => [s; 3],
+            Self::PerAxis(s) => s,
+        }
+    }
+}
