@@ -255,3 +255,47 @@ fn the_cylinder_example_is_schafer_turek_3d_1z() {
     assert!((case.forces.area.unwrap() - d * ny).abs() < 1e-9);
     assert!((case.forces.velocity.unwrap() - ubar).abs() < 1e-12);
 }
+
+/// With `[units]` and a density, probes read m/s and Pa: the lattice values times dx/dt and
+/// ρ₀ (dx/dt)² (forces take ρ₀ dx² (dx/dt)² to N the same way).
+#[test]
+fn probes_read_si_units_with_a_density() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut case = box_case([12, 10, 9], [true; 3], 0.05, Collision::MRT, Precision::F64);
+    case.physics.viscosity = None;
+    case.physics.lid_speed = 0.05;
+    case.units = Some(thelma_core::PhysicalUnits {
+        length: 0.12,
+        velocity: 0.5,
+        viscosity: 1e-5,
+        density: Some(1.2),
+    });
+    let s = case.unit_scales().unwrap();
+    // A stream of 0.2 m/s = 0.02 lattice units (dx/dt = 10 m/s), ρ = 1.01.
+    case.initial = Some(InitialConfig {
+        density: Expression::Number(1.01),
+        velocity: [
+            Expression::Number(0.2),
+            Expression::Number(0.0),
+            Expression::Number(0.0),
+        ],
+    });
+    case.probe = vec![ProbeConfig {
+        at: [0.05, 0.05, 0.05],
+        name: Some("p".into()),
+    }];
+    let case = with_dir(case, tmp.path());
+    case.validate().unwrap();
+    assert!((s.velocity - 10.0).abs() < 1e-12, "{s:?}");
+    let mut rt = cpu_runtime(&case, 1);
+    let mut sampler = sampler(&case, &rt);
+    sampler.sample(&mut rt).unwrap();
+    let text = std::fs::read_to_string(tmp.path().join("probes.csv")).unwrap();
+    assert!(
+        text.starts_with("step,time_s,p_p_Pa,p_ux_m_s,p_uy_m_s,p_uz_m_s\n"),
+        "{text}"
+    );
+    let r = &rows(&tmp.path().join("probes.csv"))[0];
+    assert!((r[2] - 0.01 / 3.0 * 1.2 * 100.0).abs() < 1e-9, "{r:?}");
+    assert!((r[3] - 0.2).abs() < 1e-12, "{r:?}");
+}

@@ -200,11 +200,13 @@ impl OutputArgs {
                 length: f64::NAN,
                 velocity: f64::NAN,
                 viscosity: f64::NAN,
+                density: None,
             });
             let u = PhysicalUnits {
                 length: self.phys_length.unwrap_or(base.length),
                 velocity: self.phys_velocity.unwrap_or(base.velocity),
                 viscosity: self.phys_viscosity.unwrap_or(base.viscosity),
+                density: base.density,
             };
             for (v, flag) in [
                 (u.length, "--phys-length"),

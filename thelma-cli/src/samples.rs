@@ -91,6 +91,11 @@ pub struct Samples {
     force: Option<[f64; 3]>,
     /// Seconds per step with `[units]`.
     dt: Option<f64>,
+    /// Factors from lattice units to what the CSVs hold: velocity (m/s with `[units]`), pressure
+    /// and force (Pa and N with `units.density`), each 1 otherwise.
+    to_velocity: f64,
+    to_pressure: f64,
+    to_force: f64,
     forces_csv: Option<Csv>,
     probes_csv: Option<Csv>,
     /// (step, force per body) of every force sample of this run.
@@ -157,6 +162,19 @@ impl Samples {
         } else {
             "time"
         };
+        let scales = case.unit_scales();
+        let density = case.units.as_ref().and_then(|u| u.density);
+        let to_velocity = scales.map_or(1.0, |s| s.velocity);
+        let (to_pressure, to_force, p_unit, f_unit) = match (scales, density) {
+            (Some(s), Some(rho)) => (
+                rho * s.velocity * s.velocity,
+                rho * s.dx * s.dx * s.velocity * s.velocity,
+                "_Pa",
+                "_N",
+            ),
+            _ => (1.0, 1.0, "", ""),
+        };
+        let u_unit = if scales.is_some() { "_m_s" } else { "" };
         let forces_csv = if forces_every > 0 {
             // Columns named after a [[body]]'s `name`, `body<k>` otherwise.
             let names: Vec<String> = (0..bodies)
@@ -168,7 +186,7 @@ impl Samples {
                 .collect();
             let mut h = format!("step,{time}");
             for b in &names {
-                h += &format!(",{b}_fx,{b}_fy,{b}_fz");
+                h += &format!(",{b}_fx{f_unit},{b}_fy{f_unit},{b}_fz{f_unit}");
                 if coefficients.is_some() {
                     h += &format!(",{b}_cd,{b}_cl");
                 }
@@ -180,7 +198,7 @@ impl Samples {
         let probes_csv = if probe_every > 0 {
             let mut h = format!("step,{time}");
             for n in &names {
-                h += &format!(",{n}_p,{n}_ux,{n}_uy,{n}_uz");
+                h += &format!(",{n}_p{p_unit},{n}_ux{u_unit},{n}_uy{u_unit},{n}_uz{u_unit}");
             }
             Some(Csv::open(&dir.join("probes.csv"), &h, resume)?)
         } else {
@@ -203,6 +221,9 @@ impl Samples {
             coefficients,
             force: case.flow_model(&case.validate()?).force,
             dt: case.unit_scales().map(|s| s.dt),
+            to_velocity,
+            to_pressure,
+            to_force,
             forces_csv,
             probes_csv,
             history: Vec::new(),
@@ -247,7 +268,8 @@ impl Samples {
             }
             let mut row = format!("{step},{time}");
             for f in &per {
-                row += &format!(",{:e},{:e},{:e}", f[0], f[1], f[2]);
+                let k = self.to_force;
+                row += &format!(",{:e},{:e},{:e}", f[0] * k, f[1] * k, f[2] * k);
                 if let Some((d, l, scale)) = self.coefficients {
                     row += &format!(",{:e},{:e}", f[d] * scale, f[l] * scale);
                 }
@@ -261,8 +283,9 @@ impl Samples {
             let mut row = format!("{step},{time}");
             for &(s, k) in &self.probes {
                 let m = macroscopic(&node(s, k), self.force);
-                let p = m.drho / 3.0;
-                row += &format!(",{p:e},{:e},{:e},{:e}", m.u[0], m.u[1], m.u[2]);
+                let p = m.drho / 3.0 * self.to_pressure;
+                let u = m.u.map(|v| v * self.to_velocity);
+                row += &format!(",{p:e},{:e},{:e},{:e}", u[0], u[1], u[2]);
             }
             if let Some(csv) = &mut self.probes_csv {
                 csv.row(&row)?;

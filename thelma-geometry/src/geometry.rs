@@ -1076,6 +1076,7 @@ mod tests {
             length: 0.2,
             velocity: 0.1,
             viscosity: 1e-6,
+            density: None,
         });
         let g = Geometry::from_case(&metres).unwrap();
         let solid: Vec<[usize; 3]> = (0..2000)

@@ -426,6 +426,7 @@ mod tests {
                 length: 0.1,
                 velocity: 0.01,
                 viscosity: 1e-6,
+                density: None,
             }),
             ..CaseConfig::default()
         };

@@ -227,6 +227,7 @@ mod tests {
             length: 0.8,
             velocity: 1.0,
             viscosity: 1e-3,
+            density: None,
         });
         let s = c.initial_state().unwrap().unwrap();
         let sc = c.unit_scales().unwrap();

@@ -1043,6 +1043,15 @@ impl CaseConfig {
                 ));
             }
         }
+        if let Some(rho) = u.density {
+            if !(rho.is_finite() && rho > 0.0) {
+                return Err(bad(
+                    "units.density",
+                    "--config",
+                    format!("{rho} kg/m³ must be a finite number > 0"),
+                ));
+            }
+        }
         if self.physics.viscosity.is_some() {
             return Err(bad(
                 "physics.viscosity",
@@ -1217,6 +1226,7 @@ mod tests {
             length: 0.1,
             velocity: 0.01,
             viscosity: 1e-6,
+            density: None,
         });
         c.domain.obstacles = vec![
             Obstacle::Sphere {
@@ -1406,6 +1416,7 @@ mod tests {
             length: 0.1,
             velocity: 0.01,
             viscosity: 1e-6,
+            density: None,
         });
         let p = c.validate().unwrap();
         assert!((p.reynolds - 1000.0).abs() < 1e-9, "{}", p.reynolds);
@@ -1494,6 +1505,7 @@ mod tests {
                 length: 1e-300,
                 velocity: 1e300,
                 viscosity: 1.0,
+                density: None,
             }),
             ..CaseConfig::default()
         };

@@ -13,6 +13,9 @@ pub struct PhysicalUnits {
     pub velocity: f64,
     /// Kinematic viscosity ν, m²/s.
     pub viscosity: f64,
+    /// Density ρ₀, kg/m³: with it forces are written in N and pressures in Pa.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub density: Option<f64>,
 }
 
 impl PhysicalUnits {
