@@ -36,7 +36,7 @@ def read(path):
     img = reader.GetOutput()
     cells = img.GetNumberOfCells()
     arrays = {}
-    for name, comps in [("density", 1), ("velocity", 3), ("speed", 1), ("solid", 1)]:
+    for name, comps in [("density", 1), ("velocity", 3), ("speed", 1), ("pressure", 1), ("solid", 1)]:
         a = img.GetCellData().GetArray(name)
         if a is None or a.GetNumberOfTuples() != cells or a.GetNumberOfComponents() != comps:
             sys.exit(f"{path}: array {name} missing or of the wrong shape")

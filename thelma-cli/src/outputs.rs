@@ -42,6 +42,11 @@ impl Outputs {
             scales: units.map_or(Scales::default(), |u| Scales {
                 spacing: u.dx,
                 velocity: u.velocity,
+                pressure: case
+                    .units
+                    .as_ref()
+                    .and_then(|p| p.density)
+                    .map_or(1.0, |rho| rho * u.velocity * u.velocity),
             }),
             scalar: match case.numerics.precision {
                 Precision::F32 => Scalar::F32,

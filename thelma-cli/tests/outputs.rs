@@ -34,7 +34,7 @@ fn check_outputs(dir: &Path, steps: &[u64], cavity: bool) {
         let head = std::fs::read(&vti).unwrap_or_else(|e| panic!("{}: {e}", vti.display()));
         let head = String::from_utf8_lossy(&head[..1200]);
         assert!(head.contains(r#"<VTKFile type="ImageData""#), "{head}");
-        for name in ["density", "velocity", "speed", "solid"] {
+        for name in ["density", "velocity", "speed", "pressure", "solid"] {
             assert!(head.contains(&format!("Name=\"{name}\"")), "{name} missing");
         }
         assert!(is_png(&dir.join(format!("slice_{s:08}.png"))));

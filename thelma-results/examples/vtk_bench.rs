@@ -57,7 +57,7 @@ fn write_base64_inline(path: &std::path::Path, f: &Fields) -> std::io::Result<()
             w,
             r#"<ImageData WholeExtent="0 {nx} 0 {ny} 0 {nz}" Origin="0 0 0" Spacing="1 1 1"><Piece Extent="0 {nx} 0 {ny} 0 {nz}"><CellData>"#
         )?;
-        let arrays: [(&str, usize, Vec<u8>); 4] = [
+        let arrays: [(&str, usize, Vec<u8>); 5] = [
             ("density", 1, f32s(&mut f.rho.iter().copied())),
             (
                 "velocity",
@@ -71,6 +71,11 @@ fn write_base64_inline(path: &std::path::Path, f: &Fields) -> std::io::Result<()
                     &mut (0..n)
                         .map(|p| (f.ux[p].powi(2) + f.uy[p].powi(2) + f.uz[p].powi(2)).sqrt()),
                 ),
+            ),
+            (
+                "pressure",
+                1,
+                f32s(&mut f.rho.iter().map(|r| (r - 1.0) / 3.0)),
             ),
             ("solid", 1, f.solid.iter().map(|&s| u8::from(s)).collect()),
         ];
@@ -105,7 +110,7 @@ fn main() -> anyhow::Result<()> {
     }
     let size = |p: &std::path::Path| std::fs::metadata(p).map(|m| m.len() as f64 / 1e6);
     let (sr, sb) = (size(&raw)?, size(&b64)?);
-    println!("{n}^3 nodes, 4 arrays (f32 density, velocity, speed; u8 mask), best of {repeats}:");
+    println!("{n}^3 nodes, 5 arrays (f32 density, velocity, speed, pressure; u8 mask), best of {repeats}:");
     println!(
         "  raw appended   {:8.3} s  {:8.1} MB  {:7.1} MB/s",
         best[0],

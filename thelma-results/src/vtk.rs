@@ -17,12 +17,14 @@ use thelma_core::Fields;
 
 use crate::output::write_atomic;
 
-/// How lattice values map to the values written: node spacing and velocity unit (1 and 1 for lattice
-/// units; `dx` in m and `dx/dt` in m/s with physical units).
+/// How lattice values map to the values written: node spacing, velocity and pressure units (1, 1
+/// and 1 for lattice units; `dx` in m, `dx/dt` in m/s with physical units, and `ρ₀ (dx/dt)²` in Pa
+/// when they give a density).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Scales {
     pub spacing: f64,
     pub velocity: f64,
+    pub pressure: f64,
 }
 
 impl Default for Scales {
@@ -30,6 +32,7 @@ impl Default for Scales {
         Self {
             spacing: 1.0,
             velocity: 1.0,
+            pressure: 1.0,
         }
     }
 }
@@ -58,7 +61,14 @@ impl Scalar {
 }
 
 /// The arrays of a file, in order: name, components, VTK type.
-const ARRAYS: [(&str, usize); 4] = [("density", 1), ("velocity", 3), ("speed", 1), ("solid", 1)];
+/// `pressure` is p − p₀ = (ρ − 1) c_s², c_s² = ⅓.
+const ARRAYS: [(&str, usize); 5] = [
+    ("density", 1),
+    ("velocity", 3),
+    ("speed", 1),
+    ("pressure", 1),
+    ("solid", 1),
+];
 
 fn extent(size: [usize; 3], z0: usize) -> String {
     format!("0 {} 0 {} {} {}", size[0], size[1], z0, z0 + size[2])
@@ -141,6 +151,14 @@ pub fn write_vti_to(
         }
     });
     write_block(w, scalar, n, speed)?;
+    let pressure = (0..n).map(|p| {
+        if fluid(p) {
+            (slab.rho[p] - 1.0) / 3.0 * scales.pressure
+        } else {
+            0.0
+        }
+    });
+    write_block(w, scalar, n, pressure)?;
     w.write_all(&(n as u64).to_le_bytes())?;
     let mask: Vec<u8> = slab.solid.iter().map(|&s| u8::from(s)).collect();
     w.write_all(&mask)?;
@@ -412,6 +430,16 @@ mod tests {
             }
             let speed = (u[0] * u[0] + u[1] * u[1] + u[2] * u[2]).sqrt();
             assert!((img.arrays["speed"].values[p] - speed).abs() <= tol * speed.max(1e-3));
+            let pressure = if solid {
+                0.0
+            } else {
+                (f.rho[p] - 1.0) / 3.0 * scales.pressure
+            };
+            let got = img.arrays["pressure"].values[p];
+            assert!(
+                (got - pressure).abs() <= tol * pressure.abs().max(1e-3),
+                "{got} {pressure}"
+            );
         }
     }
 
@@ -422,6 +450,7 @@ mod tests {
         let scales = Scales {
             spacing: 0.25,
             velocity: 2.0,
+            pressure: 3.5,
         };
         for (scalar, tol) in [(Scalar::F32, 1e-6), (Scalar::F64, 0.0)] {
             let path = dir.path().join("f.vti");
@@ -490,7 +519,10 @@ mod tests {
                 _ => {}
             }
         }
-        assert_eq!(arrays, ["density", "velocity", "speed", "solid"]);
+        assert_eq!(
+            arrays,
+            ["density", "velocity", "speed", "pressure", "solid"]
+        );
         assert_eq!(sources.len(), 2);
         let mut covered = 0;
         for ((ext, src), slab) in sources.iter().zip(&slabs) {
