@@ -1,6 +1,6 @@
 //! The files a run writes from its fields: VTK image data (gathered, or one piece per slab), slice
-//! images, the `.pvd` time series, and for the cavity the centreline profiles (CSV) and their plot
-//! against the reference data. The run loop asks [`Outputs`] when a field output is due.
+//! images, the `.pvd` time series, and for the lid-driven cavity the centreline profiles (CSV) and
+//! their plot against the reference data. The run loop asks [`Outputs`] when a field output is due.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -15,6 +15,14 @@ use thelma_results::vtk::{self, Piece, Scalar, Scales};
 use thelma_results::{cavity_centrelines, write_csv, Profile};
 use thelma_results::{compare, Comparison, Reference};
 use thelma_results::{write_slice_png, Slice, SliceStyle};
+
+/// Whether `case` is a lid-driven cavity, the flow whose centreline profiles are written: the
+/// cavity case with walls across the lid's direction x (a spanwise-periodic y is still a cavity).
+/// Periodic along x, the lid drags the fluid round the box without a recirculation to profile: a
+/// shear-driven channel (`examples/channel-sphere.toml`).
+pub fn is_lid_driven_cavity(case: &CaseConfig) -> bool {
+    case.domain.case == CaseKind::Cavity && !case.domain.periodic[0]
+}
 
 /// The outputs of one run and what they have written so far.
 pub struct Outputs {
@@ -203,8 +211,9 @@ impl Outputs {
         Ok(())
     }
 
-    /// For the cavity: the centreline profiles (`profiles.csv`), their plot (`profiles.png`, with the
-    /// reference points when the case is the one the data describes) and the comparison.
+    /// For the lid-driven cavity ([`is_lid_driven_cavity`]): the centreline profiles
+    /// (`profiles.csv`), their plot (`profiles.png`, with the reference points when the case is the
+    /// one the data describes) and the comparison. Other cases get none of them.
     pub fn profiles(
         &mut self,
         case: &CaseConfig,
@@ -212,7 +221,7 @@ impl Outputs {
         fields: &Fields,
         reference: bool,
     ) -> Result<(Option<[Profile; 2]>, Option<Comparison>)> {
-        if case.domain.case != CaseKind::Cavity {
+        if !is_lid_driven_cavity(case) {
             return Ok((None, None));
         }
         let t0 = Instant::now();
@@ -255,6 +264,44 @@ mod tests {
         let o = Outputs::new(&case);
         assert_eq!(o.clamp_chunk(240, 100), 100);
         assert!(!o.due(0) && !o.due(500));
+    }
+
+    #[test]
+    fn profiles_are_for_the_lid_driven_cavity_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cavity = CaseConfig::default();
+        cavity.domain.size = [8, 8, 8];
+        cavity.output.dir = dir.path().to_path_buf();
+        let mut spanwise = cavity.clone();
+        spanwise.domain.periodic = [false, true, false];
+        let mut channel = cavity.clone();
+        channel.domain.periodic = [true, true, false];
+        let mut closed = cavity.clone();
+        closed.domain.case = CaseKind::Box;
+        closed.physics.viscosity = Some(0.05);
+        let fields = Fields::zeros([8, 8, 8], 0);
+        for (case, written) in [
+            (&cavity, true),
+            (&spanwise, true),
+            (&channel, false),
+            (&closed, false),
+        ] {
+            for f in ["profiles.csv", "profiles.png"] {
+                let _ = std::fs::remove_file(dir.path().join(f));
+            }
+            let lattice = case.validate().unwrap();
+            let mut o = Outputs::new(case);
+            let (p, _) = o.profiles(case, &lattice, &fields, false).unwrap();
+            assert_eq!(p.is_some(), written, "{:?}", case.domain);
+            for f in ["profiles.csv", "profiles.png"] {
+                assert_eq!(
+                    dir.path().join(f).exists(),
+                    written,
+                    "{f} {:?}",
+                    case.domain
+                );
+            }
+        }
     }
 
     #[test]

@@ -292,7 +292,7 @@ pub struct OutputConfig {
     pub vtk: bool,
     /// One `.vti` piece per slab and a `.pvti` index instead of one gathered file.
     pub vtk_pieces: bool,
-    /// PNG images of the speed on `slice`, and the profile plot of cavity runs.
+    /// PNG images of the speed on `slice`, and the profile plot of lid-driven cavity runs.
     pub images: bool,
     pub slice: SlicePlane,
     /// Steps between probe samples (`probes.csv`), when the case has `[[probe]]`s.
