@@ -161,6 +161,15 @@ pub struct OutputArgs {
     /// Write no VTK files.
     #[arg(long)]
     pub no_vtk: bool,
+    /// Arrays of the VTK files, in order: density, velocity, speed, pressure (p − p0), solid,
+    /// vorticity, q_criterion. Default density,velocity,speed,pressure,solid.
+    #[arg(
+        long,
+        value_name = "NAMES",
+        value_delimiter = ',',
+        allow_hyphen_values = true
+    )]
+    pub fields: Option<Vec<String>>,
     /// Write no images (slices, profile plot).
     #[arg(long)]
     pub no_images: bool,
@@ -187,6 +196,9 @@ impl OutputArgs {
         c.output.vtk_pieces |= self.vtk_pieces;
         if self.no_vtk {
             c.output.vtk = false;
+        }
+        if let Some(f) = self.fields {
+            c.output.fields = f;
         }
         if self.no_images {
             c.output.images = false;
@@ -329,6 +341,7 @@ impl RunArgs {
             (self.devices.is_some(), "--devices"),
             (o.slice.is_some(), "--slice"),
             (o.output_every.is_some(), "--output-every"),
+            (o.fields.is_some(), "--fields"),
             (o.phys_length.is_some(), "--phys-length"),
             (o.phys_velocity.is_some(), "--phys-velocity"),
             (o.phys_viscosity.is_some(), "--phys-viscosity"),

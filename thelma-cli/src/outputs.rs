@@ -8,10 +8,10 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use thelma_core::Fields;
 use thelma_core::Runtime;
-use thelma_core::{CaseConfig, CaseKind, LatticeParams, OutputConfig, Precision};
+use thelma_core::{CaseConfig, CaseKind, LatticeParams, OutputConfig, OutputField, Precision};
 use thelma_results::profile_plot;
 use thelma_results::seconds;
-use thelma_results::vtk::{self, Piece, Scalar, Scales};
+use thelma_results::vtk::{self, Piece, Scalar, Scales, VtkOptions};
 use thelma_results::{cavity_centrelines, write_csv, Profile};
 use thelma_results::{compare, Comparison, Reference};
 use thelma_results::{write_slice_png, Slice, SliceStyle};
@@ -28,8 +28,7 @@ pub fn is_lid_driven_cavity(case: &CaseConfig) -> bool {
 pub struct Outputs {
     cfg: OutputConfig,
     whole: [usize; 3],
-    scales: Scales,
-    scalar: Scalar,
+    vtk: VtkOptions,
     /// Physical time per step, when the case has physical units.
     dt: Option<f64>,
     /// (time, file) of every field output, for the `.pvd` series.
@@ -44,21 +43,28 @@ pub struct Outputs {
 impl Outputs {
     pub fn new(case: &CaseConfig) -> Self {
         let units = case.unit_scales();
+        let density = case.units.as_ref().and_then(|p| p.density);
         Self {
             cfg: case.output.clone(),
             whole: case.domain.size,
-            scales: units.map_or(Scales::default(), |u| Scales {
-                spacing: u.dx,
-                velocity: u.velocity,
-                pressure: case
-                    .units
-                    .as_ref()
-                    .and_then(|p| p.density)
-                    .map_or(1.0, |rho| rho * u.velocity * u.velocity),
-            }),
-            scalar: match case.numerics.precision {
-                Precision::F32 => Scalar::F32,
-                Precision::F64 => Scalar::F64,
+            vtk: VtkOptions {
+                // The case was validated before the run, its field names with it.
+                arrays: case
+                    .output
+                    .arrays()
+                    .unwrap_or_else(|_| OutputField::DEFAULT.into()),
+                scales: units.map_or(Scales::default(), |u| Scales {
+                    spacing: u.dx,
+                    velocity: u.velocity,
+                    pressure: density.map_or(1.0, |rho| rho * u.velocity * u.velocity),
+                    si: true,
+                    pressure_si: density.is_some(),
+                }),
+                scalar: match case.numerics.precision {
+                    Precision::F32 => Scalar::F32,
+                    Precision::F64 => Scalar::F64,
+                },
+                periodic: case.domain.periodic,
             },
             dt: units.map(|u| u.dt),
             series: Vec::new(),
@@ -145,21 +151,16 @@ impl Outputs {
             let stem = format!("fields_{step:08}");
             let file = if !self.cfg.vtk_pieces && slabs.len() == 1 {
                 let name = format!("{stem}.vti");
-                vtk::write_vti(
-                    &dir.join(&name),
-                    &slabs[0],
-                    self.whole,
-                    self.scales,
-                    self.scalar,
-                )
-                .with_context(|| format!("cannot write {name}"))?;
+                vtk::write_vti(&dir.join(&name), slabs, 0, &self.vtk)
+                    .with_context(|| format!("cannot write {name}"))?;
                 self.written.push(name.clone());
                 name
             } else {
                 let mut pieces = Vec::new();
+                // Each piece reads its neighbours' planes for the derivatives at its edges.
                 for (k, s) in slabs.iter().enumerate() {
                     let name = format!("{stem}_{k}.vti");
-                    vtk::write_vti(&dir.join(&name), s, self.whole, self.scales, self.scalar)
+                    vtk::write_vti(&dir.join(&name), slabs, k, &self.vtk)
                         .with_context(|| format!("cannot write {name}"))?;
                     self.written.push(name.clone());
                     pieces.push(Piece {
@@ -169,14 +170,8 @@ impl Outputs {
                     });
                 }
                 let name = format!("{stem}.pvti");
-                vtk::write_pvti(
-                    &dir.join(&name),
-                    self.whole,
-                    &pieces,
-                    self.scales,
-                    self.scalar,
-                )
-                .with_context(|| format!("cannot write {name}"))?;
+                vtk::write_pvti(&dir.join(&name), self.whole, &pieces, &self.vtk)
+                    .with_context(|| format!("cannot write {name}"))?;
                 self.written.push(name.clone());
                 name
             };
@@ -196,9 +191,9 @@ impl Outputs {
             let physical = self.dt.is_some();
             let style = SliceStyle {
                 title: format!("|u| on {}, {when}", slice.plane_name()),
-                spacing: self.scales.spacing,
+                spacing: self.vtk.scales.spacing,
                 length_unit: if physical { "m" } else { "lattice units" }.into(),
-                velocity: self.scales.velocity,
+                velocity: self.vtk.scales.velocity,
                 velocity_unit: if physical { "m/s" } else { "lattice units" }.into(),
             };
             let name = format!("slice_{step:08}.png");

@@ -46,6 +46,7 @@ const FLAGS: &[&str] = &[
     "--vtk-pieces",
     "--no-vtk",
     "--no-images",
+    "--fields",
     "--slice",
     "--phys-length",
     "--phys-velocity",
@@ -103,6 +104,9 @@ const VALUES: &[&str] = &[
     "0.096",
     "1e-6",
     "1e-300",
+    "vorticity",
+    "velocity,q_criterion",
+    "speed,speed",
 ];
 
 fn token() -> impl Strategy<Value = String> {

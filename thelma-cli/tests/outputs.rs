@@ -1,6 +1,7 @@
 //! What a run leaves behind and prints: the example case files run from the command line and write
-//! every output (VTK, pieces, slice images, profiles, report); progress lines when the output is not a
-//! terminal; physical units; bad output options.
+//! every output (VTK, pieces, slice images, profiles, report); the arrays `output.fields` names, the
+//! same gathered or in pieces; progress lines when the output is not a terminal; physical units; bad
+//! output options.
 
 use std::path::{Path, PathBuf};
 
@@ -26,17 +27,44 @@ fn is_png(path: &Path) -> bool {
     std::fs::read(path).is_ok_and(|b| b.len() > 1000 && b.starts_with(b"\x89PNG\r\n\x1a\n"))
 }
 
+/// The XML header of a `.vti` file: everything before its appended data.
+fn vti_header(bytes: &[u8]) -> String {
+    let end = bytes
+        .windows(13)
+        .position(|w| w == b"<AppendedData")
+        .expect("an AppendedData element");
+    String::from_utf8_lossy(&bytes[..end]).into_owned()
+}
+
+/// The names of the arrays a `.vti` header declares, in order.
+fn array_names(header: &str) -> Vec<String> {
+    header
+        .split("<DataArray ")
+        .skip(1)
+        .map(|d| {
+            d.split("Name=\"")
+                .nth(1)
+                .unwrap()
+                .split('"')
+                .next()
+                .unwrap()
+                .to_string()
+        })
+        .collect()
+}
+
 /// Checks the files every field output writes at `steps`, and that the report lists only files
 /// that exist.
 fn check_outputs(dir: &Path, steps: &[u64], cavity: bool) {
     for s in steps {
         let vti = dir.join(format!("fields_{s:08}.vti"));
-        let head = std::fs::read(&vti).unwrap_or_else(|e| panic!("{}: {e}", vti.display()));
-        let head = String::from_utf8_lossy(&head[..1200]);
+        let bytes = std::fs::read(&vti).unwrap_or_else(|e| panic!("{}: {e}", vti.display()));
+        let head = vti_header(&bytes);
         assert!(head.contains(r#"<VTKFile type="ImageData""#), "{head}");
-        for name in ["density", "velocity", "speed", "pressure", "solid"] {
-            assert!(head.contains(&format!("Name=\"{name}\"")), "{name} missing");
-        }
+        assert_eq!(
+            array_names(&head),
+            ["density", "velocity", "speed", "pressure", "solid"]
+        );
         assert!(is_png(&dir.join(format!("slice_{s:08}.png"))));
     }
     let pvd = std::fs::read_to_string(dir.join("fields.pvd")).unwrap();
@@ -122,6 +150,19 @@ fn the_channel_example_runs_in_physical_units_and_reports_the_real_time_ratio() 
     assert!((ratio - expect).abs() < 1e-9 * expect, "{ratio} {expect}");
     // The mask holds exactly the sphere's nodes.
     let vti = std::fs::read(dir.join("fields_00000020.vti")).unwrap();
+    // The arrays carry their units: [units] without a density leaves the pressure in lattice units.
+    let head = vti_header(&vti);
+    let unit = |name: &str| {
+        let d = head.split(&format!(r#"Name="{name}""#)).nth(1).unwrap();
+        // Up to the next array's declaration (or the end of the list).
+        let d = &d[..d.find("<DataArray").or(d.find("</CellData>")).unwrap()];
+        d.split("UNITS_LABEL\" location=\"vtkDataArray\">")
+            .nth(1)
+            .map(|u| u.split('<').next().unwrap().to_string())
+    };
+    assert_eq!(unit("velocity").as_deref(), Some("m/s"));
+    assert_eq!(unit("pressure").as_deref(), Some("lattice units"));
+    assert_eq!(unit("density"), None);
     let text = String::from_utf8_lossy(&vti);
     let at = text.find(r#"Name="solid""#).unwrap();
     let offset: usize = text[at..].split('"').nth(7).unwrap().parse().unwrap();
@@ -227,6 +268,7 @@ fn output_and_unit_options_are_documented_and_checked() {
         "--vtk-pieces",
         "--no-vtk",
         "--no-images",
+        "--fields",
         "--slice",
         "--phys-length",
         "--phys-velocity",
@@ -243,6 +285,11 @@ fn output_and_unit_options_are_documented_and_checked() {
             "--slice",
         ),
         (&["run", "--output-every", "-3", "-o", o], "--output-every"),
+        (
+            &["run", "--fields", "velocity,omega", "-o", o],
+            "--fields: `omega` is not",
+        ),
+        (&["run", "--fields", "speed,speed", "-o", o], "--fields"),
         (&["run", "--phys-length", "0.1", "-o", o], "--phys-velocity"),
         (
             &[
@@ -372,4 +419,128 @@ fn collision_les_and_force_options_reach_a_run_from_the_command_line_and_a_case_
     assert_eq!(s["case"]["physics"]["force"][1], 2e-5);
     assert_eq!(s["lattice"]["force"][0], 0.0);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The arrays of the `.vti` file at `path`, in order: their names and raw bytes.
+fn vti_arrays(path: &Path) -> (Vec<String>, Vec<Vec<u8>>) {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let head = vti_header(&bytes);
+    let names = array_names(&head);
+    let data = head.len() + bytes[head.len()..].iter().position(|&b| b == b'_').unwrap() + 1;
+    let mut at = data;
+    let arrays = names
+        .iter()
+        .map(|_| {
+            let len = u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap()) as usize;
+            let raw = bytes[at + 8..at + 8 + len].to_vec();
+            at += 8 + len;
+            raw
+        })
+        .collect();
+    (names, arrays)
+}
+
+fn f32s(raw: &[u8]) -> Vec<f32> {
+    raw.chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+/// A small cavity on three CPU devices asks for the velocity and its derivatives by name: the
+/// gathered file holds exactly those arrays, the pieces hold the same bytes (their z-derivatives at
+/// the slab edges read the neighbouring slabs), and the vorticity has the lid's sign.
+#[test]
+fn the_fields_named_are_the_arrays_written_gathered_or_in_pieces() {
+    let tmp = tempfile::tempdir().unwrap();
+    let case = tmp.path().join("case.toml");
+    std::fs::write(
+        &case,
+        "[domain]\nsize = [10, 8, 9]\n[physics]\nreynolds = 100.0\n[run]\nsteps = 30\n\
+         [output]\nimages = false\nfields = [\"velocity\", \"vorticity\", \"q_criterion\"]\n",
+    )
+    .unwrap();
+    let run = |name: &str, extra: &[&str]| {
+        let dir = tmp.path().join(name);
+        let mut args = vec![
+            "run",
+            "--config",
+            case.to_str().unwrap(),
+            "--backend",
+            "cpu",
+            "--devices",
+            "3",
+            "-q",
+            "-o",
+            dir.to_str().unwrap(),
+        ];
+        args.extend(extra);
+        let (code, out, err) = thelma(&args);
+        assert_eq!(code, 0, "{out}{err}");
+        dir
+    };
+    let gathered = run("gathered", &[]);
+    let pieces = run("pieces", &["--vtk-pieces"]);
+    let (names, whole) = vti_arrays(&gathered.join("fields_00000030.vti"));
+    assert_eq!(names, ["velocity", "vorticity", "q_criterion"]);
+    let n = 10 * 8 * 9;
+    assert_eq!(
+        whole.iter().map(Vec::len).collect::<Vec<_>>(),
+        [3 * n * 4, 3 * n * 4, n * 4]
+    );
+    let index = std::fs::read_to_string(pieces.join("fields_00000030.pvti")).unwrap();
+    assert_eq!(index.matches("<PDataArray").count(), 3, "{index}");
+    let mut joined = vec![Vec::new(); 3];
+    for k in 0..3 {
+        let (piece_names, arrays) = vti_arrays(&pieces.join(format!("fields_00000030_{k}.vti")));
+        assert_eq!(piece_names, names);
+        for (all, a) in joined.iter_mut().zip(arrays) {
+            all.extend(a);
+        }
+    }
+    for ((name, a), b) in names.iter().zip(&whole).zip(&joined) {
+        assert!(
+            a == b,
+            "the pieces' {name} differs from the gathered file's"
+        );
+    }
+    // The lid drags the top layer along +x over slower fluid: ∂u/∂z > 0 there, so ω_y > 0 below
+    // the lid's centre, and the shear beside the lid is a strain as much as a rotation.
+    let omega = f32s(&whole[1]);
+    let below_lid = (8 * 8 + 4) * 10 + 5;
+    assert!(
+        omega[3 * below_lid + 1] > 0.0,
+        "{}",
+        omega[3 * below_lid + 1]
+    );
+    assert!(f32s(&whole[2]).iter().any(|&q| q != 0.0));
+}
+
+/// An unknown name in `output.fields` is refused before anything is written: one line naming the
+/// key, its line in the case file and the name, exit 2, no output folder.
+#[test]
+fn an_unknown_field_name_in_a_case_file_is_refused_naming_the_key() {
+    let tmp = tempfile::tempdir().unwrap();
+    let case = tmp.path().join("case.toml");
+    std::fs::write(
+        &case,
+        "[run]\nsteps = 5\n[output]\nfields = [\"velocity\", \"vorticty\"]\n",
+    )
+    .unwrap();
+    let out = tmp.path().join("out");
+    let (code, stdout, err) = thelma(&[
+        "run",
+        "--config",
+        case.to_str().unwrap(),
+        "--backend",
+        "cpu",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{stdout}{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("case.toml line 4: output.fields:") && err.contains("`vorticty`"),
+        "{err}"
+    );
+    assert!(!out.exists(), "a refused run created {}", out.display());
 }

@@ -23,8 +23,8 @@ pub use config::{
     Axis, BackendName, BodyConfig, BoundaryConfig, BoundaryKind, CaseConfig, CaseFileError,
     CaseKind, ConfigError, DeviceSpec, DeviceSpecError, DomainConfig, Expression, Face,
     ForcesConfig, HardwareConfig, InitialConfig, InitialState, InletSchedule, LatticeParams,
-    NumericsConfig, Obstacle, OutputConfig, PhysicalUnits, PhysicsConfig, ProbeConfig, Profile,
-    RunConfig, Scale, SlicePlane, SlicePlaneError, SyntaxError, UnitScales, MAX_THREADS,
+    NumericsConfig, Obstacle, OutputConfig, OutputField, PhysicalUnits, PhysicsConfig, ProbeConfig,
+    Profile, RunConfig, Scale, SlicePlane, SlicePlaneError, SyntaxError, UnitScales, MAX_THREADS,
     WALL_SLOTS,
 };
 pub use domain::{partition, Domain, PartitionError, SlabSpec};

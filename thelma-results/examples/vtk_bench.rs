@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use base64::Engine;
 use thelma_core::Fields;
-use thelma_results::vtk::{write_vti, Scalar, Scales};
+use thelma_results::vtk::{write_vti, VtkOptions};
 use thelma_results::write_atomic;
 
 /// A smooth field with a few solid nodes, so that no array compresses or encodes specially.
@@ -102,7 +102,7 @@ fn main() -> anyhow::Result<()> {
     let mut best = [f64::INFINITY; 2];
     for _ in 0..repeats {
         let t = Instant::now();
-        write_vti(&raw, &f, f.size, Scales::default(), Scalar::F32)?;
+        write_vti(&raw, std::slice::from_ref(&f), 0, &VtkOptions::default())?;
         best[0] = best[0].min(t.elapsed().as_secs_f64());
         let t = Instant::now();
         write_base64_inline(&b64, &f)?;

@@ -1,6 +1,6 @@
 //! thelma-results: what a run produces from the macroscopic fields: VTK files, slice images,
 //! centreline profiles and their comparison with published reference data, convergence measures,
-//! progress lines and the run summary.
+//! velocity derivatives (vorticity, Q-criterion), progress lines and the run summary.
 //!
 //! Results see macroscopic fields ([`thelma_core::Fields`]), never populations or devices.
 
@@ -9,6 +9,7 @@
 //! reports what nothing uses; `vtk` stays a namespace (`vtk::write_vti`).
 
 mod convergence;
+mod gradient;
 mod image;
 mod output;
 mod plot;

@@ -7,6 +7,7 @@
 mod body;
 mod boundary;
 mod error;
+mod fields;
 mod hardware;
 mod inflow;
 mod initial;
@@ -22,6 +23,7 @@ pub use body::{BodyConfig, Scale};
 pub use boundary::{BoundaryConfig, BoundaryKind, Face, Profile};
 use error::{bad, line_column};
 pub use error::{CaseFileError, ConfigError, SyntaxError};
+pub use fields::OutputField;
 pub use hardware::{BackendName, DeviceSpec, DeviceSpecError, HardwareConfig};
 pub use inflow::{InletSchedule, WALL_SLOTS};
 pub use initial::{Expression, InitialConfig, InitialState};
@@ -288,8 +290,11 @@ pub struct OutputConfig {
     pub dir: PathBuf,
     /// Steps between field outputs (VTK, slice images); 0 writes them only at the end.
     pub every: u64,
-    /// VTK XML image data (`.vti`) of density, velocity, speed and the solid mask.
+    /// VTK XML image data (`.vti`) of the arrays `fields` names.
     pub vtk: bool,
+    /// The arrays of the VTK files, by name ([`OutputField`]), in the order written. Checked by
+    /// [`CaseConfig::validate`], which names `output.fields` and the name it does not know.
+    pub fields: Vec<String>,
     /// One `.vti` piece per slab and a `.pvti` index instead of one gathered file.
     pub vtk_pieces: bool,
     /// PNG images of the speed on `slice`, and the profile plot of lid-driven cavity runs.
@@ -305,11 +310,31 @@ impl Default for OutputConfig {
             dir: PathBuf::from("out"),
             every: 0,
             vtk: true,
+            fields: OutputField::DEFAULT.map(|f| f.name().to_string()).into(),
             vtk_pieces: false,
             images: true,
             slice: SlicePlane::default(),
             probe_every: 100,
         }
+    }
+}
+
+impl OutputConfig {
+    /// The arrays `fields` names; an error says which name is not one, or is listed twice.
+    pub fn arrays(&self) -> Result<Vec<OutputField>, ConfigError> {
+        let fields =
+            fields::parse_list(&self.fields).map_err(|m| bad("output.fields", "--fields", m))?;
+        if fields.is_empty() && self.vtk {
+            return Err(bad(
+                "output.fields",
+                "--fields",
+                format!(
+                    "names no array; list some of {} (or write no VTK files: output.vtk = false, --no-vtk)",
+                    OutputField::names()
+                ),
+            ));
+        }
+        Ok(fields)
     }
 }
 
@@ -594,6 +619,7 @@ impl CaseConfig {
         if self.output.dir.as_os_str().is_empty() {
             return Err(bad("output.dir", "--output", "must name a folder"));
         }
+        self.output.arrays()?;
         if self.output.slice.axis > 2 {
             return Err(bad(
                 "output.slice",
@@ -1307,6 +1333,31 @@ mod tests {
         c.output.dir = PathBuf::new();
         let e = c.validate().unwrap_err();
         assert_eq!(e.flag, "--output", "{e:?}");
+    }
+
+    #[test]
+    fn output_fields_are_checked_by_name_from_a_case_file() {
+        let parse = |fields: &str| {
+            CaseConfig::parse(&format!("[output]\nfields = {fields}\n"), false)
+                .unwrap()
+                .validate()
+        };
+        // The default is what the VTK files held before the list existed.
+        assert_eq!(
+            CaseConfig::default().output.arrays().unwrap(),
+            OutputField::DEFAULT
+        );
+        parse(r#"["velocity", "vorticity", "q_criterion"]"#).unwrap();
+        let e = parse(r#"["velocity", "vorticty"]"#).unwrap_err();
+        assert_eq!((e.key, e.flag), ("output.fields", "--fields"));
+        assert!(e.message.contains("`vorticty`"), "{e}");
+        assert!(parse(r#"["speed", "speed"]"#).is_err());
+        assert!(parse("[]").is_err());
+        // With no VTK files an empty list is no contradiction.
+        let mut c = CaseConfig::default();
+        c.output.vtk = false;
+        c.output.fields.clear();
+        c.validate().unwrap();
     }
 
     #[test]
