@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""Writes examples/pipe.stl: a square block with a round bore through it along x, the wall of a pipe.
-The bore has radius 1 and runs from x = 0 to x = 10 (five diameters); the block's section is the
-square |y|, |z| <= 1.25. The bore is a regular polygon of 128 sides inscribed in the circle (its area
-0.9996 of the circle's: the radius of equal area is 0.9998). 1,024 triangles, outward-facing, ASCII
-STL; the script checks that every edge joins exactly two triangles in opposite directions (a
-closed, consistently oriented surface) and that the volume by the divergence theorem is the block's
-less the bore's.
+"""Writes examples/pipe.stl: a square block with a round bore through it along x, the wall of a
+pipe. The bore has radius 1 and runs from x = 0 to x = 10 (five diameters); the block's section is
+the square |y|, |z| <= 1.25. The bore is a regular polygon of 128 sides inscribed in the circle (its
+area 0.9996 of the circle's: the radius of equal area is 0.9998). 1,024 triangles, outward-facing,
+ASCII STL; the script checks that every edge joins exactly two triangles in opposite directions (a
+closed, consistently oriented surface) and that the volume by the divergence theorem is the
+block's less the bore's.
 
     python3 scripts/pipe-stl.py > examples/pipe.stl
 
