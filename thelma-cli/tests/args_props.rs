@@ -206,15 +206,19 @@ proptest! {
     }
 }
 
-/// The commented example cases shipped under `examples/`.
+/// The commented example cases shipped under `examples/` (`tests/tests/examples.rs` also builds
+/// their geometry, STL bodies included, from the folder itself).
 const EXAMPLES: &[&str] = &[
     include_str!("../../examples/cavity.toml"),
     include_str!("../../examples/cavity-re100.toml"),
     include_str!("../../examples/cavity-re1000.toml"),
+    include_str!("../../examples/ahmed.toml"),
+    include_str!("../../examples/body-in-channel.toml"),
     include_str!("../../examples/channel-sphere.toml"),
     include_str!("../../examples/couette.toml"),
     include_str!("../../examples/cylinder-3d.toml"),
     include_str!("../../examples/inlet-outlet.toml"),
+    include_str!("../../examples/pipe.toml"),
     include_str!("../../examples/poiseuille.toml"),
     include_str!("../../examples/taylor-green.toml"),
 ];
