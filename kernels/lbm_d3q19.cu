@@ -51,6 +51,16 @@ __device__ __forceinline__ T value_at(const T* __restrict__ a, const T* below_in
     return buf[(size_t)slot_of(j) * plane + (size_t)ys * nx + xs];
 }
 
+// The populations of one node of a lattice in memory (stride n between directions), indexed like an
+// array: the printed boundary functions sum them as they load them, which keeps the open step's
+// registers for the pulled populations (an array of the node's 19 held beside them spilled).
+template <typename T>
+struct thelma_node {
+    const T* __restrict__ a;
+    size_t n;
+    __device__ __forceinline__ T operator[](int i) const { return a[(size_t)i * n]; }
+};
+
 // The amplitude this step of the wall-velocity slot an inlet word names (constant memory, set by the
 // module before the steps it holds for).
 __device__ __forceinline__ real thelma_inlet_amplitude(unsigned int word) {
@@ -80,8 +90,8 @@ template <typename T>
 __device__ __forceinline__ void open_links(T* f, const T* __restrict__ a, const T* below_in,
                                            const T* above_in, const unsigned int* __restrict__ link,
                                            const T* __restrict__ term, int x, int y, int z, int nx,
-                                           int ny, int nz, size_t n, size_t p, const T* node,
-                                           int z0, int nz_domain) {
+                                           int ny, int nz, size_t n, size_t p,
+                                           const thelma_node<T>& node, int z0, int nz_domain) {
     T t[9];
     bool have = false;
     T rho = T(0.0), scale = T(0.0);
@@ -169,11 +179,8 @@ __device__ __forceinline__ void collide_propagate(
                 if (mask & (1u << i)) f[i] = a[(size_t)opp(i) * n + p] + pal_term[k * THELMA_Q + i];
             }
             if (OPEN && (mask & THELMA_OPEN_BIT)) {
-                T own[THELMA_Q];
-#pragma unroll
-                for (int i = 0; i < THELMA_Q; i++) own[i] = a[(size_t)i * n + p];
                 open_links(f, a, below_in, above_in, pal_link + k * THELMA_Q, pal_term + k * THELMA_Q,
-                           x, y, z, nx, ny, nz, n, p, own, z0, nz_domain);
+                           x, y, z, nx, ny, nz, n, p, thelma_node<T>{a + p, n}, z0, nz_domain);
             }
         }
         thelma_collide(f);
@@ -213,8 +220,10 @@ THELMA_COLLIDE_NAME(THELMA_COLLIDE_ARGS) {
 
 // The step of a case with open faces: the same grid and order, with the open-face links where the
 // palette marks them; `z0` the slab's first plane in the domain of `nz_domain` planes (inlet
-// profiles are in the domain's coordinates). A separate kernel so that closed cases keep the closed step's registers and
-// schedule (the links inlined there cost a closed box 3.9 %).
+// profiles are in the domain's coordinates). A separate kernel so that closed cases keep the closed
+// step's registers and schedule (the links inlined there cost a closed box 3.9 %). The open nodes'
+// links stay inline: taken out into a call (`__noinline__`), the warps holding an x face ran both
+// paths and the case lost a third of its speed (measured, PERFORMANCE.md).
 extern "C" __global__ void __launch_bounds__(THELMA_BLOCK_X, THELMA_MIN_BLOCKS)
 THELMA_COLLIDE_OPEN_NAME(THELMA_COLLIDE_ARGS, const unsigned int *__restrict__ pal_link, int z0,
                          int nz_domain) {

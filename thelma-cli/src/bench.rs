@@ -112,6 +112,11 @@ pub struct BenchArgs {
     /// Also write the results as JSON.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Measure a case file's geometry (its lattice, boundaries, obstacles and bodies, shared by the
+    /// devices) beside the closed box of the same lattice, and the case's share of the box's MLUPS:
+    /// what open faces and bodies cost. `--sizes` and `--scaling` do not apply.
+    #[arg(long, value_name = "FILE")]
+    pub case: Option<PathBuf>,
 }
 
 /// One measurement.
@@ -138,6 +143,12 @@ pub struct BenchRow {
     /// MLUPS on k devices over k × MLUPS of one slab on one device (same size), when that run was
     /// measured.
     pub parallel_efficiency: Option<f64>,
+    /// The case file measured (`--case`); none for the closed box.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub case: Option<String>,
+    /// A case's MLUPS over the closed box's of the same lattice, slabs and collision (`--case`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub of_box: Option<f64>,
 }
 
 impl BenchRow {
@@ -319,6 +330,12 @@ fn check_args(args: &BenchArgs) -> Result<()> {
             )
         ));
     }
+    if args.case.is_some() && !args.sizes.is_empty() {
+        bail!(UsageError::new(
+            "--sizes",
+            "a case (--case) measures its own lattice; give one or the other"
+        ));
+    }
     for &s in &args.sizes {
         // The same limits as `thelma run --size`, said for this option.
         let mut case = CaseConfig::default();
@@ -386,7 +403,20 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
             format!("{} is not a power of two in 32..=1024", args.block)
         ));
     }
-    let sizes = if args.sizes.is_empty() {
+    // The case of `--case`, checked whole (a bad file or key is refused before anything runs).
+    let base = match &args.case {
+        Some(path) => {
+            let case = CaseConfig::from_file(path)
+                .map_err(|e| UsageError::new("--case", format!("{e:#}")))?;
+            case.validate()
+                .map_err(|e| UsageError::new(e.flag, e.message))?;
+            Some((case, path.display().to_string()))
+        }
+        None => None,
+    };
+    let sizes = if let Some((c, _)) = &base {
+        vec![c.domain.size.into_iter().max().unwrap_or(0)]
+    } else if args.sizes.is_empty() {
         if on_gpu {
             vec![128, 256, 384, 512]
         } else {
@@ -403,13 +433,17 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
     if let Some(avail) = available {
         // The smallest measurement of each size (one device) must fit, or the size is refused.
         for &s in &sizes {
-            let one = SlabSpec::split(Domain::new([s; 3], [false; 3]), 1)?;
+            let lattice = base.as_ref().map_or([s; 3], |(c, _)| c.domain.size);
+            let one = SlabSpec::split(Domain::new(lattice, [false; 3]), 1)?;
             let need = host_bytes(&one, Precision::F32);
             if need > avail {
                 bail!(UsageError::new(
-                    "--sizes",
+                    if base.is_some() { "--case" } else { "--sizes" },
                     format!(
-                        "{s}³ needs {:.1} GiB of host memory, {:.1} GiB available",
+                        "{}x{}x{} needs {:.1} GiB of host memory, {:.1} GiB available",
+                        lattice[0],
+                        lattice[1],
+                        lattice[2],
                         need as f64 / (1u64 << 30) as f64,
                         avail as f64 / (1u64 << 30) as f64
                     )
@@ -492,6 +526,12 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
     } else {
         args.threads
     };
+    // What each run measures: the cavity, or the closed box of a case's lattice and then the case.
+    let geometries: Vec<Option<&CaseConfig>> = match &base {
+        Some((c, _)) => vec![None, Some(c)],
+        None => vec![None],
+    };
+    let case_name = base.as_ref().map(|(_, name)| name.clone());
     let mut rows: Vec<BenchRow> = Vec::new();
     let mut skipped = Vec::new();
     let mut started = false;
@@ -501,135 +541,159 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
             PrecisionArg::F64 => Precision::F64,
         };
         for &collision in &args.collision {
-            let label = match args.smagorinsky {
+            // A case keeps its own eddy viscosity unless --smagorinsky says otherwise.
+            let smagorinsky = args
+                .smagorinsky
+                .or(base.as_ref().and_then(|(c, _)| c.numerics.smagorinsky));
+            let label = match smagorinsky {
                 Some(_) => format!("{collision}+les"),
                 None => collision.name().to_string(),
             };
             for &s in &sizes {
-                // MLUPS of one slab on one device: the efficiency's baseline.
-                let mut one: Option<f64> = None;
+                // MLUPS of one slab on one device, per geometry: the efficiency's baseline.
+                let mut one: Vec<Option<f64>> = vec![None; geometries.len()];
                 for slab_ids in &runs {
                     let slabs = slab_ids.len();
                     let devices = distinct(slab_ids);
-                    let lattice = match args.scaling {
-                        Scaling::Weak => [s, s, s.saturating_mul(slabs)],
-                        Scaling::Strong => [s, s, s],
+                    let lattice = match (&base, args.scaling) {
+                        (Some((c, _)), _) => c.domain.size,
+                        (None, Scaling::Weak) => [s, s, s.saturating_mul(slabs)],
+                        (None, Scaling::Strong) => [s, s, s],
                     };
                     if lattice[2] < slabs {
                         skipped.push(format!("{s}: {slabs} slabs for {} planes", lattice[2]));
                         continue;
                     }
-                    let mut case = CaseConfig::default();
-                    case.domain.size = lattice;
-                    case.numerics.collision = collision;
-                    case.numerics.smagorinsky = args.smagorinsky;
-                    case.numerics.precision = precision;
-                    let lat = match case.validate() {
-                        Ok(lat) => lat,
-                        // Weak scaling may take a size that fits one device past the node limit.
-                        Err(e) if e.flag == "--size" => {
-                            skipped.push(format!("{s} on {slabs} slabs: {}", e.message));
+                    // The closed box's MLUPS of this lattice and these slabs (a case's baseline).
+                    let mut box_mlups: Option<f64> = None;
+                    for (g, geometry_case) in geometries.iter().enumerate() {
+                        let mut case = match geometry_case {
+                            Some(c) => (*c).clone(),
+                            None => {
+                                let mut c = CaseConfig::default();
+                                c.domain.size = lattice;
+                                c
+                            }
+                        };
+                        case.numerics.collision = collision;
+                        case.numerics.smagorinsky = smagorinsky;
+                        case.numerics.precision = precision;
+                        let lat = match case.validate() {
+                            Ok(lat) => lat,
+                            // Weak scaling may take a size that fits one device past the node limit.
+                            Err(e) if e.flag == "--size" => {
+                                skipped.push(format!("{s} on {slabs} slabs: {}", e.message));
+                                continue;
+                            }
+                            Err(e) => bail!(UsageError::new(e.flag, e.message)),
+                        };
+                        let geometry = Arc::new(Geometry::from_case(&case)?);
+                        let params = ModelParams::new(&case, &lat, geometry);
+                        // The slabs of a device share its cores (host backends).
+                        let per_device = slabs.div_ceil(devices);
+                        let tuning = Tuning {
+                            threads: (total_threads / per_device).max(1),
+                            launch: LaunchShape {
+                                block_x: args.block,
+                                min_blocks: args.min_blocks,
+                            },
+                        };
+                        let factory = choice.factory(params, devices, &tuning)?;
+                        let domain = Domain::new(lattice, case.domain.periodic);
+                        let slab_specs = SlabSpec::split(domain, slabs)?;
+                        let too_big = slab_specs
+                            .iter()
+                            .zip(slab_ids)
+                            .find_map(|(sl, &d)| {
+                                // Slabs sharing a device share its memory.
+                                let on_device = slab_ids.iter().filter(|&&x| x == d).count() as u64;
+                                let need = on_device * slab_bytes(sl, &D3Q19, precision);
+                                factory
+                                    .device_memory(d)
+                                    .filter(|m| need > m.free - m.free / 20)
+                                    .map(|m| {
+                                        format!(
+                                            "{need} bytes needed on device {d}, {} free",
+                                            m.free
+                                        )
+                                    })
+                            })
+                            .or_else(|| {
+                                // The CPU module's lattices all live in host memory.
+                                let need = host_bytes(&slab_specs, precision);
+                                available.filter(|&a| need > a).map(|a| {
+                                    format!("{need} bytes of host memory needed, {a} available")
+                                })
+                            });
+                        if let Some(why) = too_big {
+                            skipped.push(format!(
+                                "{label} {} {s} on {devices} devices ({slabs} slabs): {why}",
+                                precision.name()
+                            ));
                             continue;
                         }
-                        Err(e) => bail!(UsageError::new(e.flag, e.message)),
-                    };
-                    let geometry = Arc::new(Geometry::from_case(&case)?);
-                    let params = ModelParams::new(&case, &lat, geometry);
-                    // The slabs of a device share its cores (host backends).
-                    let per_device = slabs.div_ceil(devices);
-                    let tuning = Tuning {
-                        threads: (total_threads / per_device).max(1),
-                        launch: LaunchShape {
-                            block_x: args.block,
-                            min_blocks: args.min_blocks,
-                        },
-                    };
-                    let factory = choice.factory(params, devices, &tuning)?;
-                    let domain = Domain::new(lattice, case.domain.periodic);
-                    let slab_specs = SlabSpec::split(domain, slabs)?;
-                    let too_big = slab_specs
-                        .iter()
-                        .zip(slab_ids)
-                        .find_map(|(sl, &d)| {
-                            // Slabs sharing a device share its memory.
-                            let on_device = slab_ids.iter().filter(|&&x| x == d).count() as u64;
-                            let need = on_device * slab_bytes(sl, &D3Q19, precision);
-                            factory
-                                .device_memory(d)
-                                .filter(|m| need > m.free - m.free / 20)
-                                .map(|m| {
-                                    format!("{need} bytes needed on device {d}, {} free", m.free)
-                                })
-                        })
-                        .or_else(|| {
-                            // The CPU module's lattices all live in host memory.
-                            let need = host_bytes(&slab_specs, precision);
-                            available.filter(|&a| need > a).map(|a| {
-                                format!("{need} bytes of host memory needed, {a} available")
-                            })
-                        });
-                    if let Some(why) = too_big {
-                        skipped.push(format!(
-                            "{label} {} {s} on {devices} devices ({slabs} slabs): {why}",
-                            precision.name()
-                        ));
-                        continue;
-                    }
-                    let mut rt = Runtime::start(
-                        factory,
-                        domain,
-                        slab_ids,
-                        Arc::new(AtomicBool::new(false)),
-                    )?;
-                    if !started {
-                        started = true;
-                        // Where hwloc could not pin a worker the figures are of unpinned threads:
-                        // said once, as `thelma run` says it.
-                        if let Some(e) = rt.devices().iter().find_map(|d| d.binding.as_ref().err())
-                        {
-                            progress(&format!(
+                        let mut rt = Runtime::start(
+                            factory,
+                            domain,
+                            slab_ids,
+                            Arc::new(AtomicBool::new(false)),
+                        )?;
+                        if !started {
+                            started = true;
+                            // Where hwloc could not pin a worker the figures are of unpinned threads:
+                            // said once, as `thelma run` says it.
+                            if let Some(e) =
+                                rt.devices().iter().find_map(|d| d.binding.as_ref().err())
+                            {
+                                progress(&format!(
                                 "warning: worker threads run unpinned ({e}); the figures may suffer"
                             ));
+                            }
+                            progress(&format!("device 0: {}", rt.devices()[0].describe));
+                            progress(&header());
                         }
-                        progress(&format!("device 0: {}", rt.devices()[0].describe));
-                        progress(&header());
+                        if warmup > 0 {
+                            rt.run(warmup)?;
+                        }
+                        let steps = args
+                            .steps
+                            .unwrap_or_else(|| default_steps(domain.nodes()))
+                            .max(1);
+                        let st = rt.run(steps)?;
+                        let bad = rt.health()?.iter().find_map(|h| h.non_finite);
+                        rt.shutdown();
+                        if let Some(node) = bad {
+                            bail!("the benchmark diverged at node {node:?}");
+                        }
+                        let wall = st.wall.as_secs_f64();
+                        let mlups = domain.nodes() as f64 * st.steps as f64 / wall / 1e6;
+                        if slabs == 1 {
+                            one[g] = Some(mlups);
+                        }
+                        if geometry_case.is_none() {
+                            box_mlups = Some(mlups);
+                        }
+                        let roofline = devices as f64 * bandwidth / bytes_per_node(precision) / 1e6;
+                        let row = BenchRow {
+                            collision: label.clone(),
+                            precision: precision.name().into(),
+                            size: s,
+                            devices,
+                            slabs,
+                            lattice,
+                            steps: st.steps,
+                            wall_s: wall,
+                            mlups,
+                            mlups_per_device: mlups / devices as f64,
+                            roofline_mlups: roofline,
+                            roofline_fraction: mlups / roofline,
+                            parallel_efficiency: one[g].map(|m1| mlups / (devices as f64 * m1)),
+                            case: geometry_case.and(case_name.clone()),
+                            of_box: geometry_case.and(box_mlups).map(|b| mlups / b),
+                        };
+                        progress(&format_row(&row));
+                        rows.push(row);
                     }
-                    if warmup > 0 {
-                        rt.run(warmup)?;
-                    }
-                    let steps = args
-                        .steps
-                        .unwrap_or_else(|| default_steps(domain.nodes()))
-                        .max(1);
-                    let st = rt.run(steps)?;
-                    let bad = rt.health()?.iter().find_map(|h| h.non_finite);
-                    rt.shutdown();
-                    if let Some(node) = bad {
-                        bail!("the benchmark diverged at node {node:?}");
-                    }
-                    let wall = st.wall.as_secs_f64();
-                    let mlups = domain.nodes() as f64 * st.steps as f64 / wall / 1e6;
-                    if slabs == 1 {
-                        one = Some(mlups);
-                    }
-                    let roofline = devices as f64 * bandwidth / bytes_per_node(precision) / 1e6;
-                    let row = BenchRow {
-                        collision: label.clone(),
-                        precision: precision.name().into(),
-                        size: s,
-                        devices,
-                        slabs,
-                        lattice,
-                        steps: st.steps,
-                        wall_s: wall,
-                        mlups,
-                        mlups_per_device: mlups / devices as f64,
-                        roofline_mlups: roofline,
-                        roofline_fraction: mlups / roofline,
-                        parallel_efficiency: one.map(|m1| mlups / (devices as f64 * m1)),
-                    };
-                    progress(&format_row(&row));
-                    rows.push(row);
                 }
             }
         }
@@ -696,7 +760,11 @@ pub fn format_row(r: &BenchRow) -> String {
         r.parallel_efficiency
             .map(|e| format!("{:.1}%", 100.0 * e))
             .unwrap_or_else(|| "-".into())
-    )
+    ) + &match (&r.case, r.of_box) {
+        (Some(case), Some(f)) => format!("  {case}: {:.1}% of the closed box", 100.0 * f),
+        (Some(case), None) => format!("  {case}"),
+        _ => String::new(),
+    }
 }
 
 #[cfg(test)]

@@ -241,10 +241,10 @@ pub fn solver_figures(
                 .into(),
         );
     }
-    // The model speaks of one slab per device; rows of --slabs-per-device 2 add an exchange
-    // inside each device.
+    // The model speaks of one slab per device and cubes; rows of --slabs-per-device 2 add an
+    // exchange inside each device, and rows of a case (--case) are not cubes.
     let of_domain = |r: &&crate::bench::BenchRow| {
-        r.size == ell && r.precision == precision && r.one_slab_per_device()
+        r.size == ell && r.precision == precision && r.one_slab_per_device() && r.case.is_none()
     };
     let singles: Vec<_> = report
         .rows
@@ -809,6 +809,8 @@ mod tests {
             roofline_mlups: 1e4,
             roofline_fraction: mlups / 1e4,
             parallel_efficiency: None,
+            case: None,
+            of_box: None,
         }
     }
 

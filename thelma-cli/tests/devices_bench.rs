@@ -175,3 +175,79 @@ fn bench_rejects_bad_input_with_one_line_naming_the_option() {
         }
     }
 }
+
+/// `--case` measures a case's lattice twice, the closed box and then the case with its open faces
+/// and obstacle, and gives the case's share of the box's MLUPS in the table and the JSON.
+#[test]
+fn bench_of_a_case_measures_it_beside_the_closed_box_of_its_lattice() {
+    let dir = std::env::temp_dir().join(format!("thelma-bench-case-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let case = dir.join("channel.toml");
+    std::fs::write(
+        &case,
+        "[domain]\ncase = \"box\"\nsize = [24, 12, 10]\n\
+         obstacles = [{ shape = \"sphere\", centre = [8.0, 6.0, 5.0], radius = 2.0 }]\n\
+         [[boundary]]\nface = \"x-\"\nkind = \"velocity\"\nvelocity = [0.03, 0.0, 0.0]\n\
+         [[boundary]]\nface = \"x+\"\nkind = \"pressure\"\ndensity = 1.0\n\
+         [physics]\nviscosity = 0.05\n",
+    )
+    .unwrap();
+    let json = dir.join("bench.json");
+    let (code, out, err) = thelma(&[
+        "bench",
+        "--backend",
+        "cpu",
+        "--case",
+        case.to_str().unwrap(),
+        "--devices",
+        "2",
+        "--collision",
+        "trt",
+        "--steps",
+        "3",
+        "--warmup",
+        "1",
+        "--bandwidth-mib",
+        "16",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("of the closed box"), "{out}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("json written")).unwrap();
+    let rows = report["rows"].as_array().unwrap();
+    // One and two devices, each the box and then the case, all of the case's lattice.
+    assert_eq!(rows.len(), 4, "{rows:?}");
+    for (k, r) in rows.iter().enumerate() {
+        assert_eq!(r["lattice"], serde_json::json!([24, 12, 10]));
+        assert_eq!(r["collision"], "trt");
+        let is_case = k % 2 == 1;
+        assert_eq!(r.get("case").is_some(), is_case, "{r}");
+        if is_case {
+            let box_mlups = rows[k - 1]["mlups"].as_f64().unwrap();
+            let share = r["of_box"].as_f64().unwrap();
+            assert!(
+                (share - r["mlups"].as_f64().unwrap() / box_mlups).abs() < 1e-9,
+                "{r}"
+            );
+        }
+    }
+    // A case sets its own lattice, and a case that does not load is refused naming the option.
+    let (code, _, err) = thelma(&[
+        "bench",
+        "--backend",
+        "cpu",
+        "--case",
+        case.to_str().unwrap(),
+        "--sizes",
+        "16",
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.starts_with("error: --sizes:"), "{err}");
+    let (code, _, err) = thelma(&["bench", "--backend", "cpu", "--case", "no-such-case.toml"]);
+    assert_eq!(code, 2);
+    assert!(err.starts_with("error: --case:"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -119,7 +119,11 @@ pub fn collision_source(model: &FlowModel) -> String {
 }
 
 /// The pressure outlet's anti-bounce-back terms as a device function
-/// `thelma_pressure_terms(g[Q], drho_w, t[9])`, printed from `thelma_core::physics::pressure_terms`.
+/// `thelma_pressure_terms(g, drho_w, t[9])`, printed from `thelma_core::physics::pressure_terms`, and
+/// the node density and the inlet profile beside it. `g` is any indexable type: the kernels pass a
+/// node of the lattice in memory (`thelma_node`), so that its populations are loaded where the sums
+/// use them instead of being held in registers beside the pulled ones (held, they made the open step
+/// spill).
 pub fn pressure_source() -> String {
     let (t, rec) = symbolic::record(|| {
         let g: [Sym; Q] = std::array::from_fn(|i| Sym::input(format!("g[{i}]")));
@@ -128,7 +132,8 @@ pub fn pressure_source() -> String {
     let outputs: Vec<(String, Sym)> = (0..9).map(|p| (format!("t[{p}]"), t[p])).collect();
     let mut s = String::from(
         "// The pressure outlet's anti-bounce-back terms, printed from thelma_core::physics::pressure_terms.\n\
-         __device__ __forceinline__ void thelma_pressure_terms(const real* __restrict__ g, real drho_w, real* __restrict__ t) {\n",
+         template <typename G>\n\
+         __device__ __forceinline__ void thelma_pressure_terms(const G& g, real drho_w, real* __restrict__ t) {\n",
     );
     s.push_str(&rec.emit_c(&outputs, PARAM_PREFIX, "    "));
     s.push_str("}\n");
@@ -138,7 +143,8 @@ pub fn pressure_source() -> String {
     });
     s.push_str(
         "// A node's density, printed from thelma_core::physics::node_density.\n\
-         __device__ __forceinline__ real thelma_node_density(const real* __restrict__ g) {\n    real rho;\n",
+         template <typename G>\n\
+         __device__ __forceinline__ real thelma_node_density(const G& g) {\n    real rho;\n",
     );
     s.push_str(&rec.emit_c(&[("rho".to_string(), rho)], PARAM_PREFIX, "    "));
     s.push_str("    return rho;\n}\n");
