@@ -124,7 +124,8 @@ pub struct BenchArgs {
 pub struct BenchRow {
     pub collision: String,
     pub precision: String,
-    /// Edge of the cube per slab (weak) or in all (strong).
+    /// Edge of the cube per slab (weak) or in all (strong); with `--case`, the case's longest edge
+    /// (its lattice is `lattice`).
     pub size: usize,
     /// Devices used (distinct device ids).
     pub devices: usize,
@@ -410,11 +411,13 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
                 .map_err(|e| UsageError::new("--case", format!("{e:#}")))?;
             case.validate()
                 .map_err(|e| UsageError::new(e.flag, e.message))?;
-            Some((case, path.display().to_string()))
+            // Built once: it depends on neither the collision nor the precision nor the slabs.
+            let geometry = Arc::new(Geometry::from_case(&case)?);
+            Some((case, path.display().to_string(), geometry))
         }
         None => None,
     };
-    let sizes = if let Some((c, _)) = &base {
+    let sizes = if let Some((c, ..)) = &base {
         vec![c.domain.size.into_iter().max().unwrap_or(0)]
     } else if args.sizes.is_empty() {
         if on_gpu {
@@ -433,7 +436,7 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
     if let Some(avail) = available {
         // The smallest measurement of each size (one device) must fit, or the size is refused.
         for &s in &sizes {
-            let lattice = base.as_ref().map_or([s; 3], |(c, _)| c.domain.size);
+            let lattice = base.as_ref().map_or([s; 3], |(c, ..)| c.domain.size);
             let one = SlabSpec::split(Domain::new(lattice, [false; 3]), 1)?;
             let need = host_bytes(&one, Precision::F32);
             if need > avail {
@@ -528,10 +531,10 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
     };
     // What each run measures: the cavity, or the closed box of a case's lattice and then the case.
     let geometries: Vec<Option<&CaseConfig>> = match &base {
-        Some((c, _)) => vec![None, Some(c)],
+        Some((c, ..)) => vec![None, Some(c)],
         None => vec![None],
     };
-    let case_name = base.as_ref().map(|(_, name)| name.clone());
+    let case_name = base.as_ref().map(|(_, name, _)| name.clone());
     let mut rows: Vec<BenchRow> = Vec::new();
     let mut skipped = Vec::new();
     let mut started = false;
@@ -544,7 +547,7 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
             // A case keeps its own eddy viscosity unless --smagorinsky says otherwise.
             let smagorinsky = args
                 .smagorinsky
-                .or(base.as_ref().and_then(|(c, _)| c.numerics.smagorinsky));
+                .or(base.as_ref().and_then(|(c, ..)| c.numerics.smagorinsky));
             let label = match smagorinsky {
                 Some(_) => format!("{collision}+les"),
                 None => collision.name().to_string(),
@@ -556,7 +559,7 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
                     let slabs = slab_ids.len();
                     let devices = distinct(slab_ids);
                     let lattice = match (&base, args.scaling) {
-                        (Some((c, _)), _) => c.domain.size,
+                        (Some((c, ..)), _) => c.domain.size,
                         (None, Scaling::Weak) => [s, s, s.saturating_mul(slabs)],
                         (None, Scaling::Strong) => [s, s, s],
                     };
@@ -587,7 +590,10 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
                             }
                             Err(e) => bail!(UsageError::new(e.flag, e.message)),
                         };
-                        let geometry = Arc::new(Geometry::from_case(&case)?);
+                        let geometry = match (geometry_case, &base) {
+                            (Some(_), Some((.., g))) => g.clone(),
+                            _ => Arc::new(Geometry::from_case(&case)?),
+                        };
                         let params = ModelParams::new(&case, &lat, geometry);
                         // The slabs of a device share its cores (host backends).
                         let per_device = slabs.div_ceil(devices);
