@@ -756,3 +756,19 @@ fn forces_and_probes_run_from_a_case_file_and_bad_ones_are_refused() {
     .unwrap();
     refused(&["run", "--config", none.to_str().unwrap()], "forces.every");
 }
+
+/// plotters' `bitmap_encoder` feature pulled the `image` crate (with a JPEG decoder) into every
+/// build, though the plots are drawn into a buffer and written with `png`: the lock file is the
+/// one place that lists what a build compiles, so the test reads it.
+#[test]
+fn the_lock_file_holds_no_image_crate() {
+    let lock = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.lock");
+    let text = std::fs::read_to_string(&lock).expect("the workspace's Cargo.lock is readable");
+    assert!(text.contains("name = \"png\""), "not the lock file: {lock:?}");
+    for unused in ["image", "jpeg-decoder", "color_quant"] {
+        assert!(
+            !text.contains(&format!("name = \"{unused}\"\n")),
+            "Cargo.lock holds `{unused}`: is plotters' `bitmap_encoder` feature back on?"
+        );
+    }
+}
