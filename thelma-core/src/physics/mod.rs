@@ -1,5 +1,6 @@
 //! The physics layer: stencils as values, the arithmetic every rule is written in, the collision
-//! operators of the flow lattice with their options (Smagorinsky LES, Guo forcing), and the
+//! operators of the flow lattice with their options (Smagorinsky LES, Guo forcing), the temperature
+//! lattice (advection–diffusion on D3Q7, Boussinesq buoyancy), and the
 //! symbolic number type through which the CUDA kernels are printed from the same Rust functions the
 //! CPU module runs.
 //!
@@ -13,6 +14,7 @@ pub mod d3q19;
 mod error;
 mod stencil;
 pub mod symbolic;
+mod thermal;
 
 pub use arith::{term, Arith};
 pub use boundary::{momentum_exchange, node_density, parabola, pressure_terms};
@@ -24,6 +26,10 @@ pub use collision::{
 pub use error::PhysicsError;
 pub use stencil::{Stencil, D3Q19, D3Q7, MAX_SPEED};
 pub use symbolic::{Recording, Sym};
+pub use thermal::{
+    advecting_velocity, buoyancy_force, collide_thermal, dirichlet_term, temperature,
+    thermal_equilibrium, ThermalCoefficients, ThermalModel, QT,
+};
 
 #[cfg(test)]
 mod tests;

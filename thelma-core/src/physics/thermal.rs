@@ -1,0 +1,348 @@
+//! The temperature lattice: an advection–diffusion equation for θ = T − T₀ on D3Q7, relaxed with its
+//! own rate towards an equilibrium linear in the flow's velocity, and the Boussinesq force it puts
+//! back into the flow. Written once over [`Arith`], like the flow's operators, so that the CPU
+//! module runs these functions on its lanes and the kernels run what they print.
+//!
+//! Why D3Q7 and not TheLMA's D3Q6: the rest population carries a quarter of θ, which gives the
+//! lattice a speed of sound `c_s² = 1/4` and a diffusivity `α = (τ_T − ½)/4`, so τ_T stays well
+//! above ½ at the low diffusivities of air at Reynolds numbers of 10⁴; D3Q6 (`c_s² = 1/3`) moves τ_T
+//! closer to ½ for the same α. One more population is 8 bytes a node in f32 (7 read, 7 written).
+//!
+//! θ is stored as it is: the rest state θ = 0 is all zeros, as the flow's shifted populations are,
+//! and f32 keeps its mantissa for the deviations from T₀.
+
+use super::arith::Arith;
+use super::collision::{macroscopic, Macroscopic};
+use super::d3q19::Q;
+use super::stencil::D3Q7;
+
+/// Populations of the temperature lattice (D3Q7: rest, then ±x, ±y, ±z as D3Q19's directions 0–6).
+pub const QT: usize = 7;
+
+/// `1 / c_s²` of D3Q7.
+const INV_CS2: f64 = 4.0;
+
+/// Everything the temperature lattice's step depends on, in `f64` as configured (lattice units).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ThermalModel {
+    /// ω_T = 1/τ_T, with τ_T = α/c_s² + ½ = 4α + ½ for the lattice diffusivity α.
+    pub omega: f64,
+    /// The Boussinesq force density per unit θ, `−β g` (ρ₀ = 1): the flow feels `θ · buoyancy`.
+    pub buoyancy: [f64; 3],
+}
+
+impl ThermalModel {
+    /// The model of lattice diffusivity `alpha`, expansion coefficient `beta` (per unit θ) and
+    /// gravity `g` (lattice units).
+    pub fn new(alpha: f64, beta: f64, g: [f64; 3]) -> Self {
+        Self {
+            omega: 1.0 / (INV_CS2 * alpha + 0.5),
+            buoyancy: g.map(|ga| -beta * ga),
+        }
+    }
+
+    /// The lattice diffusivity `α = (τ_T − ½) c_s²`.
+    pub fn diffusivity(&self) -> f64 {
+        (1.0 / self.omega - 0.5) / INV_CS2
+    }
+}
+
+/// The run constants of the temperature lattice in the lane type (named symbols when printed).
+#[derive(Clone, Copy, Debug)]
+pub struct ThermalCoefficients<V> {
+    pub omega: V,
+    pub buoyancy: [V; 3],
+}
+
+impl<V: Copy> ThermalCoefficients<V> {
+    /// The constants of `model`, each made a lane value by `lift(name, value)`.
+    pub fn new(model: &ThermalModel, mut lift: impl FnMut(&str, f64) -> V) -> Self {
+        Self {
+            omega: lift("omega_t", model.omega),
+            buoyancy: [
+                lift("buoyancy_x", model.buoyancy[0]),
+                lift("buoyancy_y", model.buoyancy[1]),
+                lift("buoyancy_z", model.buoyancy[2]),
+            ],
+        }
+    }
+
+    /// The same constants in another lane type.
+    #[inline(always)]
+    pub fn map<U: Copy>(&self, f: impl Fn(V) -> U) -> ThermalCoefficients<U> {
+        ThermalCoefficients {
+            omega: f(self.omega),
+            buoyancy: self.buoyancy.map(f),
+        }
+    }
+}
+
+/// θ of a node's thermal populations, summed rest first, then by opposite pairs.
+#[inline(always)]
+pub fn temperature<V: Arith>(h: &[V; QT]) -> V {
+    h[0] + (h[1] + h[2]) + (h[3] + h[4]) + (h[5] + h[6])
+}
+
+/// The Boussinesq force density at θ: `θ · (−β g)`.
+#[inline(always)]
+pub fn buoyancy_force<V: Arith>(theta: V, k: &ThermalCoefficients<V>) -> [V; 3] {
+    k.buoyancy.map(|b| theta * b)
+}
+
+/// The velocity that advects θ at a node: the flow's own at this step, `(j + F/2)/ρ` of its pulled
+/// (pre-collision) populations under the node's force, as its collision computes it.
+#[inline(always)]
+pub fn advecting_velocity<V: Arith>(g: &[V; Q], force: Option<[V; 3]>) -> [V; 3] {
+    let Macroscopic { u, .. } = macroscopic(g, force);
+    u
+}
+
+/// The equilibrium of D3Q7 at `(θ, u)`, `h_i^eq = w_i θ (1 + c_i·u / c_s²)`: the rest value and, per
+/// axis, the part even in `c` (`w θ`) and the odd part (`w θ u_a / c_s²`), so that direction `2a+1`
+/// has `even + odd` and `2a+2` `even − odd`.
+#[inline(always)]
+pub fn thermal_equilibrium<V: Arith>(theta: V, u: [V; 3]) -> (V, V, [V; 3]) {
+    let rest = V::c(D3Q7.w[0]) * theta;
+    let even = V::c(D3Q7.w[1]) * theta;
+    let odd = u.map(|ua| even * (V::c(INV_CS2) * ua));
+    (rest, even, odd)
+}
+
+/// Relaxes a node's thermal populations towards the equilibrium at their own θ and the velocity
+/// `u` with rate ω_T (BGK): θ is conserved to rounding, and the diffusivity is `(1/ω_T − ½)/4`.
+#[inline(always)]
+pub fn collide_thermal<V: Arith>(h: &mut [V; QT], u: [V; 3], k: &ThermalCoefficients<V>) {
+    let theta = temperature(h);
+    let (rest, even, odd) = thermal_equilibrium(theta, u);
+    h[0] = h[0] + k.omega * (rest - h[0]);
+    for a in 0..3 {
+        let (p, m) = (2 * a + 1, 2 * a + 2);
+        h[p] = h[p] + k.omega * ((even + odd[a]) - h[p]);
+        h[m] = h[m] + k.omega * ((even - odd[a]) - h[m]);
+    }
+}
+
+/// The anti-bounce-back term of a link leaving through a wall (or an inlet) held at `theta_w`:
+/// `h_i = −h̃_ī + 2 w_i θ_w`, twice the even part of the equilibrium, which holds θ = θ_w half a
+/// spacing outside the last node to second order whatever the velocity there (Ginzburg 2005).
+#[inline(always)]
+pub fn dirichlet_term<V: Arith>(theta_w: V) -> V {
+    V::c(2.0 * D3Q7.w[1]) * theta_w
+}
+
+#[cfg(test)]
+mod tests {
+    //! The model on its own, before any module runs it: conservation and fixed points of the
+    //! collision, its printed form bit for bit, and two analytic solutions on a line (a Gaussian
+    //! hill carried and spread by a uniform stream, at second order; conduction between two
+    //! walls, exact) stepped by a reference pull written from the definition.
+
+    use super::*;
+    use crate::physics::symbolic::{self, Sym};
+
+    fn coeff(alpha: f64) -> ThermalCoefficients<f64> {
+        ThermalCoefficients::new(&ThermalModel::new(alpha, 0.0, [0.0; 3]), |_, x| x)
+    }
+
+    #[test]
+    fn the_rate_gives_the_diffusivity_and_gravity_the_buoyancy() {
+        let m = ThermalModel::new(0.02, 3e-3, [0.0, 0.0, -1e-4]);
+        assert!((m.diffusivity() - 0.02).abs() < 1e-15);
+        assert!((1.0 / m.omega - 0.58).abs() < 1e-14);
+        // Warm fluid rises: the force is along −g.
+        let close = |a: [f64; 3], b: [f64; 3]| (0..3).all(|i| (a[i] - b[i]).abs() < 1e-20);
+        assert!(close(m.buoyancy, [0.0, 0.0, 3e-7]), "{:?}", m.buoyancy);
+        let k = ThermalCoefficients::new(&m, |_, x| x);
+        assert!(close(buoyancy_force(2.0, &k), [0.0, 0.0, 6e-7]));
+    }
+
+    #[test]
+    fn collision_conserves_theta_and_keeps_its_equilibrium() {
+        let k = coeff(0.013);
+        let mut h = [0.31, -0.02, 0.05, 0.11, 0.07, -0.04, 0.09];
+        let before = temperature(&h);
+        collide_thermal(&mut h, [0.03, -0.05, 0.02], &k);
+        assert!((temperature(&h) - before).abs() < 1e-15);
+        // The equilibrium at its own θ and u is a fixed point; rest at θ = 0 is exactly zero.
+        let u = [0.04, 0.01, -0.03];
+        let (rest, even, odd) = thermal_equilibrium(1.7, u);
+        let eq = [
+            rest,
+            even + odd[0],
+            even - odd[0],
+            even + odd[1],
+            even - odd[1],
+            even + odd[2],
+            even - odd[2],
+        ];
+        let mut h = eq;
+        collide_thermal(&mut h, u, &k);
+        for i in 0..QT {
+            assert!((h[i] - eq[i]).abs() < 1e-15, "direction {i}");
+        }
+        let mut zero = [0.0f32; QT];
+        collide_thermal(&mut zero, [0.02; 3], &k.map(|v| v as f32));
+        assert_eq!(zero, [0.0; QT]);
+        // The flux of θ in the equilibrium is θ u.
+        let flux: f64 = (0..QT).map(|i| eq[i] * D3Q7.c[i][0] as f64).sum();
+        assert!((flux - 1.7 * u[0]).abs() < 1e-15);
+    }
+
+    #[test]
+    fn the_printed_collision_equals_the_direct_call_bit_for_bit() {
+        let model = ThermalModel::new(0.0071, 2e-3, [0.0, -3e-5, 0.0]);
+        let (out, rec) = symbolic::record(|| {
+            let k = ThermalCoefficients::new(&model, Sym::param);
+            let mut h: [Sym; QT] = std::array::from_fn(|i| Sym::input(format!("h[{i}]")));
+            let u: [Sym; 3] = std::array::from_fn(|a| Sym::input(format!("u[{a}]")));
+            collide_thermal(&mut h, u, &k);
+            let f = buoyancy_force(temperature(&h), &k);
+            let mut out = h.to_vec();
+            out.extend(f);
+            out.push(dirichlet_term(Sym::input("theta_w")));
+            out
+        });
+        let h0 = [0.021, -0.003, 0.0071, 0.0049, -0.0012, 0.0083, 0.0002];
+        let u0 = [0.031, -0.012, 0.044];
+        let value = |s: &str| -> f64 {
+            let i: usize = s[2..s.len() - 1].parse().unwrap_or(0);
+            match &s[..1] {
+                "h" => h0[i],
+                "u" => u0[i],
+                _ => 0.37,
+            }
+        };
+        fn direct<T: crate::Real + Arith<Scalar = T>>(
+            model: &ThermalModel,
+            h0: [T; QT],
+            u0: [T; 3],
+            theta_w: T,
+        ) -> Vec<T> {
+            let k = ThermalCoefficients::new(model, |_, x| T::of(x));
+            let mut h = h0;
+            collide_thermal(&mut h, u0, &k);
+            let f = buoyancy_force(temperature(&h), &k);
+            let mut out = h.to_vec();
+            out.extend(f);
+            out.push(dirichlet_term(theta_w));
+            out
+        }
+        let sym = rec.eval::<f64>(&out, value);
+        let want = direct(&model, h0, u0, 0.37);
+        assert_eq!(
+            sym.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            want.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+        );
+        let sym = rec.eval::<f32>(&out, |s| value(s) as f32);
+        let want = direct(&model, h0.map(|v| v as f32), u0.map(|v| v as f32), 0.37f32);
+        assert_eq!(
+            sym.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            want.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+        );
+    }
+
+    /// What a link of the line does at its ends.
+    #[derive(Clone, Copy)]
+    enum Ends {
+        Periodic,
+        /// Walls half a spacing outside the first and last node, held at these θ.
+        Held(f64, f64),
+    }
+
+    /// `steps` steps of a line of `n` nodes along x (uniform in y and z, so the ±y and ±z
+    /// populations of a node stream into itself) advected by a uniform `u`: the pull, then the
+    /// collision, node by node, as the definition reads.
+    fn line(h: &mut [[f64; QT]], steps: usize, u: f64, alpha: f64, ends: Ends) {
+        let k = coeff(alpha);
+        let n = h.len();
+        for _ in 0..steps {
+            let prev = h.to_vec();
+            for x in 0..n {
+                let mut p = prev[x];
+                // +x (1) comes from x − 1, −x (2) from x + 1.
+                p[1] = match (x, ends) {
+                    (0, Ends::Periodic) => prev[n - 1][1],
+                    (0, Ends::Held(lo, _)) => -prev[0][2] + dirichlet_term(lo),
+                    _ => prev[x - 1][1],
+                };
+                p[2] = match (x + 1 == n, ends) {
+                    (true, Ends::Periodic) => prev[0][2],
+                    (true, Ends::Held(_, hi)) => -prev[n - 1][1] + dirichlet_term(hi),
+                    _ => prev[x + 1][2],
+                };
+                collide_thermal(&mut p, [u, 0.0, 0.0], &k);
+                h[x] = p;
+            }
+        }
+    }
+
+    fn equilibrium_line(theta: impl Fn(f64) -> f64, n: usize, u: f64) -> Vec<[f64; QT]> {
+        (0..n)
+            .map(|x| {
+                let (rest, even, odd) = thermal_equilibrium(theta(x as f64), [u, 0.0, 0.0]);
+                [rest, even + odd[0], even - odd[0], even, even, even, even]
+            })
+            .collect()
+    }
+
+    /// A Gaussian hill of width σ₀ carried by u and spread by α: `θ = σ₀/σ exp(−(x − x₀ − ut)²/2σ²)`
+    /// with `σ² = σ₀² + 2αt`. Refined diffusively (n, σ₀ ∝ N; u ∝ 1/N; t ∝ N²; α fixed), the error
+    /// falls by four with each doubling: the scheme is second order in space and time.
+    #[test]
+    fn a_gaussian_hill_is_carried_and_spread_at_second_order() {
+        let alpha = 0.05;
+        let mut errors = Vec::new();
+        for level in [1usize, 2, 4] {
+            let n = 64 * level;
+            let sigma0 = 4.0 * level as f64;
+            let u = 0.08 / level as f64;
+            let steps = 400 * level * level;
+            let x0 = n as f64 / 3.0;
+            let mut h = equilibrium_line(
+                |x| (-(x - x0).powi(2) / (2.0 * sigma0 * sigma0)).exp(),
+                n,
+                u,
+            );
+            line(&mut h, steps, u, alpha, Ends::Periodic);
+            let t = steps as f64;
+            let s2 = sigma0 * sigma0 + 2.0 * alpha * t;
+            let (mut diff, mut norm) = (0.0, 0.0);
+            for (x, hx) in h.iter().enumerate() {
+                // The nearest periodic image of the moved centre.
+                let mut d = x as f64 - x0 - u * t;
+                d -= n as f64 * (d / n as f64).round();
+                let exact = sigma0 / s2.sqrt() * (-d * d / (2.0 * s2)).exp();
+                diff += (temperature(hx) - exact).powi(2);
+                norm += exact * exact;
+            }
+            errors.push((diff / norm).sqrt());
+        }
+        let orders: Vec<f64> = errors.windows(2).map(|e| (e[0] / e[1]).log2()).collect();
+        eprintln!("Gaussian hill: errors {errors:?}, orders {orders:?}");
+        // 0.62 %, 0.15 %, 0.038 % of the hill's norm (orders 2.03 and 2.00).
+        assert!(errors[0] < 8e-3, "{errors:?}");
+        for o in orders {
+            assert!(o > 1.8, "order {o} ({errors:?})");
+        }
+    }
+
+    /// Conduction between walls at θ = 1 and θ = 0 half a spacing outside the line: the steady
+    /// state is the straight line through the walls, `θ(x) = 1 − (x + ½)/n`, to rounding, at any
+    /// diffusivity (the anti-bounce-back holds the wall value exactly for a linear profile).
+    #[test]
+    fn conduction_between_two_walls_is_linear_to_rounding() {
+        for alpha in [0.01, 1.0 / 6.0, 0.4] {
+            let n = 8;
+            let mut h = vec![[0.0; QT]; n];
+            line(&mut h, 40_000, 0.0, alpha, Ends::Held(1.0, 0.0));
+            for (x, hx) in h.iter().enumerate() {
+                let exact = 1.0 - (x as f64 + 0.5) / n as f64;
+                let got = temperature(hx);
+                assert!(
+                    (got - exact).abs() < 1e-12,
+                    "α = {alpha}, x = {x}: {got} vs {exact}"
+                );
+            }
+        }
+    }
+}
