@@ -764,11 +764,61 @@ fn forces_and_probes_run_from_a_case_file_and_bad_ones_are_refused() {
 fn the_lock_file_holds_no_image_crate() {
     let lock = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.lock");
     let text = std::fs::read_to_string(&lock).expect("the workspace's Cargo.lock is readable");
-    assert!(text.contains("name = \"png\""), "not the lock file: {lock:?}");
+    assert!(
+        text.contains("name = \"png\""),
+        "not the lock file: {lock:?}"
+    );
     for unused in ["image", "jpeg-decoder", "color_quant"] {
         assert!(
             !text.contains(&format!("name = \"{unused}\"\n")),
             "Cargo.lock holds `{unused}`: is plotters' `bitmap_encoder` feature back on?"
         );
+    }
+}
+
+#[test]
+fn boundaries_that_cannot_hold_are_refused_in_one_line_with_nothing_written() {
+    // Each refusal names the key and the face; each comes before the output folder is made.
+    let tmp = tempfile::tempdir().unwrap();
+    let new = tmp.path().join("new");
+    let box_y_periodic =
+        "[domain]\ncase = \"box\"\nsize = [16, 8, 8]\nperiodic = [false, true, false]\n\
+                          [physics]\nviscosity = 0.05\n";
+    let inlet = "[[boundary]]\nface = \"x-\"\nkind = \"velocity\"\nvelocity = [0.05, 0, 0]\n";
+    for (name, text, says) in [
+        (
+            "periodic",
+            format!("{box_y_periodic}[[boundary]]\nface = \"y+\"\nkind = \"free-slip\"\n"),
+            "boundary: face y+: the y axis is periodic",
+        ),
+        (
+            "twice",
+            format!("{box_y_periodic}{inlet}[[boundary]]\nface = \"x-\"\nkind = \"pressure\"\n"),
+            "boundary: face x-: listed twice",
+        ),
+        (
+            "lid",
+            "[domain]\nsize = [8, 8, 8]\n[[boundary]]\nface = \"z+\"\nvelocity = [0.1, 0, 0]\n"
+                .to_string(),
+            "boundary: face z+: is the cavity's lid",
+        ),
+    ] {
+        let case = tmp.path().join(format!("{name}.toml"));
+        std::fs::write(&case, text).unwrap();
+        refused(
+            &[
+                "run",
+                "--config",
+                case.to_str().unwrap(),
+                "--steps",
+                "1",
+                "--backend",
+                "cpu",
+                "-o",
+                new.to_str().unwrap(),
+            ],
+            says,
+        );
+        assert!(!new.exists(), "{name}: a refused boundary left {new:?}");
     }
 }
