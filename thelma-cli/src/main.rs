@@ -12,6 +12,7 @@ use thelma_cli::app::{run_case_from, Diverged, Event, UsageError};
 use thelma_cli::bench::{run_bench, BenchArgs};
 use thelma_cli::cli::RunArgs;
 use thelma_cli::{say, say_raw, warn_line};
+use thelma_core::num;
 use thelma_results::{clock as clock_text, Convergence, ProgressLine};
 
 /// thelma: lattice Boltzmann (D3Q19) fluid simulation on one or many GPUs, or on the CPU.
@@ -74,8 +75,8 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
             // flow). The watchdog stops a run that diverges; this says so before it starts.
             if lattice.tau < TAU_WARN {
                 warn_line!(
-                    "warning: tau = {:.4} is close to 1/2: the run may diverge (use a finer grid or a lower Re)",
-                    lattice.tau
+                    "warning: tau = {} is close to 1/2: the run may diverge (use a finer grid or a lower Re)",
+                    num(lattice.tau)
                 );
             }
             if quiet {
@@ -91,8 +92,11 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
             say!("lattice: {lattice}");
             if let Some(u) = case.unit_scales() {
                 say!(
-                    "units: dx = {:.4e} m, dt = {:.4e} s per step, velocity unit dx/dt = {:.4e} m/s, viscosity unit dx²/dt = {:.4e} m²/s",
-                    u.dx, u.dt, u.velocity, u.viscosity
+                    "units: dx = {} m, dt = {} s per step, velocity unit dx/dt = {} m/s, viscosity unit dx²/dt = {} m²/s",
+                    num(u.dx),
+                    num(u.dt),
+                    num(u.velocity),
+                    num(u.viscosity)
                 );
             }
             for d in devices {

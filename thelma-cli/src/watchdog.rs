@@ -4,7 +4,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use thelma_core::{Fields, Health};
+use thelma_core::{num, Fields, Health};
 use thelma_core::{Runtime, RuntimeError};
 
 /// Why the watchdog stopped a run.
@@ -35,8 +35,10 @@ impl fmt::Display for Diverged {
             Reason::NonFinite => write!(f, "non-finite populations at node ({x}, {y}, {z})")?,
             Reason::Density { rho, bounds } => write!(
                 f,
-                "density {rho:.6e} at node ({x}, {y}, {z}) outside [{}, {}]",
-                bounds[0], bounds[1]
+                "density {} at node ({x}, {y}, {z}) outside [{}, {}]",
+                num(rho),
+                num(bounds[0]),
+                num(bounds[1])
             )?,
         }
         if let Some(s) = self.last_good {

@@ -135,7 +135,7 @@ fn the_channel_example_runs_in_physical_units_and_reports_the_real_time_ratio() 
     assert_eq!(code, 0, "{err}");
     // The conversion factors are printed: 1 mm nodes, 8 ms steps.
     assert!(
-        out.contains("units: dx = 1.0000e-3 m, dt = 8.0000e-3 s"),
+        out.contains("units: dx = 1.0e-03 m, dt = 8.0e-03 s"),
         "{out}"
     );
     assert!(out.contains("x real time"), "{out}");

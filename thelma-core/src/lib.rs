@@ -10,6 +10,7 @@ mod affinity;
 mod compute;
 mod config;
 mod domain;
+mod numfmt;
 pub mod physics;
 mod real;
 mod runtime;
@@ -28,5 +29,6 @@ pub use config::{
     WALL_SLOTS,
 };
 pub use domain::{partition, Domain, PartitionError, SlabSpec};
+pub use numfmt::{num, num_exact, num_sig, Num};
 pub use real::{Precision, Real};
 pub use runtime::{Aborted, DeviceInfo, RunStats, Runtime, RuntimeError, StepBarrier, WorkerTimes};

@@ -5,8 +5,7 @@
 use std::path::Path;
 
 use plotters::prelude::*;
-use thelma_core::Fields;
-use thelma_core::SlicePlane;
+use thelma_core::{num, num_sig, Fields, SlicePlane};
 
 use crate::plot::{register_font, write_png_rgb, DrawError};
 
@@ -144,8 +143,9 @@ pub fn write_slice_png(path: &Path, slice: &Slice, style: &SliceStyle) -> Result
     // laying ticks on: refuse them instead.
     if !(style.velocity.is_finite() && style.velocity > 0.0 && vmax.is_finite()) {
         return Err(err(&format!(
-            "a velocity scale of {:e} gives a colour bar up to {vmax:e}",
-            style.velocity
+            "a velocity scale of {} gives a colour bar up to {}",
+            num(style.velocity),
+            num(vmax)
         )));
     }
     let (lx, ly) = (w as f64 * style.spacing, h as f64 * style.spacing);
@@ -246,7 +246,7 @@ pub fn write_slice_png(path: &Path, slice: &Slice, style: &SliceStyle) -> Result
 }
 
 /// A colour-bar tick: plain decimals with two significant digits of the bar's top in the usual
-/// range, scientific notation outside it.
+/// range, scientific notation outside it (on every tick of the bar, so that they read alike).
 fn tick(v: f64, top: f64) -> String {
     if v == 0.0 {
         return "0".into();
@@ -255,7 +255,7 @@ fn tick(v: f64, top: f64) -> String {
         let decimals = (1 - top.log10().floor() as i32).max(0) as usize;
         format!("{v:.decimals$}")
     } else {
-        format!("{v:.2e}")
+        num_sig(v, 3).scientific().to_string()
     }
 }
 
@@ -337,7 +337,8 @@ mod tests {
         assert_eq!(tick(0.06, 0.07), "0.060");
         assert_eq!(tick(1.5, 2.0), "1.5");
         assert_eq!(tick(150.0, 200.0), "150");
-        assert_eq!(tick(2e-5, 3e-5), "2.00e-5");
+        assert_eq!(tick(2e-5, 3e-5), "2.0e-05");
+        assert_eq!(tick(2.5e6, 3e6), "2.5e+06");
     }
 
     fn decode(path: &Path) -> (u32, u32, Vec<u8>) {

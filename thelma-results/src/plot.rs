@@ -124,7 +124,7 @@ fn padded(v: impl Iterator<Item = f64>) -> Result<(f64, f64), DrawError> {
 pub enum DrawError {
     #[error("{what}: {message}")]
     Draw { what: &'static str, message: String },
-    #[error("plot: cannot draw an axis from {lo:e} to {hi:e} (not a finite, usable range)")]
+    #[error("plot: cannot draw an axis from {} to {} (not a finite, usable range)", thelma_core::num_exact(*.lo), thelma_core::num_exact(*.hi))]
     Range { lo: f64, hi: f64 },
     #[error("png: {0}")]
     Png(#[from] png::EncodingError),

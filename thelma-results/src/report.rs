@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use thelma_core::{CaseConfig, LatticeParams, UnitScales};
+use thelma_core::{num, num_sig, CaseConfig, LatticeParams, UnitScales};
 
 use crate::reference::Comparison;
 
@@ -172,23 +172,27 @@ impl RunSummary {
         let change = (self.mass[1] - self.mass[0]) / self.mass[0];
         s += &if self.open {
             format!(
-                "mass {:.9e} -> {:.9e} ({change:+.2e}; open faces let it in and out)\n",
-                self.mass[0], self.mass[1]
+                "mass {} -> {} ({:+}; open faces let it in and out)\n",
+                num_sig(self.mass[0], 10),
+                num_sig(self.mass[1], 10),
+                num_sig(change, 3)
             )
         } else {
             format!(
-                "mass {:.9e} -> {:.9e} (relative drift {change:.2e})\n",
-                self.mass[0], self.mass[1]
+                "mass {} -> {} (relative drift {})\n",
+                num_sig(self.mass[0], 10),
+                num_sig(self.mass[1], 10),
+                num_sig(change, 3)
             )
         };
         if let Some(u) = &self.units {
             s += &format!(
-                "simulated {} of physical time in {}: {:.3} x real time (dt = {}, dx = {:.3e} m)\n",
+                "simulated {} of physical time in {}: {} x real time (dt = {}, dx = {} m)\n",
                 seconds(u.physical_time_s),
                 seconds(self.timings.stepping_s),
-                u.realtime_ratio,
+                num_sig(u.realtime_ratio, 4),
                 seconds(u.scales.dt),
-                u.scales.dx
+                num(u.scales.dx)
             );
         }
         s += &format!(
@@ -248,17 +252,9 @@ pub fn clock(seconds: f64) -> String {
     }
 }
 
-/// A duration in seconds with three significant digits: `12.0 s`, `0.500 s`, `1.25e-5 s`.
+/// A duration in seconds with up to three significant digits: `12 s`, `0.5 s`, `1.25e-05 s`.
 pub fn seconds(t: f64) -> String {
-    if t == 0.0 || !t.is_finite() {
-        return format!("{t} s");
-    }
-    if (1e-2..1e5).contains(&t.abs()) {
-        let decimals = (2 - t.abs().log10().floor() as i32).max(0) as usize;
-        format!("{t:.decimals$} s")
-    } else {
-        format!("{t:.2e} s")
-    }
+    format!("{} s", num_sig(t, 3))
 }
 
 /// One progress report of a run: the plain line printed when the output is not a terminal, and
@@ -317,7 +313,7 @@ impl ProgressLine {
     pub fn message(&self) -> String {
         let mut s = format!("{:.1} MLUPS", self.mlups);
         if let Some(c) = self.change {
-            s += &format!(", change/1000 steps {c:.3e}");
+            s += &format!(", change/1000 steps {}", num_sig(c, 3));
         }
         if let Some(dt) = self.dt {
             s += &format!(", t = {}", seconds(self.step as f64 * dt));
@@ -351,9 +347,10 @@ mod tests {
         assert_eq!(clock(65.0), "1:05");
         assert_eq!(clock(3723.0), "1:02:03");
         assert_eq!(clock(f64::NAN), "--:--");
-        assert_eq!(seconds(12.0), "12.0 s");
-        assert_eq!(seconds(160.0), "160 s");
-        assert_eq!(seconds(1.25e-5), "1.25e-5 s");
+        assert_eq!(seconds(12.0), "12 s");
+        assert_eq!(seconds(0.5004), "0.5 s");
+        assert_eq!(seconds(160.4), "160 s");
+        assert_eq!(seconds(1.25e-5), "1.25e-05 s");
     }
 
     #[test]
@@ -383,7 +380,7 @@ mod tests {
         assert_eq!(c.eta_s(), None);
         assert_eq!(
             c.line(),
-            "step 250: 10.0 MLUPS, change/1000 steps 3.250e-3, t = 0.500 s, elapsed 0:25"
+            "step 250: 10.0 MLUPS, change/1000 steps 3.25e-03, t = 0.5 s, elapsed 0:25"
         );
         let stalled = ProgressLine { mlups: 0.0, ..p };
         assert_eq!(stalled.eta_s(), None);

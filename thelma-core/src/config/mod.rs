@@ -30,6 +30,7 @@ pub use initial::{Expression, InitialConfig, InitialState};
 pub use sampling::{Axis, ForcesConfig, ProbeConfig};
 pub use units::{PhysicalUnits, UnitScales};
 
+use crate::numfmt::{num, num_exact, num_sig};
 use crate::physics::{Collision, FlowModel, MrtRates, DEFAULT_TRT_MAGIC, MAX_SPEED};
 pub use crate::real::Precision;
 
@@ -415,8 +416,14 @@ impl fmt::Display for LatticeParams {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "L = {} nodes, U = {}, Re = {:.6}, nu = {:.6e}, tau = {:.6}, omega = {:.6}, Mach = {:.4}",
-            self.length, self.lid_speed, self.reynolds, self.viscosity, self.tau, self.omega, self.mach
+            "L = {} nodes, U = {}, Re = {}, nu = {}, tau = {}, omega = {}, Mach = {}",
+            num(self.length),
+            num(self.lid_speed),
+            num(self.reynolds),
+            num(self.viscosity),
+            num(self.tau),
+            num(self.omega),
+            num_sig(self.mach, 4)
         )
     }
 }
@@ -532,7 +539,11 @@ impl CaseConfig {
                     return Err(bad(
                         "physics.viscosity",
                         "--viscosity",
-                        format!("{nu} gives tau = {tau} <= 0.5; the viscosity must be > 0"),
+                        format!(
+                            "{} gives tau = {} <= 0.5; the viscosity must be > 0",
+                            num_exact(nu),
+                            num_exact(tau)
+                        ),
                     ));
                 }
                 nu
@@ -542,7 +553,7 @@ impl CaseConfig {
                     return Err(bad(
                         "physics.reynolds",
                         "--re",
-                        format!("{} must be a finite number > 0", p.reynolds),
+                        format!("{} must be a finite number > 0", num_exact(p.reynolds)),
                     ));
                 }
                 if p.lid_speed == 0.0 {
@@ -560,7 +571,11 @@ impl CaseConfig {
             return Err(bad(
                 "physics.viscosity",
                 "--viscosity",
-                format!("{viscosity:e} gives tau = {tau}: the viscosity must be finite"),
+                format!(
+                    "{} gives tau = {}: the viscosity must be finite",
+                    num_exact(viscosity),
+                    num_exact(tau)
+                ),
             ));
         }
         if tau <= 0.5 || !tau.is_finite() {
@@ -568,7 +583,9 @@ impl CaseConfig {
                 "physics.reynolds",
                 "--re",
                 format!(
-                    "Re = {reynolds_in} gives tau = {tau}, not above 0.5: lower Re or refine the grid"
+                    "Re = {} gives tau = {}, not above 0.5: lower Re or refine the grid",
+                    num_exact(reynolds_in),
+                    num_exact(tau)
                 ),
             ));
         }
@@ -588,7 +605,9 @@ impl CaseConfig {
                 key,
                 flag,
                 format!(
-                    "nu = {viscosity:e} gives tau = {tau}, which is 0.5 in {}: raise the viscosity or use --precision f64",
+                    "nu = {} gives tau = {}, which is 0.5 in {}: raise the viscosity or use --precision f64",
+                    num_exact(viscosity),
+                    num_exact(tau),
                     self.numerics.precision.name()
                 ),
             ));
@@ -1128,8 +1147,11 @@ impl CaseConfig {
                         key,
                         flag,
                         format!(
-                            "{what} is {v:e}, not a finite number > 0: the physical units are out of range (L = {:e} m, U = {:e} m/s, ν = {:e} m²/s)",
-                            u.length, u.velocity, u.viscosity
+                            "{what} is {}, not a finite number > 0: the physical units are out of range (L = {} m, U = {} m/s, ν = {} m²/s)",
+                            num(v),
+                            num_exact(u.length),
+                            num_exact(u.velocity),
+                            num_exact(u.viscosity)
                         ),
                     ));
                 }
