@@ -802,6 +802,13 @@ fn boundaries_that_cannot_hold_are_refused_in_one_line_with_nothing_written() {
                 .to_string(),
             "boundary: face z+: is the cavity's lid",
         ),
+        (
+            "fast",
+            format!(
+                "{box_y_periodic}[[boundary]]\nface = \"x-\"\nkind = \"velocity\"\nvelocity = [0.45, 0, 0]\n"
+            ),
+            "boundary: face x-: velocity",
+        ),
     ] {
         let case = tmp.path().join(format!("{name}.toml"));
         std::fs::write(&case, text).unwrap();
@@ -821,4 +828,13 @@ fn boundaries_that_cannot_hold_are_refused_in_one_line_with_nothing_written() {
         );
         assert!(!new.exists(), "{name}: a refused boundary left {new:?}");
     }
+    // The fast inlet's message says what the limit is.
+    let (_, _, err) = thelma(&[
+        "run",
+        "--config",
+        tmp.path().join("fast.toml").to_str().unwrap(),
+        "-o",
+        new.to_str().unwrap(),
+    ]);
+    assert!(err.contains("must stay below 0.4"), "{err}");
 }

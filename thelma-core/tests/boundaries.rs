@@ -1,8 +1,10 @@
 //! `[[boundary]]` tables that cannot hold are refused by validation, naming the key `boundary` and
-//! the face: a face on a periodic axis (it has none), two tables on one face,
-//! and a table on the cavity's lid (which `physics.lid_speed` already sets). The binary's side
-//! (one line, exit 2, nothing written) is in thelma-cli's `reliability.rs`.
+//! the face: a face on a periodic axis (it has none), two tables on one face, a table on the
+//! cavity's lid (which `physics.lid_speed` already sets), and an inlet faster than the stable
+//! lattice speed. The binary's side (one line, exit 2, nothing written) is in thelma-cli's
+//! `reliability.rs`.
 
+use thelma_core::physics::MAX_SPEED;
 use thelma_core::{CaseConfig, ConfigError};
 
 /// Validates a 16 × 8 × 8 case of ν = 0.05 (lattice units) whose `[domain]` table starts with `head`,
@@ -69,4 +71,26 @@ fn conflicting_boundaries_on_one_face_are_refused_naming_the_key() {
     );
     // Other faces of the cavity take walls.
     validate("", "[[boundary]]\nface = \"z-\"\nvelocity = [0.1, 0, 0]\n").unwrap();
+}
+
+#[test]
+fn an_inlet_faster_than_the_stable_lattice_speed_is_refused_naming_the_key() {
+    let inlet = |u: f64| {
+        format!("[[boundary]]\nface = \"x-\"\nkind = \"velocity\"\nvelocity = [{u}, 0, 0]\n")
+    };
+    validate(BOX, &inlet(0.39)).unwrap();
+    for u in [MAX_SPEED, 0.5, -0.45] {
+        refused(
+            validate(BOX, &inlet(u)),
+            &format!("each component must stay below {MAX_SPEED}"),
+        );
+    }
+    // A tangential component counts as much as the normal one.
+    refused(
+        validate(
+            BOX,
+            "[[boundary]]\nface = \"x-\"\nkind = \"velocity\"\nvelocity = [0.1, 0, 0.41]\n",
+        ),
+        "face x-: velocity",
+    );
 }
