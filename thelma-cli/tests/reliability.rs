@@ -809,6 +809,13 @@ fn boundaries_that_cannot_hold_are_refused_in_one_line_with_nothing_written() {
             ),
             "boundary: face x-: velocity",
         ),
+        (
+            "both",
+            format!(
+                "{box_y_periodic}[[boundary]]\nface = \"x+\"\nkind = \"pressure\"\ndensity = 1.0\npressure = 0.0\n"
+            ),
+            "boundary: face x+: give `density` or `pressure`, not both",
+        ),
     ] {
         let case = tmp.path().join(format!("{name}.toml"));
         std::fs::write(&case, text).unwrap();

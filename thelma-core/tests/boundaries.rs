@@ -94,3 +94,82 @@ fn an_inlet_faster_than_the_stable_lattice_speed_is_refused_naming_the_key() {
         "face x-: velocity",
     );
 }
+
+/// A box 16 nodes long of 0.16 m with a pressure face on x+ given by `outlet`: dx = 1 cm, and at
+/// the lattice speed 0.1 (`physics.lid_speed`) for 0.01 m/s one lattice velocity is 0.1 m/s, so
+/// with 1000 kg/m³ one lattice pressure unit is 1000 · 0.1² = 10 Pa.
+fn in_pascals(outlet: &str, density: &str) -> Result<CaseConfig, ConfigError> {
+    let text = format!(
+        "[domain]\n{BOX}size = [16, 8, 8]\n[units]\nlength = 0.16\nvelocity = 0.01\nviscosity = 1e-5\n\
+         {density}[run]\nsteps = 100\n[[boundary]]\nface = \"x+\"\nkind = \"pressure\"\n{outlet}"
+    );
+    let case = CaseConfig::parse(&text, false).expect("the case parses");
+    case.validate().map(|_| case)
+}
+
+/// The density the case's x+ face is held at.
+fn outlet_density(case: &CaseConfig) -> f64 {
+    let faces = case.open_faces();
+    assert_eq!(faces.len(), 1, "{faces:?}");
+    faces[0].2
+}
+
+#[test]
+fn a_pressure_face_takes_its_pressure_in_lattice_units_or_pascals() {
+    let lattice = |outlet: &str| {
+        let text = format!(
+            "[domain]\n{BOX}size = [16, 8, 8]\n[physics]\nviscosity = 0.05\n\
+             [[boundary]]\nface = \"x+\"\nkind = \"pressure\"\n{outlet}"
+        );
+        let case = CaseConfig::parse(&text, false).unwrap();
+        case.validate().unwrap();
+        outlet_density(&case)
+    };
+    // Without [units], p − p0 = (ρ − 1)/3 in lattice units.
+    let close = |a: f64, b: f64| (a - b).abs() < 1e-12;
+    assert!(close(lattice("pressure = 0.002\n"), 1.006));
+    assert!(close(lattice("pressure = -0.002\n"), 0.994));
+    assert_eq!(lattice("density = 1.006\n"), 1.006);
+    assert_eq!(lattice(""), 1.0);
+    // With [units], Pa: 0.03 Pa is 0.003 lattice pressure units of 10 Pa, ρ = 1 + 3 · 0.003.
+    let rho = "density = 1000.0\n";
+    let got = outlet_density(&in_pascals("pressure = 0.03\n", rho).unwrap());
+    assert!(close(got, 1.009), "{got}");
+    let got = outlet_density(&in_pascals("pressure = -0.03\n", rho).unwrap());
+    assert!(close(got, 0.991), "{got}");
+    // `density` stays relative to the reference, with or without [units].
+    let got = outlet_density(&in_pascals("density = 1.009\n", rho).unwrap());
+    assert_eq!(got, 1.009);
+}
+
+#[test]
+fn a_pressure_that_cannot_be_used_is_refused_naming_the_key() {
+    let outlet = |keys: &str| {
+        validate(
+            BOX,
+            &format!("[[boundary]]\nface = \"x+\"\nkind = \"pressure\"\n{keys}"),
+        )
+    };
+    // Both keys on one face, even when they agree.
+    refused(
+        outlet("density = 1.006\npressure = 0.002\n"),
+        "face x+: give `density` or `pressure`, not both",
+    );
+    // Pa without a density to convert them with.
+    let e = in_pascals("pressure = 0.03\n", "").unwrap_err();
+    assert_eq!(e.key, "boundary", "{e:?}");
+    assert!(e.message.contains("units.density"), "{e:?}");
+    // A pressure whose density leaves the weakly compressible range says both.
+    refused(
+        outlet("pressure = 1.0\n"),
+        "face x+: pressure 1 gives density 4 must lie in [0.5, 1.5]",
+    );
+    // Only a pressure face takes one.
+    refused(
+        validate(
+            BOX,
+            "[[boundary]]\nface = \"x+\"\nkind = \"outflow\"\npressure = 0.001\n",
+        ),
+        "takes no density or pressure (only `pressure` does)",
+    );
+}

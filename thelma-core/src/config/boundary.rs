@@ -95,6 +95,10 @@ pub struct BoundaryConfig {
     /// A pressure outlet's density, relative to the reference (1); default 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub density: Option<f64>,
+    /// A pressure outlet's pressure `p − p0` instead of its density: Pa with `[units]` (which then
+    /// need `units.density`), lattice units (`(ρ − 1)/3`) without them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pressure: Option<f64>,
     /// How an inlet's velocity varies across the face.
     #[serde(default)]
     pub profile: Profile,
@@ -112,6 +116,7 @@ impl BoundaryConfig {
             kind,
             velocity: [0.0; 3],
             density: None,
+            pressure: None,
             profile: Profile::Uniform,
             amplitude: None,
         }

@@ -850,21 +850,24 @@ impl CaseConfig {
                     "a wall moves along its face only: velocity {v:?} has a normal component (an inflow is kind = \"velocity\")"
                 ));
             }
-            match (b.kind, b.density) {
-                (BoundaryKind::Pressure, Some(rho))
-                    if !(rho.is_finite() && (0.5..=1.5).contains(&rho)) =>
-                {
+            if b.kind != BoundaryKind::Pressure && (b.density.is_some() || b.pressure.is_some()) {
+                return refuse(format!(
+                    "a {} face takes no density or pressure (only `pressure` does)",
+                    b.kind.name()
+                ));
+            }
+            match self.boundary_density(b) {
+                Err(m) => return refuse(m),
+                Ok(Some(rho)) if !(rho.is_finite() && (0.5..=1.5).contains(&rho)) => {
+                    let from = b
+                        .pressure
+                        .map(|p| format!("pressure {p} gives "))
+                        .unwrap_or_default();
                     return refuse(format!(
-                        "density {rho} must lie in [0.5, 1.5] (relative to the reference 1; the scheme is weakly compressible)"
+                        "{from}density {rho} must lie in [0.5, 1.5] (relative to the reference 1; the scheme is weakly compressible)"
                     ));
                 }
-                (BoundaryKind::Pressure, _) | (_, None) => {}
-                (kind, Some(_)) => {
-                    return refuse(format!(
-                        "a {} face takes no density (only `pressure` does)",
-                        kind.name()
-                    ));
-                }
+                Ok(_) => {}
             }
             if b.kind != BoundaryKind::Velocity
                 && (b.profile != Profile::Uniform || b.amplitude.is_some())
@@ -1057,8 +1060,37 @@ impl CaseConfig {
                     BoundaryKind::Pressure | BoundaryKind::Outflow | BoundaryKind::FreeSlip
                 )
             })
-            .map(|b| (b.face, b.kind, b.density.unwrap_or(1.0)))
+            .map(|b| {
+                let rho = self.boundary_density(b).ok().flatten();
+                (b.face, b.kind, rho.unwrap_or(1.0))
+            })
             .collect()
+    }
+
+    /// A `[[boundary]]` face's density relative to the reference 1: its `density`, or the density
+    /// whose pressure `(ρ − 1)/3` is its `pressure` (in lattice units; from Pa with `[units]`, one
+    /// lattice pressure unit being `units.density (dx/dt)²`), or `None` where it gives neither. An
+    /// error says why the two keys cannot be read.
+    pub fn boundary_density(&self, b: &BoundaryConfig) -> Result<Option<f64>, String> {
+        let Some(p) = b.pressure else {
+            return Ok(b.density);
+        };
+        if b.density.is_some() {
+            return Err("give `density` or `pressure`, not both (they set the same thing)".into());
+        }
+        let unit = match (self.units, self.unit_scales()) {
+            (Some(PhysicalUnits { density: Some(rho), .. }), Some(s)) => rho * s.velocity * s.velocity,
+            (Some(_), _) => {
+                return Err(format!(
+                    "pressure {p} is in Pa with [units], which then need `units.density` (kg/m³); or give the face's `density`"
+                ))
+            }
+            (None, _) => 1.0,
+        };
+        if !p.is_finite() {
+            return Err(format!("pressure {p} must be finite"));
+        }
+        Ok(Some(1.0 + 3.0 * p / unit))
     }
 
     /// The flow lattice's collision model of this case (call after [`Self::validate`]).
