@@ -1,5 +1,6 @@
 // D3Q19 lattice Boltzmann kernels of thelma: the fused pull collide-and-propagate step, the export of
-// a slab's boundary layers into interface buffers, and the watchdog's reduction.
+// a slab's boundary layers into interface buffers, and the reductions of the watchdog and of the
+// convergence measure.
 //
 // Compiled at run time by NVRTC after a prelude generated from thelma-core (thelma_compute::cuda::prelude)
 // that defines `real`, `thelma_index` (a node's palette index: one byte, or two for large palettes),
@@ -313,5 +314,52 @@ THELMA_NAME(health_d3q19)(const real *__restrict__ a, const thelma_index *__rest
         out[3 * blockIdx.x] = smin[0];
         out[3 * blockIdx.x + 1] = smax[0];
         out[3 * blockIdx.x + 2] = sbad[0] == ~0ull ? -1.0 : (double)sbad[0];
+    }
+}
+
+// The convergence measure: per fluid node the velocity the host would read (thelma_velocity, printed
+// from thelma_core::physics::macroscopic), |u − u_prev|² (when `compare`) and |u|² accumulated in
+// double per block, and u stored into u_prev ([axis][node], so that a warp's stores are contiguous)
+// for the next measure. The per-node terms use the _rn intrinsics, which are never contracted into
+// fused multiply-adds, so that each equals the host's sum of squares bit for bit and only the order
+// of the sums differs. out[2·block + 0..2] = Σ|u − u_prev|², Σ|u|².
+extern "C" __global__ void __launch_bounds__(256)
+THELMA_NAME(velocity_change_d3q19)(const real *__restrict__ a,
+                                   const thelma_index *__restrict__ index,
+                                   const unsigned int *__restrict__ pal_mask, unsigned long long n,
+                                   real *__restrict__ u_prev, int compare, double *out) {
+    __shared__ double sdiff[256];
+    __shared__ double snorm[256];
+    double diff = 0.0, norm = 0.0;
+    for (unsigned long long p = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; p < n;
+         p += (unsigned long long)gridDim.x * blockDim.x) {
+        if (pal_mask[index[p]] & THELMA_SOLID_BIT) continue;
+        real u[3];
+        thelma_velocity(thelma_node<real>{a + p, (size_t)n}, u);
+        const double ux = (double)u[0], uy = (double)u[1], uz = (double)u[2];
+        if (compare) {
+            const double dx = __dsub_rn(ux, (double)u_prev[p]);
+            const double dy = __dsub_rn(uy, (double)u_prev[n + p]);
+            const double dz = __dsub_rn(uz, (double)u_prev[2 * n + p]);
+            diff += __dadd_rn(__dadd_rn(__dmul_rn(dx, dx), __dmul_rn(dy, dy)), __dmul_rn(dz, dz));
+        }
+        norm += __dadd_rn(__dadd_rn(__dmul_rn(ux, ux), __dmul_rn(uy, uy)), __dmul_rn(uz, uz));
+        u_prev[p] = u[0];
+        u_prev[n + p] = u[1];
+        u_prev[2 * n + p] = u[2];
+    }
+    sdiff[threadIdx.x] = diff;
+    snorm[threadIdx.x] = norm;
+    __syncthreads();
+    for (unsigned int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) {
+            sdiff[threadIdx.x] += sdiff[threadIdx.x + s];
+            snorm[threadIdx.x] += snorm[threadIdx.x + s];
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        out[2 * blockIdx.x] = sdiff[0];
+        out[2 * blockIdx.x + 1] = snorm[0];
     }
 }

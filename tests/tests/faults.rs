@@ -10,7 +10,8 @@ use thelma_compute::CpuFactory;
 use thelma_core::CaseConfig;
 use thelma_core::SlabSpec;
 use thelma_core::{
-    ComputeError, ComputeModule, Fields, Health, InterfaceMemory, ModuleFactory, Placement,
+    ChangeSums, ComputeError, ComputeModule, Fields, Health, InterfaceMemory, ModuleFactory,
+    Placement,
 };
 use thelma_core::{Runtime, RuntimeError};
 use thelma_tests::{domain, model};
@@ -113,6 +114,9 @@ impl ComputeModule for FaultyModule {
     }
     fn health(&mut self) -> Result<Health, ComputeError> {
         self.inner.health()
+    }
+    fn velocity_change(&mut self) -> Result<Option<ChangeSums>, ComputeError> {
+        self.inner.velocity_change()
     }
     fn read_populations(&mut self) -> Result<Vec<u8>, ComputeError> {
         self.inner.read_populations()

@@ -14,7 +14,6 @@ use thelma_core::{BoundaryKind, CaseConfig, CaseKind, LatticeParams};
 use thelma_core::{DeviceInfo, Runtime, RuntimeError};
 use thelma_core::{Domain, SlabSpec};
 use thelma_geometry::Geometry;
-use thelma_results::relative_change;
 use thelma_results::Comparison;
 use thelma_results::Profile;
 use thelma_results::{DeviceSummary, RunSummary, StopReason, Timings, UnitsReport};
@@ -147,9 +146,11 @@ pub fn run_case_from(
     if resume.is_none() {
         samples.sample(&mut rt)?;
     }
-    let mut prev = rt.fields()?;
-    // `prev` is the newest state that passed the watchdog, held in memory.
-    let mut prev_step = step0;
+    // The starting state, judged by the fields and held in memory: what a diverged run writes when
+    // no checkpoint is newer. Later states are judged on the devices (`watchdog::inspect`), and
+    // their fields are gathered only for outputs and at the end.
+    let prev = rt.fields()?;
+    let prev_step = step0;
     let mut tally = Tally {
         case,
         lattice,
@@ -174,6 +175,12 @@ pub fn run_case_from(
             None,
             &None,
         ));
+    }
+    // The convergence measure runs on the devices (`Runtime::velocity_change`): this first call
+    // records the starting velocity, each check then compares with the one before.
+    let mut measured = step0;
+    if convergence {
+        rt.velocity_change()?;
     }
     let mut converged = false;
     let mut interrupted = false;
@@ -200,19 +207,15 @@ pub fn run_case_from(
         let progress = at(check) || step >= target || st.stopped;
         let mut change = None;
         let mut finding = None;
-        if convergence && progress {
-            let now = rt.fields()?;
-            finding = watchdog::judge_fields(&now, bounds);
-            if finding.is_none() {
-                if step > prev_step {
-                    change =
-                        Some(relative_change(&prev, &now) * 1000.0 / (step - prev_step) as f64);
-                }
-                prev = now;
-                prev_step = step;
-            }
-        } else if at(guard) || at(every_checkpoint) || progress {
+        if at(guard) || at(every_checkpoint) || progress {
             finding = watchdog::inspect(&mut rt, bounds)?;
+        }
+        if convergence && progress && finding.is_none() {
+            let sums = rt.velocity_change()?;
+            if step > measured {
+                change = sums.map(|s| s.relative() * 1000.0 / (step - measured) as f64);
+            }
+            measured = step;
         }
         if let Some(f) = finding {
             let held = Some((prev_step, &prev));
@@ -255,24 +258,19 @@ pub fn run_case_from(
         }
     }
 
-    let fields = if convergence {
-        prev
-    } else {
-        let now = rt.fields()?;
-        if let Some(f) = watchdog::judge_fields(&now, bounds) {
-            let (step, held) = (rt.step(), Some((prev_step, &prev)));
-            return Err(diverged(
-                f,
-                step,
-                &tally,
-                &mut rt,
-                &mut outputs,
-                held,
-                &saved,
-            ));
-        }
-        now
-    };
+    let fields = rt.fields()?;
+    if let Some(f) = watchdog::judge_fields(&fields, bounds) {
+        let (step, held) = (rt.step(), Some((prev_step, &prev)));
+        return Err(diverged(
+            f,
+            step,
+            &tally,
+            &mut rt,
+            &mut outputs,
+            held,
+            &saved,
+        ));
+    }
     let mass1 = fields.mass();
     outputs.finish(&mut rt, &fields)?;
     let (profiles, validation) =
@@ -443,8 +441,8 @@ fn load_resume(case: &CaseConfig, path: &Path) -> Result<(checkpoint::Checkpoint
     Ok((ck, checkpoint::resolve(path)))
 }
 
-/// Ends a diverged run: writes the newest healthy state it knows (`held`, the fields of the last
-/// healthy check kept in memory, or the last checkpoint when that is newer, reloaded into the devices)
+/// Ends a diverged run: writes the newest healthy state it knows (`held`, the starting fields kept in
+/// memory, or the last checkpoint when that is newer, reloaded into the devices)
 /// with the usual writers, and returns the error that says where and when the run went wrong.
 fn diverged(
     (node, reason): ([usize; 3], watchdog::Reason),

@@ -24,12 +24,15 @@ use thelma_core::physics::{
 use thelma_core::Real;
 use thelma_core::SlabSpec;
 use thelma_core::{
-    interface_offset, ComputeError, ComputeModule, Fields, Health, InterfaceMemory, ModuleFactory,
-    Placement, WALL_SLOTS,
+    interface_offset, ChangeSums, ComputeError, ComputeModule, Fields, Health, InterfaceMemory,
+    ModuleFactory, Placement, WALL_SLOTS,
 };
 use thelma_geometry::{LinkRule, NodeFlags};
 
-use crate::fields::{fields_from_populations, health_of_populations, initial_populations};
+use crate::fields::{
+    fields_from_populations, health_of_populations, initial_populations,
+    velocity_change_of_populations,
+};
 use crate::params::ModelParams;
 
 /// Nodes along x collided together as one bundle of lanes (one or two AVX2 registers).
@@ -296,6 +299,10 @@ pub struct CpuModule<T: Real + Arith<Scalar = T>> {
     threads: usize,
     /// 512-bit bundles with AVX-512 (when the CPU has it) rather than [`LANES`].
     wide: bool,
+    /// The velocity of the last convergence measure (x, y, z per node; empty until the first) and
+    /// whether it belongs to the current run of states (loading populations starts a new one).
+    u_prev: Vec<T>,
+    u_prev_valid: bool,
 }
 
 impl<T: Real + Arith<Scalar = T>> CpuModule<T> {
@@ -359,6 +366,8 @@ impl<T: Real + Arith<Scalar = T>> CpuModule<T> {
             pool,
             threads,
             wide: avx512_available(),
+            u_prev: Vec::new(),
+            u_prev_valid: false,
         };
         if let Some(init) = &params.initial {
             let g = initial_populations::<T>(&m.slab, init)?;
@@ -962,6 +971,7 @@ impl<T: Real + Arith<Scalar = T>> ComputeModule for CpuModule<T> {
         }
         self.below = below;
         self.above = above;
+        self.u_prev_valid = false;
         self.publish(1);
         Ok(())
     }
@@ -988,6 +998,29 @@ impl<T: Real + Arith<Scalar = T>> ComputeModule for CpuModule<T> {
     fn health(&mut self) -> Result<Health, ComputeError> {
         let solid = |p: usize| self.palette[self.index[p] as usize].solid;
         Ok(health_of_populations(&self.slab, &self.a, solid))
+    }
+
+    fn velocity_change(&mut self) -> Result<Option<ChangeSums>, ComputeError> {
+        if self.u_prev.is_empty() {
+            let len = 3 * self.n();
+            self.u_prev
+                .try_reserve_exact(len)
+                .map_err(|e| ComputeError::OutOfMemory(format!("previous velocity: {e}")))?;
+            self.u_prev.resize(len, T::zero());
+        }
+        let (index, palette) = (&self.index, &self.palette);
+        let solid = |p: usize| palette[index[p] as usize].solid;
+        let compare = self.u_prev_valid;
+        let sums = velocity_change_of_populations(
+            &self.slab,
+            &self.a,
+            solid,
+            self.params.model.force,
+            &mut self.u_prev,
+            compare,
+        );
+        self.u_prev_valid = true;
+        Ok(compare.then_some(sums))
     }
 
     fn read_populations(&mut self) -> Result<Vec<u8>, ComputeError> {
@@ -1017,6 +1050,7 @@ impl<T: Real + Arith<Scalar = T>> ComputeModule for CpuModule<T> {
             )));
         }
         bytemuck::cast_slice_mut(&mut self.a).copy_from_slice(bytes);
+        self.u_prev_valid = false;
         self.publish(((next_step + 1) % 2) as usize);
         Ok(())
     }

@@ -6,7 +6,7 @@ use thelma_core::physics::{equilibrium, macroscopic, Arith};
 use thelma_core::InitialState;
 use thelma_core::Real;
 use thelma_core::SlabSpec;
-use thelma_core::{ComputeError, Fields, Health};
+use thelma_core::{ChangeSums, ComputeError, Fields, Health};
 
 /// The shifted populations `[i][z][y][x]` of a slab starting at the equilibrium of `init`'s state
 /// at every node (solid nodes too: they are never updated, and the value is harmless).
@@ -59,6 +59,45 @@ pub(crate) fn fields_from_populations<T: Real + Arith<Scalar = T>>(
         out.uz[p] = m.u[2].to_f64();
     }
     out
+}
+
+/// The convergence measure of a slab's shifted populations `g`: over its fluid nodes, Σ |u − u_prev|²
+/// and Σ |u|² in f64, node after node in the order and form of `thelma_results::relative_change`, with
+/// u computed as [`fields_from_populations`] computes it. `prev` holds u_prev (x, y, z per node, in
+/// the run's precision, which holds u exactly) when `compare`; it receives u. Without `compare` the
+/// change is 0.
+pub(crate) fn velocity_change_of_populations<T: Real + Arith<Scalar = T>>(
+    slab: &SlabSpec,
+    g: &[T],
+    solid: impl Fn(usize) -> bool,
+    force: Option<[f64; 3]>,
+    prev: &mut [T],
+    compare: bool,
+) -> ChangeSums {
+    let n = slab.nodes();
+    debug_assert_eq!(prev.len(), 3 * n);
+    let force = force.map(|f| f.map(T::of));
+    let mut sums = ChangeSums::default();
+    for p in 0..n {
+        if solid(p) {
+            continue;
+        }
+        let node: [T; Q] = std::array::from_fn(|i| g[i * n + p]);
+        let now = macroscopic(&node, force).u;
+        let u = [now[0].to_f64(), now[1].to_f64(), now[2].to_f64()];
+        let was = &mut prev[3 * p..3 * p + 3];
+        if compare {
+            let d = [
+                u[0] - was[0].to_f64(),
+                u[1] - was[1].to_f64(),
+                u[2] - was[2].to_f64(),
+            ];
+            sums.diff += d[0] * d[0] + d[1] * d[1] + d[2] * d[2];
+        }
+        sums.norm += u[0] * u[0] + u[1] * u[1] + u[2] * u[2];
+        was.copy_from_slice(&now);
+    }
+    sums
 }
 
 /// The watchdog's check of shifted populations: the first fluid node with a non-finite value and the

@@ -56,6 +56,7 @@ fn every_kernel_variant_compiles_for_sm_90() {
                     Kernel::CollideOpen(collision),
                     Kernel::ExportFaces,
                     Kernel::Health,
+                    Kernel::VelocityChange,
                     Kernel::GatherNodes,
                 ];
                 for k in kernels {
@@ -67,7 +68,7 @@ fn every_kernel_variant_compiles_for_sm_90() {
     }
     assert_eq!(
         Kernel::all().iter().filter(|k| k.in_lbm_source()).count(),
-        2 * OPERATORS.len() + 3
+        2 * OPERATORS.len() + 4
     );
     let cubin = compile_cubin(BANDWIDTH_SOURCE, "bandwidth.cu", "sm_90").expect("bandwidth kernel");
     assert!(contains(

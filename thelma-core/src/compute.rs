@@ -83,6 +83,38 @@ pub struct Health {
     pub rho_max: f64,
 }
 
+/// What the convergence measure learns from a slab: sums over its fluid nodes, in f64, of the
+/// velocity's change since the previous measure and of the velocity itself.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ChangeSums {
+    /// Σ |u − u_prev|².
+    pub diff: f64,
+    /// Σ |u|².
+    pub norm: f64,
+}
+
+impl ChangeSums {
+    /// The sums of several slabs, added in the order given (slab order, so that a run's figures do
+    /// not depend on which slab answers first).
+    pub fn total<'a>(slabs: impl IntoIterator<Item = &'a ChangeSums>) -> ChangeSums {
+        slabs
+            .into_iter()
+            .fold(ChangeSums::default(), |a, s| ChangeSums {
+                diff: a.diff + s.diff,
+                norm: a.norm + s.norm,
+            })
+    }
+
+    /// The relative L2 change `‖u − u_prev‖₂ / ‖u‖₂` (0 when the field is zero and unchanged,
+    /// infinite when only the previous one was not).
+    pub fn relative(&self) -> f64 {
+        if self.norm == 0.0 {
+            return if self.diff == 0.0 { 0.0 } else { f64::INFINITY };
+        }
+        (self.diff / self.norm).sqrt()
+    }
+}
+
 /// An error inside a compute module.
 #[derive(Debug, thiserror::Error)]
 pub enum ComputeError {
@@ -167,6 +199,13 @@ pub trait ComputeModule {
     /// The watchdog's check of the current populations.
     fn health(&mut self) -> Result<Health, ComputeError>;
 
+    /// The convergence measure, computed where the populations are: over the fluid nodes, Σ |u −
+    /// u_prev|² and Σ |u|² in f64, with u exactly as [`read_fields`](Self::read_fields) reports it
+    /// (the force's half step included) and u_prev the velocity of the previous call, which the
+    /// current velocity then replaces. `None` on the first call after [`attach`](Self::attach) or
+    /// [`write_populations`](Self::write_populations), which only records the velocity.
+    fn velocity_change(&mut self) -> Result<Option<ChangeSums>, ComputeError>;
+
     /// The populations of the current lattice, `[i][z][y][x]`, as bytes in the run's precision.
     fn read_populations(&mut self) -> Result<Vec<u8>, ComputeError>;
 
@@ -207,12 +246,13 @@ pub struct MemoryInfo {
 }
 
 /// Bytes a slab of a lattice on `stencil` needs on its device: two lattices of Q populations, one
-/// flag byte per node, and the interface buffers it allocates (4 buffers of the crossing planes
+/// flag byte per node, the previous velocity of the convergence measure (3 values per node, made
+/// at the first measure) and the interface buffers it allocates (4 buffers of the crossing planes
 /// above it).
 pub fn slab_bytes(slab: &SlabSpec, stencil: &Stencil, precision: Precision) -> u64 {
     let nodes = slab.nodes() as u64;
     let b = precision.bytes() as u64;
-    2 * stencil.q() as u64 * nodes * b + nodes + 4 * slab.interface_values(stencil) as u64 * b
+    (2 * stencil.q() as u64 + 3) * nodes * b + nodes + 4 * slab.interface_values(stencil) as u64 * b
 }
 
 /// Where a worker thread should be bound.

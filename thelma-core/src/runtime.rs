@@ -16,7 +16,9 @@ use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 use parking_lot::{Condvar, Mutex};
 
 use crate::affinity::{bind_current_thread, AffinityError, Binding};
-use crate::compute::{ComputeError, ComputeModule, Fields, Health, InterfaceMemory, ModuleFactory};
+use crate::compute::{
+    ChangeSums, ComputeError, ComputeModule, Fields, Health, InterfaceMemory, ModuleFactory,
+};
 use crate::domain::{Domain, PartitionError, SlabSpec};
 
 /// A barrier for a fixed number of parties that can be aborted (waking every waiter with an error)
@@ -130,6 +132,7 @@ enum Command {
     },
     Fields,
     Health,
+    VelocityChange,
     ReadPopulations,
     ReadNodes(Arc<Vec<u32>>),
     WritePopulations {
@@ -149,6 +152,7 @@ enum Reply {
     Ran(WorkerTimes),
     Fields(Box<Fields>),
     Health(Health),
+    Change(Option<ChangeSums>),
     Populations(Vec<u8>),
     Nodes(Vec<f64>),
     Written,
@@ -384,6 +388,21 @@ impl Runtime {
             Reply::Health(h) => Ok(h),
             other => Err(other),
         })
+    }
+
+    /// The convergence measure of the whole domain: every slab's sums (computed on its device, see
+    /// [`ComputeModule::velocity_change`]) added in slab order. `None` when some slab had no previous
+    /// velocity to compare with (the first call, or the first after populations were loaded).
+    pub fn velocity_change(&mut self) -> Result<Option<ChangeSums>, RuntimeError> {
+        self.broadcast(|| Command::VelocityChange)?;
+        let slabs = self.collect(|_, r| match r {
+            Reply::Change(c) => Ok(c),
+            other => Err(other),
+        })?;
+        Ok(slabs
+            .into_iter()
+            .collect::<Option<Vec<ChangeSums>>>()
+            .map(|s| ChangeSums::total(&s)))
     }
 
     /// The populations of every slab, in slab order.
@@ -663,6 +682,7 @@ fn serve(
         } => return run_steps(module, t0, steps, exchange, barrier, stop),
         Command::Fields => module.read_fields().map(|f| Reply::Fields(Box::new(f))),
         Command::Health => module.health().map(Reply::Health),
+        Command::VelocityChange => module.velocity_change().map(Reply::Change),
         Command::ReadPopulations => module.read_populations().map(Reply::Populations),
         Command::ReadNodes(nodes) => module.read_nodes(&nodes).map(Reply::Nodes),
         Command::WritePopulations { bytes, next_step } => module

@@ -1,9 +1,10 @@
 //! Convergence of a run to steady state.
 
-use thelma_core::Fields;
+use thelma_core::{ChangeSums, Fields};
 
 /// Relative L2 change of the velocity field between two snapshots, over fluid nodes:
-/// `‖u − u_prev‖₂ / ‖u‖₂` (0 when the field is zero and unchanged).
+/// `‖u − u_prev‖₂ / ‖u‖₂` (0 when the field is zero and unchanged). The definition of the measure a
+/// run takes on its devices (`ComputeModule::velocity_change`), which sums the same terms per slab.
 pub fn relative_change(prev: &Fields, now: &Fields) -> f64 {
     let mut diff = 0.0;
     let mut norm = 0.0;
@@ -19,10 +20,7 @@ pub fn relative_change(prev: &Fields, now: &Fields) -> f64 {
         diff += d[0] * d[0] + d[1] * d[1] + d[2] * d[2];
         norm += now.ux[p] * now.ux[p] + now.uy[p] * now.uy[p] + now.uz[p] * now.uz[p];
     }
-    if norm == 0.0 {
-        return if diff == 0.0 { 0.0 } else { f64::INFINITY };
-    }
-    (diff / norm).sqrt()
+    ChangeSums { diff, norm }.relative()
 }
 
 #[cfg(test)]

@@ -21,7 +21,8 @@ use thelma_core::Precision;
 
 use super::prelude::{prelude, PreludeParams};
 
-/// The D3Q19 kernels (collide-and-propagate, face export, watchdog), compiled after the prelude.
+/// The D3Q19 kernels (collide-and-propagate, face export, watchdog, convergence measure, node
+/// gather), compiled after the prelude.
 pub const LBM_SOURCE: &str = include_str!("../../../kernels/lbm_d3q19.cu");
 /// The bandwidth probe of `thelma bench`, compiled alone.
 pub const BANDWIDTH_SOURCE: &str = include_str!("../../../kernels/bandwidth.cu");
@@ -36,6 +37,8 @@ pub enum Kernel {
     CollideOpen(Collision),
     ExportFaces,
     Health,
+    /// The convergence measure: the velocity's change since the previous measure, summed.
+    VelocityChange,
     /// The populations of listed nodes (forces and probes).
     GatherNodes,
     BandwidthCopy,
@@ -53,6 +56,7 @@ impl Kernel {
             .chain([
                 Kernel::ExportFaces,
                 Kernel::Health,
+                Kernel::VelocityChange,
                 Kernel::GatherNodes,
                 Kernel::BandwidthCopy,
             ])
@@ -70,6 +74,7 @@ impl Kernel {
             Kernel::CollideOpen(c) => format!("collide_open_d3q19_{c}_{suffix}"),
             Kernel::ExportFaces => format!("export_faces_d3q19_{suffix}"),
             Kernel::Health => format!("health_d3q19_{suffix}"),
+            Kernel::VelocityChange => format!("velocity_change_d3q19_{suffix}"),
             Kernel::GatherNodes => format!("gather_nodes_d3q19_{suffix}"),
             Kernel::BandwidthCopy => "bandwidth_copy".to_string(),
         }
@@ -364,6 +369,51 @@ pub unsafe fn health(
     unsafe { b.launch(cfg) }
         .map(|_| ())
         .map_err(launch_err("health"))
+}
+
+/// Blocks of the convergence measure's reduction (each writes two doubles).
+pub const CHANGE_BLOCKS: u32 = 1024;
+
+/// Enqueues the convergence measure of lattice `a` into `out` (2·[`CHANGE_BLOCKS`] doubles): the
+/// fluid nodes' velocity compared with `u_prev` (when `compare`), then stored there.
+///
+/// # Safety
+/// `f` is a velocity-change kernel of the lattice's precision; `a` holds 19·`nodes` values, `index`
+/// `nodes` entries below the length of the palette `pal_mask`, `u_prev` 3·`nodes` values of the
+/// lattice's precision and `out` 2·[`CHANGE_BLOCKS`] doubles, all on the device and allocated until
+/// the stream has finished the launch.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn velocity_change(
+    stream: &CudaStream,
+    f: &CudaFunction,
+    a: u64,
+    index: u64,
+    pal_mask: u64,
+    nodes: u64,
+    u_prev: u64,
+    compare: bool,
+    out: u64,
+) -> Result<(), ComputeError> {
+    let cfg = LaunchConfig {
+        grid_dim: (CHANGE_BLOCKS, 1, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let compare = i32::from(compare);
+    let mut b = stream.launch_builder(f);
+    b.arg(&a)
+        .arg(&index)
+        .arg(&pal_mask)
+        .arg(&nodes)
+        .arg(&u_prev)
+        .arg(&compare)
+        .arg(&out);
+    // SAFETY: matches velocity_change_d3q19's parameters (five device addresses around an unsigned
+    // 64-bit count and an int flag); the buffers are as the caller promises. Every thread strides over
+    // the nodes, so each node's u_prev is written by one thread only.
+    unsafe { b.launch(cfg) }
+        .map(|_| ())
+        .map_err(launch_err("velocity_change"))
 }
 
 /// Enqueues the gather of the populations of `count` listed nodes of lattice `a` into `out`.

@@ -17,12 +17,12 @@ use thelma_core::Precision;
 use thelma_core::Real;
 use thelma_core::SlabSpec;
 use thelma_core::{
-    interface_offset, ComputeError, ComputeModule, Fields, Health, InletSchedule, InterfaceMemory,
-    MemoryInfo, ModuleFactory, Placement, WALL_SLOTS,
+    interface_offset, ChangeSums, ComputeError, ComputeModule, Fields, Health, InletSchedule,
+    InterfaceMemory, MemoryInfo, ModuleFactory, Placement, WALL_SLOTS,
 };
 
 use super::device;
-use super::launch::{self, InletArgs, Kernel, StepArgs, HEALTH_BLOCKS};
+use super::launch::{self, InletArgs, Kernel, StepArgs, CHANGE_BLOCKS, HEALTH_BLOCKS};
 use super::prelude::{PreludeParams, OPEN_BIT, SOLID_BIT};
 use super::shape::LaunchShape;
 use crate::fields::{fields_from_populations, initial_populations};
@@ -185,6 +185,13 @@ pub struct CudaModule<T: Real + DeviceRepr> {
     /// Whether some node has open-face links: the step kernel is then the collide-open one.
     open: bool,
     health_out: CudaSlice<f64>,
+    /// The convergence measure's previous velocity (3 values per node in the run's precision,
+    /// which holds the velocity exactly, `[axis][node]`) and its per-block sums; made at the first
+    /// measure, so that runs of a fixed length never allocate them.
+    change: Option<(CudaSlice<T>, CudaSlice<f64>)>,
+    /// Whether `change` holds the velocity of a state of the current run of steps (loading
+    /// populations starts a new one).
+    u_prev_valid: bool,
     /// Addresses of the index, the palette masks and terms, the watchdog's output and the palette's
     /// link words.
     addr: [u64; 5],
@@ -203,6 +210,7 @@ pub struct CudaModule<T: Real + DeviceRepr> {
     collide: CudaFunction,
     export: CudaFunction,
     health_k: CudaFunction,
+    change_k: CudaFunction,
     gather_k: CudaFunction,
     _image: Arc<CuModule>,
     shape: LaunchShape,
@@ -272,16 +280,17 @@ where
             step,
             Kernel::ExportFaces,
             Kernel::Health,
+            Kernel::VelocityChange,
             Kernel::GatherNodes,
         ]
         .iter()
         .map(|k| k.name(T::PRECISION))
         .collect();
-        let (image, mut funcs) = launch::load(&stream, &cubin, &names)?;
-        let gather_k = funcs.pop().expect("four kernels");
-        let health_k = funcs.pop().expect("three kernels");
-        let export = funcs.pop().expect("three kernels");
-        let collide = funcs.pop().expect("three kernels");
+        let (image, funcs) = launch::load(&stream, &cubin, &names)?;
+        let [collide, export, health_k, change_k, gather_k]: [CudaFunction; 5] =
+            funcs
+                .try_into()
+                .map_err(|_| ComputeError::Device("the image lacks a kernel".into()))?;
         let amplitude_symbol = {
             let view = image
                 .get_global("thelma_amplitude", &stream)
@@ -367,6 +376,8 @@ where
             _pal_link: pal_link,
             open,
             health_out,
+            change: None,
+            u_prev_valid: false,
             addr,
             below: None,
             above: None,
@@ -375,6 +386,7 @@ where
             collide,
             export,
             health_k,
+            change_k,
             gather_k,
             _image: image,
             shape,
@@ -508,6 +520,7 @@ where
         self.sync()?;
         self.below = below;
         self.above = above;
+        self.u_prev_valid = false;
         self.publish(1)
     }
 
@@ -623,6 +636,59 @@ where
         Ok(h)
     }
 
+    fn velocity_change(&mut self) -> Result<Option<ChangeSums>, ComputeError> {
+        let n = self.slab.nodes();
+        if self.change.is_none() {
+            let oom = |e: cudarc::driver::DriverError| {
+                ComputeError::OutOfMemory(format!(
+                    "previous velocity ({} MiB): {e}",
+                    (3 * n * std::mem::size_of::<T>()) >> 20
+                ))
+            };
+            let u_prev = self.stream.alloc_zeros::<T>(3 * n).map_err(oom)?;
+            let sums = self
+                .stream
+                .alloc_zeros::<f64>(2 * CHANGE_BLOCKS as usize)
+                .map_err(oom)?;
+            self.change = Some((u_prev, sums));
+        }
+        let Some((u_prev, sums)) = &self.change else {
+            unreachable!("made above")
+        };
+        let compare = self.u_prev_valid;
+        // SAFETY: `change_k` was loaded for this module's precision; the current lattice holds 19·n
+        // values, the palette index n entries below the length of its mask, `u_prev` 3·n values of
+        // the precision and `sums` 2·CHANGE_BLOCKS doubles, all owned by the module (the copy below
+        // synchronises the stream before anything could drop them).
+        unsafe {
+            launch::velocity_change(
+                &self.stream,
+                &self.change_k,
+                self.ptrs[self.cur],
+                self.addr[0],
+                self.addr[1],
+                n as u64,
+                raw(u_prev, &self.stream),
+                compare,
+                raw(sums, &self.stream),
+            )
+        }?;
+        let mut out = vec![0.0f64; 2 * CHANGE_BLOCKS as usize];
+        self.stream
+            .memcpy_dtoh(sums, &mut out)
+            .map_err(dev_err("copy from the device"))?;
+        self.sync()?;
+        self.u_prev_valid = true;
+        let blocks: Vec<ChangeSums> = out
+            .chunks_exact(2)
+            .map(|b| ChangeSums {
+                diff: b[0],
+                norm: b[1],
+            })
+            .collect();
+        Ok(compare.then(|| ChangeSums::total(&blocks)))
+    }
+
     fn read_populations(&mut self) -> Result<Vec<u8>, ComputeError> {
         Ok(bytemuck::cast_slice(&self.download()?).to_vec())
     }
@@ -674,6 +740,7 @@ where
         let mut vals = vec![T::zero(); bytes.len() / std::mem::size_of::<T>()];
         bytemuck::cast_slice_mut::<T, u8>(&mut vals).copy_from_slice(bytes);
         self.upload(&vals)?;
+        self.u_prev_valid = false;
         self.publish(((next_step + 1) % 2) as usize)
     }
 }

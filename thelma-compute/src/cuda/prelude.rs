@@ -10,8 +10,8 @@ use thelma_core::Precision;
 use super::shape::{LaunchShape, DEFAULT_BLOCK_X};
 use thelma_core::physics::d3q19::Q;
 use thelma_core::physics::{
-    dispatch, node_density, parabola, pressure_terms, symbolic, Coefficients, Collision,
-    CollisionOperator, FlowModel, OperatorVisitor, Stencil, Sym, D3Q19,
+    dispatch, macroscopic, node_density, parabola, pressure_terms, symbolic, Coefficients,
+    Collision, CollisionOperator, FlowModel, OperatorVisitor, Stencil, Sym, D3Q19,
 };
 use thelma_core::WALL_SLOTS;
 use thelma_geometry::{LinkRule, NodeFlags};
@@ -158,6 +158,48 @@ pub fn pressure_source() -> String {
     s
 }
 
+/// A node's velocity as the host reads it into `Fields` (Guo's half force step where the model has a
+/// force) as a device function `thelma_velocity(g, u[3])`, printed from
+/// `thelma_core::physics::macroscopic`: the convergence measure on the device then sees the very
+/// velocity `fields_from_populations` computes, bit for bit (the division is correctly rounded, and
+/// the only product a sum follows, the half force, is exact, so a contraction cannot change it).
+pub fn velocity_source(model: &FlowModel) -> String {
+    let (u, rec) = velocity_recording(model);
+    let mut s = String::new();
+    // The collision defines the same constants with the same values; either may come first.
+    for (name, value) in rec.params() {
+        let _ = writeln!(
+            s,
+            "#ifndef {PARAM_PREFIX}{name}\n#define {PARAM_PREFIX}{name} ((real){})\n#endif",
+            lit(*value)
+        );
+    }
+    s.push_str(
+        "// A node's velocity, printed from thelma_core::physics::macroscopic.\n\
+         template <typename G>\n\
+         __device__ __forceinline__ void thelma_velocity(const G& g, real* __restrict__ u) {\n",
+    );
+    let outputs: Vec<(String, Sym)> = (0..3).map(|a| (format!("u[{a}]"), u[a])).collect();
+    s.push_str(&rec.emit_c(&outputs, PARAM_PREFIX, "    "));
+    s.push_str("}\n");
+    s
+}
+
+/// `thelma_core::physics::macroscopic`'s velocity under `model`'s force, recorded on symbols.
+fn velocity_recording(model: &FlowModel) -> ([Sym; 3], symbolic::Recording) {
+    symbolic::record(|| {
+        let g: [Sym; Q] = std::array::from_fn(|i| Sym::input(format!("g[{i}]")));
+        let force = model.force.map(|f| {
+            [
+                Sym::param("force_x", f[0]),
+                Sym::param("force_y", f[1]),
+                Sym::param("force_z", f[2]),
+            ]
+        });
+        macroscopic(&g, force).u
+    })
+}
+
 /// The direction table of `stencil` as device functions.
 fn stencil_tables(s: &mut String, st: &Stencil) {
     let col = |a: usize| st.c.iter().map(|c| c[a]).collect::<Vec<i32>>();
@@ -266,6 +308,7 @@ pub fn prelude(p: &PreludeParams) -> String {
     );
     s.push_str(&collision_source(&p.model));
     s.push_str(&pressure_source());
+    s.push_str(&velocity_source(&p.model));
     s
 }
 
@@ -290,6 +333,34 @@ mod tests {
         assert!(p.contains("#define THELMA_K_omega ((real)1.6e0)"));
         let p64 = prelude(&PreludeParams::example(Precision::F64, Collision::TRT));
         assert!(p64.contains("base##_f64") && p64.contains("collide_propagate_d3q19_trt_f64"));
+    }
+
+    /// The printed velocity computes what the host's `macroscopic` does, bit for bit, with and
+    /// without a force; the force's constants are defined once whichever function comes first.
+    #[test]
+    fn the_printed_velocity_is_the_hosts() {
+        let mut m = FlowModel::plain(Collision::MRT, 1.7);
+        for force in [None, Some([3e-5, -1e-5, 2e-6])] {
+            m.force = force;
+            let (u, rec) = velocity_recording(&m);
+            let g: [f32; Q] = std::array::from_fn(|i| (i as f32 * 0.37).sin() * 1e-2);
+            let got = rec.eval::<f32>(&u, |name| {
+                let i: usize = name[2..name.len() - 1].parse().unwrap();
+                g[i]
+            });
+            let want = macroscopic(&g, force.map(|f| f.map(|x| x as f32))).u;
+            assert_eq!(got, want.to_vec(), "force {force:?}");
+            let p = prelude(&PreludeParams {
+                model: m.clone(),
+                ..PreludeParams::example(Precision::F32, Collision::MRT)
+            });
+            assert!(p.contains("void thelma_velocity(const G& g, real* __restrict__ u)"));
+            let defines = p.matches("#define THELMA_K_force_x ").count();
+            assert_eq!(defines, if force.is_some() { 2 } else { 0 }, "{force:?}");
+            if force.is_some() {
+                assert!(p.contains("#ifndef THELMA_K_force_x"));
+            }
+        }
     }
 
     /// The printed collision follows the model: a force and the eddy viscosity appear as run
