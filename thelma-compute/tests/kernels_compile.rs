@@ -3,9 +3,7 @@
 //! NVRTC comes from the PyPI wheel `scripts/setup` installs. Where it is missing the test prints a
 //! note and passes, unless `THELMA_REQUIRE_NVRTC=1` (set by `scripts/test`, so CI cannot skip it).
 
-use thelma_compute::cuda::launch::{
-    compile_cubin, lbm_source, nvrtc_present, Kernel, BANDWIDTH_SOURCE,
-};
+use thelma_compute::cuda::launch::{compile, lbm_source, nvrtc_present, Kernel, BANDWIDTH_SOURCE};
 use thelma_compute::cuda::prelude::PreludeParams;
 use thelma_core::physics::{Collision, OPERATORS};
 use thelma_core::ComputeError;
@@ -49,7 +47,7 @@ fn every_kernel_variant_compiles_for_sm_90() {
                     }
                     _ => {}
                 }
-                let cubin = compile_cubin(&lbm_source(&p), "lbm_d3q19.cu", "sm_90")
+                let cubin = compile(&lbm_source(&p), "lbm_d3q19.cu", "sm_90")
                     .unwrap_or_else(|e| panic!("{precision:?} {op} variant {variant}: {e}"));
                 let kernels = [
                     Kernel::CollidePropagate(collision),
@@ -70,7 +68,7 @@ fn every_kernel_variant_compiles_for_sm_90() {
         Kernel::all().iter().filter(|k| k.in_lbm_source()).count(),
         2 * OPERATORS.len() + 4
     );
-    let cubin = compile_cubin(BANDWIDTH_SOURCE, "bandwidth.cu", "sm_90").expect("bandwidth kernel");
+    let cubin = compile(BANDWIDTH_SOURCE, "bandwidth.cu", "sm_90").expect("bandwidth kernel");
     assert!(contains(
         &cubin,
         &Kernel::BandwidthCopy.name(Precision::F32)
@@ -82,7 +80,7 @@ fn a_broken_kernel_reports_the_compiler_log() {
     if !nvrtc_or_skip() {
         return;
     }
-    match compile_cubin(
+    match compile(
         "extern \"C\" __global__ void k() { undefined_thing(); }",
         "broken.cu",
         "sm_90",

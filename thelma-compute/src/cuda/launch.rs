@@ -4,8 +4,10 @@
 //! Kernel sources are embedded (`include_str!`) and compiled at run time after the generated prelude;
 //! a cubin for the exact architecture (`sm_90` on H100/H200) avoids any PTX-version mismatch with the
 //! driver. The launch wrappers are `unsafe fn`s: they take device addresses, and their `# Safety`
-//! sections say what the caller (the module that owns the buffers) must guarantee. Compiled images are cached per source and architecture for the life of the process, so that
-//! many modules of one run (several slabs on one GPU, say) compile once.
+//! sections say what the caller (the module that owns the buffers) must guarantee. Compiled images are
+//! kept per source and architecture for the life of the process, so that many modules of one run
+//! (several slabs on one GPU, say) compile once, and on disk (`cache`), so that later runs do not
+//! compile at all.
 
 use std::collections::HashMap;
 use std::ffi::{c_char, CStr, CString};
@@ -19,6 +21,7 @@ use thelma_core::physics::{Collision, OPERATORS};
 use thelma_core::ComputeError;
 use thelma_core::Precision;
 
+use super::cache;
 use super::prelude::{prelude, PreludeParams};
 
 /// The D3Q19 kernels (collide-and-propagate, face export, watchdog, convergence measure, node
@@ -105,7 +108,27 @@ fn cache() -> &'static CubinCache {
     CACHE.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
-/// Compiles `source` to a cubin for `arch` (`sm_90`); a failure carries NVRTC's log.
+/// NVRTC's options for `arch`: part of the disk cache's key, so that changing them recompiles.
+fn options(arch: &str) -> Vec<String> {
+    vec![
+        format!("--gpu-architecture={arch}"),
+        "--std=c++17".to_string(),
+        "--extra-device-vectorization".to_string(),
+    ]
+}
+
+/// The version (major, minor) of the NVRTC library loaded, or `None` where it cannot tell.
+fn nvrtc_version() -> Option<(i32, i32)> {
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: two valid out pointers; the library is loaded (checked by the caller).
+    let r = unsafe { nvrtc_sys::nvrtcVersion(&mut major, &mut minor) };
+    (r == nvrtc_sys::nvrtcResult::NVRTC_SUCCESS).then_some((major, minor))
+}
+
+/// A cubin of `source` for `arch` (`sm_90`): from this process's images, else from the disk cache
+/// ([`cache::Store::from_env`]), else compiled by NVRTC and saved there. A disk cache that cannot
+/// be used only means compiling (with one warning per process); a compile failure carries NVRTC's
+/// log.
 pub fn compile_cubin(source: &str, name: &str, arch: &str) -> Result<Arc<Vec<u8>>, ComputeError> {
     if !nvrtc_present() {
         return Err(ComputeError::Compile(
@@ -116,21 +139,64 @@ pub fn compile_cubin(source: &str, name: &str, arch: &str) -> Result<Arc<Vec<u8>
     if let Some(c) = cache().lock().map_err(|_| poisoned())?.get(&key) {
         return Ok(c.clone());
     }
+    let options = options(arch);
+    // Without NVRTC's version the key would not tell compilers apart: compile and keep nothing.
+    let store = nvrtc_version().and_then(|v| {
+        cache::Store::from_env().map(|s| (s, cache::Key::new(source, arch, v, &options)))
+    });
+    let stored = store.as_ref().and_then(|(s, k)| {
+        s.load(k).unwrap_or_else(|e| {
+            cache::warn_once(s, "read", &e);
+            None
+        })
+    });
+    let cubin = match stored {
+        Some(c) => Arc::new(c),
+        None => {
+            let c = Arc::new(compile_with(source, name, arch, &options)?);
+            if let Some((s, k)) = &store {
+                if let Err(e) = s.save(k, &c) {
+                    cache::warn_once(s, "written", &e);
+                }
+            }
+            c
+        }
+    };
+    cache()
+        .lock()
+        .map_err(|_| poisoned())?
+        .insert(key, cubin.clone());
+    Ok(cubin)
+}
+
+/// Compiles `source` to a cubin for `arch` with NVRTC, caching nothing (the compile check's way:
+/// it must run the compiler). A failure carries NVRTC's log.
+pub fn compile(source: &str, name: &str, arch: &str) -> Result<Vec<u8>, ComputeError> {
+    if !nvrtc_present() {
+        return Err(ComputeError::Compile(
+            "the NVRTC library (libnvrtc.so) cannot be loaded".into(),
+        ));
+    }
+    compile_with(source, name, arch, &options(arch))
+}
+
+/// Runs NVRTC on `source` with `options`, made for `arch`.
+fn compile_with(
+    source: &str,
+    name: &str,
+    arch: &str,
+    options: &[String],
+) -> Result<Vec<u8>, ComputeError> {
     let src =
         CString::new(source).map_err(|_| ComputeError::Compile("NUL in kernel source".into()))?;
     let cname =
         CString::new(name).map_err(|_| ComputeError::Compile("NUL in kernel name".into()))?;
     let prog = nvrtc::create_program(&src, Some(&cname))
         .map_err(|e| ComputeError::Compile(format!("{name}: cannot create the program: {e:?}")))?;
-    let options = vec![
-        format!("--gpu-architecture={arch}"),
-        "--std=c++17".to_string(),
-        "--extra-device-vectorization".to_string(),
-    ];
     // SAFETY: `prog` was created above and is destroyed exactly once below; the log and the cubin are
     // copied into buffers of the sizes NVRTC reports.
-    let outcome = unsafe {
-        let compiled = nvrtc::compile_program(prog, &options);
+    unsafe {
+        let compiled = nvrtc::compile_program(prog, options);
         let result = match compiled {
             Err(e) => {
                 let log = nvrtc::get_program_log(prog)
@@ -160,13 +226,7 @@ pub fn compile_cubin(source: &str, name: &str, arch: &str) -> Result<Arc<Vec<u8>
         };
         let _ = nvrtc::destroy_program(prog);
         result
-    };
-    let cubin = Arc::new(outcome?);
-    cache()
-        .lock()
-        .map_err(|_| poisoned())?
-        .insert(key, cubin.clone());
-    Ok(cubin)
+    }
 }
 
 fn poisoned() -> ComputeError {

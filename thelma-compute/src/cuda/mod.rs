@@ -2,11 +2,13 @@
 //! found, a fused pull collide-and-propagate step, and the zero-copy interface exchange of TheLMA.
 //!
 //! `shape` holds the launch shape, `prelude` prints the kernels' constants and collision from
-//! thelma-core, `launch` holds the kernel registry and every unsafe launch, `module` the
-//! `ComputeModule` and `ModuleFactory`, `device` the driver probes, `bench` the bandwidth probe (each
-//! file uses only those before it). Device objects are created, used and dropped on their worker thread.
+//! thelma-core, `cache` keeps compiled images on disk, `launch` holds the kernel registry, the
+//! compilation and every unsafe launch, `module` the `ComputeModule` and `ModuleFactory`, `device`
+//! the driver probes, `bench` the bandwidth probe (each file uses only those before it). Device
+//! objects are created, used and dropped on their worker thread.
 
 pub mod bench;
+mod cache;
 mod device;
 pub mod launch;
 mod module;
