@@ -845,3 +845,71 @@ fn boundaries_that_cannot_hold_are_refused_in_one_line_with_nothing_written() {
     ]);
     assert!(err.contains("must stay below 0.4"), "{err}");
 }
+
+/// summary.json's mean force is forces.csv's columns averaged over the second half of the samples
+/// (the last 4 of 7 here, steps 30 to 60, while the body force spins the flow up, so that every
+/// row differs and a mean over other rows, or a sum, or a stale sample, misses it), to rounding;
+/// the coefficients likewise.
+#[test]
+fn the_mean_force_in_the_summary_is_the_mean_of_the_second_half_of_forces_csv() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = tmp.path().join("out");
+    let case = tmp.path().join("case.toml");
+    std::fs::write(
+        &case,
+        "[domain]\ncase = \"box\"\nsize = [16, 10, 10]\nperiodic = [true, false, false]\n\
+         obstacles = [{ shape = \"cylinder\", centre = [6.0, 4.5, 0.0], axis = [0, 0, 1], radius = 2.0 }]\n\
+         [physics]\nviscosity = 0.05\nforce = [1e-5, 0, 0]\n[run]\nsteps = 60\n\
+         [forces]\nevery = 10\narea = 10.0\nvelocity = 0.01\n",
+    )
+    .unwrap();
+    let (code, out, err) = thelma(&[
+        "run",
+        "--config",
+        case.to_str().unwrap(),
+        "--backend",
+        "cpu",
+        "--no-vtk",
+        "--no-images",
+        "-o",
+        o.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    let csv = std::fs::read_to_string(o.join("forces.csv")).unwrap();
+    let rows: Vec<Vec<f64>> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').map(|v| v.parse().unwrap()).collect())
+        .collect();
+    let steps: Vec<f64> = rows.iter().map(|r| r[0]).collect();
+    assert_eq!(steps, [0.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0], "{csv}");
+    let half = &rows[rows.len() / 2..];
+    let mean = |col: usize| half.iter().map(|r| r[col]).sum::<f64>() / half.len() as f64;
+    let s = summary(&o);
+    let m = &s["forces"][0];
+    assert_eq!(m["body"], 0, "{m}");
+    assert_eq!(m["samples"], 4, "{m}");
+    assert_eq!(
+        (m["from_step"].as_u64(), m["to_step"].as_u64()),
+        (Some(30), Some(60))
+    );
+    // Columns: step, time, Fx, Fy, Fz, C_D, C_L.
+    let got = |v: &serde_json::Value| v.as_f64().unwrap_or_else(|| panic!("{m}"));
+    for (a, col) in [(0, 2), (1, 3), (2, 4)] {
+        let (want, have) = (mean(col), got(&m["force"][a]));
+        assert!(
+            (have - want).abs() <= 1e-12 * want.abs().max(1e-30),
+            "force[{a}]: summary {have:e}, forces.csv's mean {want:e}"
+        );
+    }
+    for (k, col) in [(0, 5), (1, 6)] {
+        let (want, have) = (mean(col), got(&m["coefficients"][k]));
+        assert!(
+            (have - want).abs() <= 1e-12 * want.abs().max(1e-30),
+            "coefficient {k}: summary {have:e}, forces.csv's mean {want:e}"
+        );
+    }
+    // The drag grows with the flow: the mean lies strictly between the first and last averaged.
+    let (first, last, drag) = (half[0][2], half[half.len() - 1][2], mean(2));
+    assert!(first < drag && drag < last, "{first} < {drag} < {last}");
+}
