@@ -23,6 +23,7 @@ use thelma_core::Runtime;
 use thelma_core::{BackendName, CaseConfig, DeviceSpec, Precision, MAX_THREADS};
 use thelma_core::{Domain, SlabSpec};
 use thelma_geometry::Geometry;
+use thelma_results::wrap;
 
 use crate::cli::{BackendParser, PrecisionArg};
 use crate::error::UsageError;
@@ -212,8 +213,10 @@ impl BandwidthProbe {
     /// What the probe measured, and when it cannot be trusted, a warning saying so.
     pub fn describe(&self, device: &str) -> Vec<String> {
         let gbs = |x: f64| x / 1e9;
+        // The device's name on a line of its own: a GPU's is long enough to push the figures past
+        // the width of a terminal.
         let mut lines = vec![format!(
-            "bandwidth (copy, read + write) on {device}: {:.1} GB/s, the best of {} timed \
+            "bandwidth (copy, read + write) on {device}:\n  {:.1} GB/s, the best of {} timed \
              repetitions (median {:.1} GB/s, spread {:.1} %)",
             gbs(self.best),
             self.samples.len(),
@@ -222,15 +225,15 @@ impl BandwidthProbe {
         )];
         if !self.reliable() {
             let worst = self.best * (1.0 - self.spread);
-            lines.push(format!(
-                "warning: the bandwidth probe is unreliable: its repetitions spread {:.1} % \
-                 ({:.1} to {:.1} GB/s, more than {:.0} %), so the roofline shares are too; \
+            lines.push(wrap(&format!(
+                "warning: the bandwidth probe is unreliable: its repetitions spread {:.1} %\n  \
+                 ({:.1} to {:.1} GB/s, more than {:.0} %), so the roofline shares are too;\n  \
                  measure on an idle machine or with a larger --bandwidth-mib",
                 100.0 * self.spread,
                 gbs(worst),
                 gbs(self.best),
                 100.0 * MAX_BANDWIDTH_SPREAD
-            ));
+            )));
         }
         lines
     }
@@ -656,6 +659,14 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
                             ));
                             }
                             progress(&format!("device 0: {}", rt.devices()[0].describe));
+                            // The case's name once, not on each of its rows: a path would take a
+                            // row past the width of a terminal.
+                            if let Some(name) = &case_name {
+                                progress(&wrap(&format!(
+                                    "case {name}: its rows follow the closed box of its lattice\n  \
+                                     `case N%`: the case's MLUPS as a share of the closed box's"
+                                )));
+                            }
                             progress(&header());
                         }
                         if warmup > 0 {
@@ -706,7 +717,7 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
     }
     if rows.iter().any(|r| r.roofline_fraction > 1.0) {
         progress(&format!(
-            "note: a roofline share above 100 % means the lattice ran faster than the copy probe \
+            "note: a roofline share above 100 % means the lattice ran faster than the copy probe\n  \
              ({:.1} GB/s per device): its working set fits a cache, or the probe measured low{}",
             bandwidth / 1e9,
             if probe.reliable() {
@@ -767,8 +778,8 @@ pub fn format_row(r: &BenchRow) -> String {
             .map(|e| format!("{:.1}%", 100.0 * e))
             .unwrap_or_else(|| "-".into())
     ) + &match (&r.case, r.of_box) {
-        (Some(case), Some(f)) => format!("  {case}: {:.1}% of the closed box", 100.0 * f),
-        (Some(case), None) => format!("  {case}"),
+        (Some(_), Some(f)) => format!("  case {:.1}%", 100.0 * f),
+        (Some(_), None) => "  case".into(),
         _ => String::new(),
     }
 }
@@ -776,6 +787,7 @@ pub fn format_row(r: &BenchRow) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use thelma_results::LINE_WIDTH;
 
     #[test]
     fn the_probe_takes_the_best_repetition_and_flags_a_wide_spread() {
@@ -789,6 +801,13 @@ mod tests {
         let lines = noisy.describe("cpu:0");
         assert_eq!(lines.len(), 2, "{lines:?}");
         assert!(lines[0].contains("12.5 GB/s, the best of 5"), "{lines:?}");
+        assert!(
+            lines
+                .iter()
+                .flat_map(|l| l.lines())
+                .all(|l| l.chars().count() <= LINE_WIDTH),
+            "{lines:?}"
+        );
         assert!(
             lines[1].starts_with("warning: the bandwidth probe is unreliable")
                 && lines[1].contains("28.0 %"),

@@ -12,8 +12,8 @@ use thelma_cli::app::{run_case_from, Diverged, Event, UsageError};
 use thelma_cli::bench::{run_bench, BenchArgs};
 use thelma_cli::cli::RunArgs;
 use thelma_cli::{say, say_raw, warn_line};
-use thelma_core::num;
-use thelma_results::{clock as clock_text, Convergence, ProgressLine};
+use thelma_core::{num, num_sig};
+use thelma_results::{clock as clock_text, wrap, Convergence, ProgressLine};
 
 /// thelma: lattice Boltzmann (D3Q19) fluid simulation on one or many GPUs, or on the CPU.
 #[derive(Parser)]
@@ -67,16 +67,23 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
             {
                 let n = devices.iter().filter(|d| d.binding.is_err()).count();
                 warn_line!(
-                    "warning: {n} of {} worker thread(s) run unpinned (device {d}: {e}); performance may suffer",
-                    devices.len()
+                    "{}",
+                    wrap(&format!(
+                        "warning: {n} of {} worker thread(s) run unpinned; performance may suffer\n  \
+                         device {d}: {e}",
+                        devices.len()
+                    ))
                 );
             }
             // Valid but fragile: BGK and, less so, MRT lose stability as τ nears ½ (under-resolved
             // flow). The watchdog stops a run that diverges; this says so before it starts.
             if lattice.tau < TAU_WARN {
                 warn_line!(
-                    "warning: tau = {} is close to 1/2: the run may diverge (use a finer grid or a lower Re)",
-                    num(lattice.tau)
+                    "{}",
+                    wrap(&format!(
+                        "warning: tau = {} is close to 1/2: the run may diverge (use a finer grid or a lower Re)",
+                        num(lattice.tau)
+                    ))
                 );
             }
             if quiet {
@@ -89,12 +96,24 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
                 case.numerics.precision.name(),
                 note
             );
-            say!("lattice: {lattice}");
+            // One line per group of quantities, each within the width a terminal shows whole.
+            say!(
+                "lattice: L = {} nodes, U = {}, Re = {}, Mach = {}",
+                num(lattice.length),
+                num(lattice.lid_speed),
+                num(lattice.reynolds),
+                num_sig(lattice.mach, 4)
+            );
+            say!(
+                "relaxation: nu = {}, tau = {}, omega = {}",
+                num(lattice.viscosity),
+                num(lattice.tau),
+                num(lattice.omega)
+            );
             if let Some(u) = case.unit_scales() {
+                say!("units: dx = {} m, dt = {} s per step", num(u.dx), num(u.dt));
                 say!(
-                    "units: dx = {} m, dt = {} s per step, velocity unit dx/dt = {} m/s, viscosity unit dx²/dt = {} m²/s",
-                    num(u.dx),
-                    num(u.dt),
+                    "  velocity unit dx/dt = {} m/s, viscosity unit dx²/dt = {} m²/s",
                     num(u.velocity),
                     num(u.viscosity)
                 );
@@ -105,14 +124,17 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
                     Err(e) => format!("unbound ({e})"),
                 };
                 say!(
-                    "device {:>2}: slab {} z {}..{} ({} planes), {}, {}",
-                    d.device,
-                    d.slab.index,
-                    d.slab.z.start,
-                    d.slab.z.end,
-                    d.slab.nz(),
-                    d.describe,
-                    binding
+                    "{}",
+                    wrap(&format!(
+                        "device {:>2}: slab {} z {}..{} ({} planes), {}, {}",
+                        d.device,
+                        d.slab.index,
+                        d.slab.z.start,
+                        d.slab.z.end,
+                        d.slab.nz(),
+                        d.describe,
+                        binding
+                    ))
                 );
             }
             clock = Instant::now();
@@ -174,7 +196,7 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
                     };
                     b.set_message(format!("{}{eta}", line.message()));
                 }
-                None => say!("{}", line.line()),
+                None => say!("{}", wrap(&line.line())),
             }
         }
     });
@@ -184,14 +206,17 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
     let outcome = outcome?;
     say_raw!("{}", outcome.summary.text());
     say!(
-        "outputs in {} ({} files{})",
-        case.output.dir.display(),
-        outcome.summary.outputs.len(),
-        if case.output.vtk {
-            "; open fields.pvd in ParaView"
-        } else {
-            ""
-        }
+        "{}",
+        wrap(&format!(
+            "outputs in {} ({} files{})",
+            case.output.dir.display(),
+            outcome.summary.outputs.len(),
+            if case.output.vtk {
+                "; open fields.pvd in ParaView"
+            } else {
+                ""
+            }
+        ))
     );
     Ok(())
 }
@@ -207,7 +232,10 @@ fn stop_on_signals(stop: Arc<AtomicBool>, dir: std::path::PathBuf) {
             thelma_cli::app::remove_temporaries(&dir);
             std::process::exit(130);
         }
-        warn_line!("interrupted: stopping after the current step and writing the outputs (Ctrl-C again to abort)");
+        warn_line!(
+            "interrupted: stopping after the current step and writing the outputs\n  \
+             (Ctrl-C again to abort)"
+        );
     });
     signals::ignore_again(&ignored);
 }
@@ -276,15 +304,15 @@ fn main() -> ExitCode {
         Command::Run(args) => run(*args),
         Command::CommBench(args) => thelma_cli::comm_bench::run(args),
         Command::Devices => {
-            say_raw!("{}", thelma_cli::devices::report());
+            say_raw!("{}", wrap(&thelma_cli::devices::report()));
             Ok(())
         }
         // Warnings go to stderr, as a run's do; the table to stdout.
         Command::Bench(args) => run_bench(&args, &mut |line| {
             if line.starts_with("warning:") {
-                warn_line!("{line}")
+                warn_line!("{}", wrap(line))
             } else {
-                say!("{line}")
+                say!("{}", wrap(line))
             }
         })
         .map(|_| ()),

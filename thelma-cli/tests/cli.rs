@@ -165,12 +165,16 @@ fn a_three_device_cpu_run_prints_bindings_and_per_device_statistics() {
         out.contains("MLUPS") && out.contains("% of device time computing"),
         "{out}"
     );
-    // Per device: its step time, and the bytes it exchanges (each slab has at least one neighbour).
-    for l in out
-        .lines()
-        .filter(|l| l.trim_start().starts_with("device ") && l.contains("compute"))
+    // Per device: its step time, and on the next line the bytes it exchanges (each slab has at
+    // least one neighbour).
+    let lines: Vec<&str> = out.lines().collect();
+    for (k, l) in lines
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.trim_start().starts_with("device ") && l.contains("compute"))
     {
         assert!(l.contains("ms/step"), "{l}");
+        let l = lines.get(k + 1).copied().unwrap_or_default();
         let bytes: u64 = l
             .split("exchange ")
             .nth(1)

@@ -913,3 +913,71 @@ fn the_mean_force_in_the_summary_is_the_mean_of_the_second_half_of_forces_csv() 
     let (first, last, drag) = (half[0][2], half[half.len() - 1][2], mean(2));
     assert!(first < drag && drag < last, "{first} < {drag} < {last}");
 }
+
+/// Every line `thelma run`, `bench` and `devices` print fits a terminal of 100 columns (counted
+/// in characters: `dx²` is one column, three bytes). The units, lattice and bandwidth lines once ran
+/// to 115–200.
+#[test]
+fn printed_lines_fit_a_hundred_columns() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = tmp.path().join("out");
+    let case = tmp
+        .path()
+        .join("a-channel-case-with-a-long-name-as-users-give-them.toml");
+    std::fs::write(
+        &case,
+        "[domain]\ncase = \"box\"\nsize = [24, 12, 10]\n\
+         [[boundary]]\nface = \"x-\"\nkind = \"velocity\"\nvelocity = [0.03, 0.0, 0.0]\n\
+         [[boundary]]\nface = \"x+\"\nkind = \"pressure\"\ndensity = 1.0\n\
+         [physics]\nviscosity = 0.05\n",
+    )
+    .unwrap();
+    let o = o.to_str().unwrap();
+    let bench = ["bench", "--backend", "cpu", "--steps", "2", "--warmup", "1"];
+    let runs: [Vec<&str>; 4] = [
+        // Physical units near τ = ½: the units lines and the warning are printed too.
+        vec![
+            "run",
+            "--backend",
+            "cpu",
+            "--size",
+            "16",
+            "--steps",
+            "20",
+            "--check-every",
+            "10",
+            "--phys-length",
+            "0.1",
+            "--phys-velocity",
+            "1",
+            "--phys-viscosity",
+            "1e-4",
+            "-o",
+            o,
+        ],
+        [&bench[..], &["--sizes", "12,16", "--devices", "2"]].concat(),
+        // A probe this small spreads widely: its warning is part of what is checked.
+        [
+            &bench[..],
+            &["--case", case.to_str().unwrap(), "--bandwidth-mib", "1"],
+        ]
+        .concat(),
+        vec!["devices"],
+    ];
+    for args in runs {
+        let (code, out, err) = thelma(&args);
+        assert_eq!(code, 0, "{args:?}: {out}{err}");
+        assert!(out.lines().count() > 1, "{args:?}: {out}");
+        for line in out.lines().chain(err.lines()) {
+            assert!(
+                line.chars().count() <= 100,
+                "{args:?}: {} columns: {line}",
+                line.chars().count()
+            );
+        }
+        if args[0] == "run" {
+            assert!(out.contains("units: dx = 6.25e-03 m"), "{out}");
+            assert!(out.contains("relaxation: nu = 1.6e-03"), "{out}");
+        }
+    }
+}

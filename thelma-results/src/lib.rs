@@ -25,6 +25,6 @@ pub use plot::{line_plot, profile_plot, DrawError, Mark, Series, XAxis};
 pub use profiles::{cavity_centrelines, write_csv, Profile};
 pub use reference::{compare, Comparison, Reference, ReferenceError};
 pub use report::{
-    clock, seconds, Convergence, DeviceSummary, ForceMean, ProgressLine, RunSummary, StopReason,
-    Timings, UnitsReport,
+    clock, seconds, wrap, Convergence, DeviceSummary, ForceMean, ProgressLine, RunSummary,
+    StopReason, Timings, UnitsReport, LINE_WIDTH,
 };

@@ -153,7 +153,7 @@ impl RunSummary {
     pub fn text(&self) -> String {
         let mut s = String::new();
         s += &format!(
-            "stopped: {}\nsteps {}{}, {:.2} s, {:.1} MLUPS on {} {} device(s), {:.1}% of device time computing (the rest waits at the step barrier)\n",
+            "stopped: {}\nsteps {}{}, {:.2} s, {:.1} MLUPS on {} {} device(s)\n",
             self.stop_reason.describe(),
             self.steps,
             if self.converged { " (converged)" } else { "" },
@@ -161,12 +161,21 @@ impl RunSummary {
             self.mlups,
             self.devices.len(),
             self.backend,
+        );
+        s += &format!(
+            "  {:.1}% of device time computing (the rest waits at the step barrier)\n",
             100.0 * self.compute_share
         );
+        // A device's figures on one line, what it is and where it runs on the next: a GPU's name
+        // and its cores would take the first past the width.
         for d in &self.devices {
             s += &format!(
-                "  device {:>2} z {:>4}..{:<4} {:>8.1} MLUPS  compute {:>7.2} s ({:.3} ms/step)  wait {:>6.2} s  exchange {} B/step  [{}] {}\n",
-                d.device, d.z[0], d.z[1], d.mlups, d.compute_s, d.step_ms, d.wait_s, d.exchange_bytes_per_step, d.binding, d.describe
+                "  device {:>2} z {:>4}..{:<4} {:>8.1} MLUPS  compute {:>7.2} s ({:.3} ms/step)  wait {:>6.2} s\n",
+                d.device, d.z[0], d.z[1], d.mlups, d.compute_s, d.step_ms, d.wait_s
+            );
+            s += &format!(
+                "    exchange {} B/step, {}, [{}]\n",
+                d.exchange_bytes_per_step, d.describe, d.binding
             );
         }
         let change = (self.mass[1] - self.mass[0]) / self.mass[0];
@@ -187,7 +196,7 @@ impl RunSummary {
         };
         if let Some(u) = &self.units {
             s += &format!(
-                "simulated {} of physical time in {}: {} x real time (dt = {}, dx = {} m)\n",
+                "simulated {} of physical time in {}: {} x real time\n  dt = {}, dx = {} m\n",
                 seconds(u.physical_time_s),
                 seconds(self.timings.stepping_s),
                 num_sig(u.realtime_ratio, 4),
@@ -208,7 +217,8 @@ impl RunSummary {
             s += if self.converged {
                 "against the reference (Albensoeder & Kuhlmann 2005):\n"
             } else {
-                "against the reference (Albensoeder & Kuhlmann 2005), NOT CONVERGED: errors of a transient state, not of the method:\n"
+                "NOT CONVERGED: the errors below are of a transient state, not of the method\n\
+                 against the reference (Albensoeder & Kuhlmann 2005):\n"
             };
             for p in &v.profiles {
                 s += &format!(
@@ -223,7 +233,7 @@ impl RunSummary {
                 );
             }
         }
-        s
+        wrap(&s)
     }
 
     /// The summary as pretty-printed JSON.
@@ -236,6 +246,47 @@ impl RunSummary {
     pub fn write_json(&self, path: &Path) -> std::io::Result<()> {
         crate::output::write_bytes_atomic(path, self.to_json().as_bytes())
     }
+}
+
+/// Columns (characters, not bytes) a printed line keeps within: a terminal of 100 columns, or a
+/// log read beside code, shows it whole.
+pub const LINE_WIDTH: usize = 100;
+
+/// `text` with every line longer than [`LINE_WIDTH`] broken at spaces, each continuation indented
+/// two spaces more than the line it continues; a word longer than a line stays whole. Lines that
+/// fit are left as they are, so that the padding of table rows survives.
+pub fn wrap(text: &str) -> String {
+    text.split('\n')
+        .map(wrap_line)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn wrap_line(line: &str) -> String {
+    if line.chars().count() <= LINE_WIDTH {
+        return line.to_string();
+    }
+    let body = line.trim_start_matches(' ');
+    let indent = line.len() - body.len();
+    let next = " ".repeat(indent + 2);
+    let (mut out, mut current) = (String::new(), " ".repeat(indent));
+    let (mut width, mut empty) = (indent, true);
+    for word in body.split(' ').filter(|w| !w.is_empty()) {
+        let w = word.chars().count();
+        if !empty && width + 1 + w > LINE_WIDTH {
+            out += &current;
+            out.push('\n');
+            (current, width, empty) = (next.clone(), next.len(), true);
+        }
+        if !empty {
+            current.push(' ');
+            width += 1;
+        }
+        current += word;
+        width += w;
+        empty = false;
+    }
+    out + &current
 }
 
 /// `h:mm:ss` (or `m:ss` under an hour) of a duration in seconds; `--:--` when unknown.
@@ -486,5 +537,41 @@ mod tests {
         assert!(text.contains("outputs 0.25 s"), "{text}");
         assert_eq!(v["stop_reason"], "steps");
         assert!(text.starts_with("stopped: reached its --steps\n"), "{text}");
+        assert!(
+            text.lines().all(|l| l.chars().count() <= LINE_WIDTH),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn long_lines_wrap_at_spaces_and_table_rows_keep_their_padding() {
+        let row = format!("{:<4} {:>10} {:>10}", "mrt", 1.5, 2.5);
+        assert_eq!(wrap(&row), row);
+        let prose = format!("  warning: {} ends here", "wordy ".repeat(30).trim_end());
+        let wrapped = wrap(&format!("{prose}\nnext\n"));
+        let lines: Vec<&str> = wrapped.lines().collect();
+        assert!(lines.len() > 2, "{wrapped}");
+        assert!(
+            lines.iter().all(|l| l.chars().count() <= LINE_WIDTH),
+            "{wrapped}"
+        );
+        assert!(lines[0].starts_with("  warning: wordy"), "{wrapped}");
+        let continued = &lines[1..lines.len() - 1];
+        assert!(
+            continued
+                .iter()
+                .all(|l| l.starts_with("    ") && !l.starts_with("     ")),
+            "{wrapped}"
+        );
+        assert_eq!(lines[lines.len() - 1], "next", "{wrapped}");
+        assert!(wrapped.ends_with("next\n"));
+        // The words, and nothing else, survive in order.
+        let words = |t: &str| t.split_whitespace().map(String::from).collect::<Vec<_>>();
+        assert_eq!(words(&wrapped), words(&format!("{prose} next")));
+        // Columns are characters: 99 two-byte letters fit, a word longer than the width stays whole.
+        let wide = "é".repeat(99);
+        assert_eq!(wrap(&wide), wide);
+        let long = format!("a {} b", "x".repeat(120));
+        assert_eq!(wrap(&long), format!("a\n  {}\n  b", "x".repeat(120)));
     }
 }

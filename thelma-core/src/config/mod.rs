@@ -14,7 +14,6 @@ mod initial;
 mod sampling;
 mod units;
 
-use std::fmt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -30,7 +29,7 @@ pub use initial::{Expression, InitialConfig, InitialState};
 pub use sampling::{Axis, ForcesConfig, ProbeConfig};
 pub use units::{PhysicalUnits, UnitScales};
 
-use crate::numfmt::{num, num_exact, num_sig};
+use crate::numfmt::{num, num_exact};
 use crate::physics::{Collision, FlowModel, MrtRates, DEFAULT_TRT_MAGIC, MAX_SPEED};
 pub use crate::real::Precision;
 
@@ -410,22 +409,6 @@ pub struct LatticeParams {
     /// The body force in lattice units (converted from m/s² when the case has physical units).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub force: Option<[f64; 3]>,
-}
-
-impl fmt::Display for LatticeParams {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "L = {} nodes, U = {}, Re = {}, nu = {}, tau = {}, omega = {}, Mach = {}",
-            num(self.length),
-            num(self.lid_speed),
-            num(self.reynolds),
-            num(self.viscosity),
-            num(self.tau),
-            num(self.omega),
-            num_sig(self.mach, 4)
-        )
-    }
 }
 
 impl CaseConfig {
