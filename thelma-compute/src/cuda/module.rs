@@ -36,6 +36,10 @@ fn dev_err(what: &str) -> impl FnOnce(cudarc::driver::DriverError) -> ComputeErr
 pub struct CudaFactory {
     params: ModelParams,
     shape: LaunchShape,
+    /// The primary contexts the memory queries before a run opened, held until the factory drops:
+    /// a primary context whose last holder lets go is destroyed, and each worker would then make
+    /// its device's again.
+    contexts: parking_lot::Mutex<Vec<Arc<CudaContext>>>,
 }
 
 impl CudaFactory {
@@ -45,6 +49,7 @@ impl CudaFactory {
         Ok(Self {
             params,
             shape: LaunchShape::default(),
+            contexts: parking_lot::Mutex::new(Vec::new()),
         })
     }
 
@@ -86,7 +91,14 @@ impl ModuleFactory for CudaFactory {
         })
     }
     fn device_memory(&self, device: usize) -> Option<MemoryInfo> {
-        device::memory(device).ok()
+        // The driver was found when the factory was made (`new`).
+        let ctx = CudaContext::new(device).ok()?;
+        let (free, total) = ctx.mem_get_info().ok()?;
+        self.contexts.lock().push(ctx);
+        Some(MemoryInfo {
+            free: free as u64,
+            total: total as u64,
+        })
     }
 }
 
