@@ -981,3 +981,70 @@ fn printed_lines_fit_a_hundred_columns() {
         }
     }
 }
+
+/// The shared libraries an ELF64 little-endian file names as `DT_NEEDED`: its section headers
+/// lead to the dynamic section (type `SHT_DYNAMIC`), whose `DT_NEEDED` entries are offsets into
+/// the string table its `sh_link` names. `None` for a file this parser does not understand.
+fn needed_libraries(elf: &[u8]) -> Option<Vec<String>> {
+    let u16_at = |o: usize| Some(u16::from_le_bytes(elf.get(o..o + 2)?.try_into().ok()?));
+    let u32_at = |o: usize| Some(u32::from_le_bytes(elf.get(o..o + 4)?.try_into().ok()?));
+    let u64_at = |o: usize| Some(u64::from_le_bytes(elf.get(o..o + 8)?.try_into().ok()?));
+    // "\x7fELF", 64-bit, little-endian.
+    if elf.get(..6)? != b"\x7fELF\x02\x01" {
+        return None;
+    }
+    let (shoff, shentsize, shnum) = (
+        u64_at(0x28)? as usize,
+        u16_at(0x3a)? as usize,
+        u16_at(0x3c)? as usize,
+    );
+    let section = |i: usize| shoff + i * shentsize;
+    let dynamic = (0..shnum).find(|&i| u32_at(section(i) + 4) == Some(6))?;
+    let (off, size) = (
+        u64_at(section(dynamic) + 0x18)? as usize,
+        u64_at(section(dynamic) + 0x20)? as usize,
+    );
+    let strtab = u32_at(section(dynamic) + 0x28)? as usize;
+    let strings = u64_at(section(strtab) + 0x18)? as usize;
+    let mut needed = Vec::new();
+    for entry in (off..off + size).step_by(16) {
+        match u64_at(entry)? {
+            0 => break,
+            1 => {
+                let name = &elf.get(strings + u64_at(entry + 8)? as usize..)?;
+                let end = name.iter().position(|&b| b == 0)?;
+                needed.push(String::from_utf8_lossy(&name[..end]).into_owned());
+            }
+            _ => {}
+        }
+    }
+    Some(needed)
+}
+
+/// hwloc is linked statically and its udev calls are stubbed, so that the binary runs on a machine
+/// without libhwloc or libudev: a copy of it used to stop at the loader there. The test reads the
+/// binary's dynamic section (a small ELF parser, not a search of its bytes, so that a string in the
+/// program cannot pass for a library or hide one).
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+#[test]
+fn the_binary_needs_neither_libhwloc_nor_libudev() {
+    // Where the shared hwloc is installed, the parser must find the libudev it needs: it then
+    // reads what the test looks for.
+    if let Ok(shared) = std::fs::read("/usr/lib/x86_64-linux-gnu/libhwloc.so.15") {
+        let needed = needed_libraries(&shared).expect("libhwloc.so.15 parses");
+        assert!(needed.iter().any(|l| l == "libudev.so.1"), "{needed:?}");
+    }
+    let elf = std::fs::read(env!("CARGO_BIN_EXE_thelma")).expect("the binary is readable");
+    let needed =
+        needed_libraries(&elf).expect("the binary is an ELF64 file with a dynamic section");
+    assert!(
+        needed.iter().any(|l| l.starts_with("libc.so")),
+        "the parser read no libc among {needed:?}"
+    );
+    for lib in &needed {
+        assert!(
+            !lib.starts_with("libhwloc.so") && !lib.starts_with("libudev.so"),
+            "the binary needs {lib} (all: {needed:?})"
+        );
+    }
+}

@@ -64,11 +64,7 @@ pub fn bind_current_thread(placement: &Placement) -> Result<Binding, AffinityErr
             })
         }
         Placement::Gpu { pci_bus_id } => {
-            let topology = Topology::builder()
-                .with_io_type_filter(TypeFilter::KeepImportant)
-                .map_err(|e| AffinityError::Topology(e.to_string()))?
-                .build()
-                .map_err(|e| AffinityError::Topology(e.to_string()))?;
+            let topology = load_topology(true)?;
             let (cpus, nodes) = {
                 let dev = topology
                     .pci_device_by_bus_id_string(pci_bus_id)
@@ -90,7 +86,7 @@ pub fn bind_current_thread(placement: &Placement) -> Result<Binding, AffinityErr
             (cpus, nodes, topology)
         }
         Placement::Cores { share, of } => {
-            let topology = Topology::new().map_err(|e| AffinityError::Topology(e.to_string()))?;
+            let topology = load_topology(false)?;
             let (cpus, nodes) = core_share(&topology, *share, *of)?;
             (cpus, nodes, topology)
         }
@@ -124,11 +120,7 @@ fn list_of(display: &str) -> String {
 /// The cores and NUMA nodes nearest the PCI device `pci_bus_id` (what a GPU's worker is bound to),
 /// without binding anything; for `thelma devices`.
 pub fn pci_locality(pci_bus_id: &str) -> Result<Binding, AffinityError> {
-    let topology = Topology::builder()
-        .with_io_type_filter(TypeFilter::KeepImportant)
-        .map_err(|e| AffinityError::Topology(e.to_string()))?
-        .build()
-        .map_err(|e| AffinityError::Topology(e.to_string()))?;
+    let topology = load_topology(true)?;
     let dev = topology
         .pci_device_by_bus_id_string(pci_bus_id)
         .map_err(|e| AffinityError::BadBusId(pci_bus_id.to_string(), e.to_string()))?
@@ -185,9 +177,85 @@ fn core_share(
     Ok((cpus, nodes))
 }
 
+/// hwloc's topology: with the important I/O objects (PCI devices, to find a GPU's cores) or
+/// without any.
+fn load_topology(io: bool) -> Result<Topology, AffinityError> {
+    // The linker takes a member of an archive only for a symbol still missing when it reads that
+    // archive, and it reads this crate's before hwloc's. The stubs' code unit may hold nothing the
+    // program calls (how code is split into units is the compiler's choice): a reference from code
+    // every topology passes through makes the linker take them on that pass.
+    std::hint::black_box(udev::addresses());
+    let topology = if io {
+        Topology::builder()
+            .with_io_type_filter(TypeFilter::KeepImportant)
+            .map_err(|e| AffinityError::Topology(e.to_string()))?
+            .build()
+    } else {
+        Topology::new()
+    };
+    topology.map_err(|e| AffinityError::Topology(e.to_string()))
+}
+
+/// The five libudev functions the static hwloc calls, each answering "nothing" (a null pointer),
+/// so that the binary needs no libudev at run time (ARCHITECTURE.md, "Measured choices").
+///
+/// hwloc asks for a udev context once per topology (`udev_new`); given none, it never calls the
+/// other four, and reads the block-device properties it would have asked udev for (vendor, model,
+/// serial) from udev's database files under /run/udev/data itself. Nothing thelma asks hwloc for
+/// (cores, NUMA nodes, PCI devices, binding) goes through udev.
+mod udev {
+    use std::ffi::{c_char, c_void};
+    use std::ptr::null_mut;
+
+    /// SAFETY (of every stub): none dereferences its arguments or keeps them; each returns null,
+    /// which hwloc checks for ("no udev", "no device", "no property").
+    #[unsafe(no_mangle)]
+    extern "C" fn udev_new() -> *mut c_void {
+        null_mut()
+    }
+
+    #[unsafe(no_mangle)]
+    extern "C" fn udev_unref(_udev: *mut c_void) -> *mut c_void {
+        null_mut()
+    }
+
+    #[unsafe(no_mangle)]
+    extern "C" fn udev_device_new_from_subsystem_sysname(
+        _udev: *mut c_void,
+        _subsystem: *const c_char,
+        _sysname: *const c_char,
+    ) -> *mut c_void {
+        null_mut()
+    }
+
+    #[unsafe(no_mangle)]
+    extern "C" fn udev_device_get_property_value(
+        _device: *mut c_void,
+        _key: *const c_char,
+    ) -> *const c_char {
+        std::ptr::null()
+    }
+
+    #[unsafe(no_mangle)]
+    extern "C" fn udev_device_unref(_device: *mut c_void) -> *mut c_void {
+        null_mut()
+    }
+
+    /// Their addresses, for [`super::load_topology`] to refer to.
+    pub(super) fn addresses() -> [*const (); 5] {
+        [
+            udev_new as *const (),
+            udev_unref as *const (),
+            udev_device_new_from_subsystem_sysname as *const (),
+            udev_device_get_property_value as *const (),
+            udev_device_unref as *const (),
+        ]
+    }
+}
+
 /// Number of cores (not hardware threads) hwloc sees, or the OS's parallelism when it cannot tell.
 pub fn core_count() -> usize {
-    Topology::new()
+    load_topology(false)
         .ok()
         .map(|t| t.objects_with_type(ObjectType::Core).count())
         .filter(|&n| n > 0)
@@ -250,6 +318,30 @@ mod tests {
             let e = r.expect_err(id).to_string();
             assert!(e.starts_with("hwloc"), "{id}: {e}");
             assert_eq!(e.lines().count(), 1, "{e}");
+        }
+    }
+
+    /// hwloc is linked statically, so its libpciaccess plugin cannot load (the plugin looks for
+    /// hwloc's symbols in a shared library that is not there): the PCI devices, a GPU's among them,
+    /// must come from hwloc's own reader of sysfs, and with their cores.
+    #[test]
+    fn the_pci_devices_sysfs_lists_are_found_with_their_cores() {
+        // Storage, network, display and accelerator devices: what hwloc keeps as "important".
+        let important = ["0x01", "0x02", "0x03", "0x12"];
+        let Ok(dir) = std::fs::read_dir("/sys/bus/pci/devices") else {
+            return;
+        };
+        let ids: Vec<String> = dir
+            .filter_map(|e| e.ok())
+            .filter(|e| {
+                std::fs::read_to_string(e.path().join("class"))
+                    .is_ok_and(|c| important.iter().any(|p| c.starts_with(p)))
+            })
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        for id in ids {
+            let near = pci_locality(&id).unwrap_or_else(|e| panic!("{id}: {e}"));
+            assert!(!near.cpus.is_empty(), "{id}: {near}");
         }
     }
 
