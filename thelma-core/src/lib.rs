@@ -25,8 +25,8 @@ pub use config::{
     CaseKind, ConfigError, DeviceSpec, DeviceSpecError, DomainConfig, Expression, Face,
     ForcesConfig, HardwareConfig, InitialConfig, InitialState, InletSchedule, LatticeParams,
     NumericsConfig, Obstacle, OutputConfig, OutputField, PhysicalUnits, PhysicsConfig, ProbeConfig,
-    Profile, RunConfig, Scale, SlicePlane, SlicePlaneError, SyntaxError, UnitScales, MAX_THREADS,
-    WALL_SLOTS,
+    Profile, RunConfig, Scale, SlicePlane, SlicePlaneError, SyntaxError, ThermalConfig, UnitScales,
+    MAX_THREADS, WALL_SLOTS,
 };
 pub use domain::{partition, Domain, PartitionError, SlabSpec};
 pub use numfmt::{num, num_exact, num_sig, Num};

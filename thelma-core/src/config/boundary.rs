@@ -106,6 +106,12 @@ pub struct BoundaryConfig {
     /// (steps, or seconds with `[units]`) such as `"sin(PI * t / 2000)^2"`; 1 by default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub amplitude: Option<Expression>,
+    /// With `[thermal]`: a wall's temperature, at which it is held (absent: adiabatic), or the
+    /// temperature an inlet's flow brings in (absent: `thermal.t0`). Outlets (`pressure`,
+    /// `outflow`) let the temperature leave with zero gradient and free-slip walls are adiabatic,
+    /// so they take none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
 }
 
 impl BoundaryConfig {
@@ -119,6 +125,7 @@ impl BoundaryConfig {
             pressure: None,
             profile: Profile::Uniform,
             amplitude: None,
+            temperature: None,
         }
     }
 }

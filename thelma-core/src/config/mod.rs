@@ -12,6 +12,7 @@ mod hardware;
 mod inflow;
 mod initial;
 mod sampling;
+mod thermal;
 mod units;
 
 use std::path::{Path, PathBuf};
@@ -27,10 +28,11 @@ pub use hardware::{BackendName, DeviceSpec, DeviceSpecError, HardwareConfig};
 pub use inflow::{InletSchedule, WALL_SLOTS};
 pub use initial::{Expression, InitialConfig, InitialState};
 pub use sampling::{Axis, ForcesConfig, ProbeConfig};
+pub use thermal::ThermalConfig;
 pub use units::{PhysicalUnits, UnitScales};
 
 use crate::numfmt::{num, num_exact};
-use crate::physics::{Collision, FlowModel, MrtRates, DEFAULT_TRT_MAGIC, MAX_SPEED};
+use crate::physics::{Collision, FlowModel, MrtRates, ThermalSetup, DEFAULT_TRT_MAGIC, MAX_SPEED};
 pub use crate::real::Precision;
 
 /// The geometry of a case.
@@ -367,6 +369,9 @@ pub struct CaseConfig {
     /// obstacles of `domain.obstacles` first, then the bodies, each in order.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub body: Vec<BodyConfig>,
+    /// The temperature lattice (`[thermal]`); absent: the flow alone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thermal: Option<ThermalConfig>,
 }
 
 /// The smallest edge the lattice accepts along a periodic axis: the pull stencil needs two nodes.
@@ -718,6 +723,14 @@ impl CaseConfig {
                 Some(lat)
             }
         };
+        if let Some(t) = &self.thermal {
+            t.setup(
+                viscosity,
+                self.unit_scales().as_ref(),
+                &self.boundary,
+                d.periodic,
+            )?;
+        }
         Ok(LatticeParams {
             length,
             lid_speed: p.lid_speed,
@@ -863,6 +876,24 @@ impl CaseConfig {
             if b.profile == Profile::Parabolic && v[b.face.axis()] == 0.0 {
                 return refuse(format!(
                     "a parabolic inlet needs a velocity through the face: {v:?} has no component along its normal"
+                ));
+            }
+            if b.temperature.is_some() && self.thermal.is_none() {
+                return refuse(
+                    "`temperature` needs a [thermal] section (the temperature lattice)".into(),
+                );
+            }
+            let why = match b.kind {
+                BoundaryKind::Wall | BoundaryKind::Velocity => "",
+                BoundaryKind::Pressure | BoundaryKind::Outflow => {
+                    "the temperature leaves an outlet with zero gradient"
+                }
+                BoundaryKind::FreeSlip => "a free-slip wall is adiabatic",
+            };
+            if b.temperature.is_some() && !why.is_empty() {
+                return refuse(format!(
+                    "a {} face takes no `temperature` (only `wall` and `velocity` do: {why})",
+                    b.kind.name()
                 ));
             }
             if d.case == CaseKind::Cavity && b.kind != BoundaryKind::Wall {
@@ -1086,6 +1117,22 @@ impl CaseConfig {
             smagorinsky: self.numerics.smagorinsky,
             force: lattice.force,
         }
+    }
+
+    /// The temperature lattice of this case, `None` without `[thermal]` (call after
+    /// [`Self::validate`]): its model in lattice units, what closes each face in [`Face`] order
+    /// (a wall with a `temperature` and every velocity inlet are held, outlets are zero-gradient,
+    /// other faces adiabatic; a periodic axis's faces are adiabatic and never used) and the
+    /// uniform θ = T − t0 it starts from.
+    pub fn thermal_setup(&self, lattice: &LatticeParams) -> Option<ThermalSetup> {
+        let t = self.thermal.as_ref()?;
+        let setup = t.setup(
+            lattice.viscosity,
+            self.unit_scales().as_ref(),
+            &self.boundary,
+            self.domain.periodic,
+        );
+        Some(setup.expect("the case was validated"))
     }
 
     fn validate_units(&self, u: &PhysicalUnits) -> Result<(), ConfigError> {
