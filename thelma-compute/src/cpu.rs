@@ -18,8 +18,8 @@ use rayon::prelude::*;
 use thelma_core::physics::d3q19::W;
 use thelma_core::physics::d3q19::{C, DOWN, OPP, Q, UP};
 use thelma_core::physics::{
-    dispatch, node_density, parabola, pressure_terms, Arith, Coefficients, CollisionOperator,
-    OperatorVisitor, D3Q19,
+    advecting_velocity, dispatch, node_density, parabola, pressure_terms, Arith, Coefficients,
+    CollisionOperator, OperatorVisitor, D3Q19,
 };
 use thelma_core::Real;
 use thelma_core::SlabSpec;
@@ -34,6 +34,10 @@ use crate::fields::{
     velocity_change_of_populations,
 };
 use crate::params::ModelParams;
+
+#[path = "cpu_thermal.rs"]
+mod thermal;
+use thermal::{ThermalLattice, ThermalLinks, THERMAL_SLOT};
 
 /// Nodes along x collided together as one bundle of lanes (one or two AVX2 registers).
 pub const LANES: usize = 8;
@@ -299,6 +303,8 @@ pub struct CpuModule<T: Real + Arith<Scalar = T>> {
     threads: usize,
     /// 512-bit bundles with AVX-512 (when the CPU has it) rather than [`LANES`].
     wide: bool,
+    /// The temperature lattice, when the model couples one to the flow.
+    thermal: Option<ThermalLattice<T>>,
     /// The velocity of the last convergence measure (x, y, z per node; empty until the first) and
     /// whether it belongs to the current run of states (loading populations starts a new one).
     u_prev: Vec<T>,
@@ -368,6 +374,10 @@ impl<T: Real + Arith<Scalar = T>> CpuModule<T> {
             wide: avx512_available(),
             u_prev: Vec::new(),
             u_prev_valid: false,
+            thermal: params
+                .thermal
+                .as_ref()
+                .map(|t| ThermalLattice::new(t, n, params.model.force)),
         };
         if let Some(init) = &params.initial {
             let g = initial_populations::<T>(&m.slab, init)?;
@@ -380,12 +390,58 @@ impl<T: Real + Arith<Scalar = T>> CpuModule<T> {
         self.slab.nodes()
     }
 
+    /// Values in one interface buffer: the flow's crossing planes, and the thermal lattice's one
+    /// after them when there is one.
+    fn interface_values(&self) -> usize {
+        let thermal = if self.thermal.is_some() {
+            self.slab.nx() * self.slab.ny()
+        } else {
+            0
+        };
+        self.slab.interface_values(&D3Q19) + thermal
+    }
+
+    /// The thermal slot of buffer `up[parity]` or `down[parity]` of an interface.
+    fn thermal_ptr(
+        &self,
+        m: &Option<Arc<dyn InterfaceMemory>>,
+        up: bool,
+        parity: usize,
+    ) -> Option<SyncPtr<T>> {
+        let vals = self.interface_values();
+        let plane = self.slab.nx() * self.slab.ny();
+        m.as_ref().map(|m| {
+            // SAFETY: the interface holds 4 buffers of `vals` values, each ending with the thermal
+            // plane at THERMAL_SLOT · plane (a module with a thermal lattice allocates it so).
+            SyncPtr(unsafe {
+                (m.as_ptr() as *mut T)
+                    .add(interface_offset(vals, up, parity) + THERMAL_SLOT * plane)
+            })
+        })
+    }
+
+    /// The thermal interface pointers of step `t`.
+    fn thermal_links(&self, t: u64) -> ThermalLinks<T> {
+        let (rin, rout) = (((t + 1) % 2) as usize, (t % 2) as usize);
+        ThermalLinks {
+            below_in: self.thermal_ptr(&self.below, true, rin),
+            above_in: self.thermal_ptr(&self.above, false, rin),
+            above_out: self.thermal_ptr(&self.above, true, rout),
+            below_out: self.thermal_ptr(&self.below, false, rout),
+        }
+    }
+
     /// Writes the crossing populations of the boundary layers of lattice A into the buffers of `parity`.
     fn publish(&mut self, parity: usize) {
         let (nx, ny, nz) = (self.slab.nx(), self.slab.ny(), self.slab.nz());
         let n = self.n();
         let plane = nx * ny;
-        let vals = self.slab.interface_values(&D3Q19);
+        let vals = self.interface_values();
+        if let Some(th) = &self.thermal {
+            let up = self.thermal_ptr(&self.above, true, parity);
+            let down = self.thermal_ptr(&self.below, false, parity);
+            th.publish(&self.slab, up, down);
+        }
         if let Some(above) = &self.above {
             let out = above.as_ptr() as *mut T;
             let off = interface_offset(vals, true, parity);
@@ -415,7 +471,7 @@ impl<T: Real + Arith<Scalar = T>> CpuModule<T> {
     fn step_with<O: CollisionOperator, const EXTRA: bool>(&mut self, t: u64) {
         let rin = ((t + 1) % 2) as usize;
         let rout = (t % 2) as usize;
-        let vals = self.slab.interface_values(&D3Q19);
+        let vals = self.interface_values();
         let ptr_at = |m: &Option<Arc<dyn InterfaceMemory>>, up: bool, parity: usize| {
             m.as_ref().map(|m| {
                 // SAFETY: the offset lies inside the interface allocation (4 buffers of `vals`).
@@ -441,6 +497,10 @@ impl<T: Real + Arith<Scalar = T>> CpuModule<T> {
             amplitude: self.params.inlets.amplitudes(t).map(T::of),
             z0: self.slab.z.start,
             size: self.slab.domain.size,
+            coupling: self.thermal.as_mut().map(|th| Coupling {
+                force: th.force.each_mut().map(|f| SyncPtr(f.as_mut_ptr())),
+                u: th.u.each_mut().map(|u| SyncPtr(u.as_mut_ptr())),
+            }),
         };
         let (rows, ny) = (ctx.nz * ctx.ny, ctx.ny);
         // Rows go to the pool's threads in runs of at least 4.
@@ -489,6 +549,15 @@ struct SyncPtr<T>(*mut T);
 unsafe impl<T> Send for SyncPtr<T> {}
 unsafe impl<T> Sync for SyncPtr<T> {}
 
+impl<T> SyncPtr<T> {
+    /// The pointer, taken from the whole value (a closure that names the field would capture the
+    /// bare pointer, which is not Sync).
+    #[inline(always)]
+    fn get(self) -> *mut T {
+        self.0
+    }
+}
+
 /// Runs step `t` of a module with the operator the model names, monomorphised.
 struct StepWith<'m, T: Real + Arith<Scalar = T>> {
     module: &'m mut CpuModule<T>,
@@ -499,7 +568,7 @@ impl<T: Real + Arith<Scalar = T>> OperatorVisitor for StepWith<'_, T> {
     type Output = ();
     fn visit<O: CollisionOperator>(self) {
         let m = self.module;
-        if m.coeff.smagorinsky.is_some() || m.force.is_some() {
+        if m.coeff.smagorinsky.is_some() || m.force.is_some() || m.thermal.is_some() {
             m.step_with::<O, true>(self.t)
         } else {
             m.step_with::<O, false>(self.t)
@@ -556,6 +625,17 @@ struct StepCtx<'a, T: Real + Arith<Scalar = T>> {
     /// coordinates).
     z0: usize,
     size: [usize; 3],
+    /// With a temperature lattice: each node's force from this step's θ, and where the velocity
+    /// that advects θ is kept.
+    coupling: Option<Coupling<T>>,
+}
+
+/// The flow step's side of the coupling to a temperature lattice: per-axis arrays of one value per
+/// node, the force read and the advecting velocity written (each node by the task of its row).
+#[derive(Clone, Copy)]
+struct Coupling<T> {
+    force: [SyncPtr<T>; 3],
+    u: [SyncPtr<T>; 3],
 }
 
 impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
@@ -850,6 +930,39 @@ impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
     /// the pull (x edges, bounce-back, next to obstacles): the lattice's padding keeps the loads of
     /// the edge bundles inside the allocation. Rows that pull from an interface buffer gather their
     /// bundles through [`Self::gather`].
+    /// With a temperature lattice: the force of the `len` nodes at slab offset `at` (from their θ,
+    /// set by the thermal pull) instead of the uniform one, and the velocity that advects θ, from
+    /// their pulled populations under that force, kept for the thermal collision. Without one, the
+    /// uniform force as it is.
+    #[inline(always)]
+    fn couple<const L: usize>(
+        &self,
+        f: &[Lanes<T, L>; Q],
+        force: Option<[Lanes<T, L>; 3]>,
+        at: usize,
+        len: usize,
+    ) -> Option<[Lanes<T, L>; 3]> {
+        let Some(c) = &self.coupling else {
+            return force;
+        };
+        let fl: [Lanes<T, L>; 3] = std::array::from_fn(|a| {
+            let mut l = Lanes::splat(T::zero());
+            for x in 0..len {
+                // SAFETY: at + len ≤ the slab's nodes; the thermal pull wrote these before the step.
+                l.0[x] = unsafe { *c.force[a].0.add(at + x) };
+            }
+            l
+        });
+        let u = advecting_velocity(f, Some(fl));
+        for a in 0..3 {
+            for x in 0..len {
+                // SAFETY: nodes at..at + len belong to this task's row.
+                unsafe { *c.u[a].0.add(at + x) = u[a].0[x] };
+            }
+        }
+        Some(fl)
+    }
+
     #[inline(always)]
     fn row<O: CollisionOperator, const EXTRA: bool, const L: usize>(&self, z: usize, y: usize) {
         let (nx, ny, nz) = (self.nx, self.ny, self.nz);
@@ -875,6 +988,11 @@ impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
                 // costs nothing on these units) but never stored.
                 let mut f = [Lanes::splat(T::zero()); Q];
                 let any_solid = self.gather(&mut f, &sources, row0, x0, len);
+                let force = if EXTRA {
+                    self.couple(&f, force, row0 + x0, len)
+                } else {
+                    force
+                };
                 O::collide(&mut f, &k, force);
                 if any_solid {
                     self.keep_solids(&mut f, row0, x0, len);
@@ -922,9 +1040,19 @@ impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
             // they are collided but never stored.
             let mut f = load(x0);
             if plain {
+                let force = if EXTRA {
+                    self.couple(&f, force, row0 + x0, len)
+                } else {
+                    force
+                };
                 O::collide(&mut f, &k, force);
             } else {
                 let any_solid = self.patch(&mut f, &starts, row0, x0, len);
+                let force = if EXTRA {
+                    self.couple(&f, force, row0 + x0, len)
+                } else {
+                    force
+                };
                 O::collide(&mut f, &k, force);
                 if any_solid {
                     self.keep_solids(&mut f, row0, x0, len);
@@ -947,7 +1075,7 @@ impl<T: Real + Arith<Scalar = T>> ComputeModule for CpuModule<T> {
     }
 
     fn allocate_interface(&mut self) -> Result<Arc<dyn InterfaceMemory>, ComputeError> {
-        let bytes = 4 * self.slab.interface_values(&D3Q19) * std::mem::size_of::<T>();
+        let bytes = 4 * self.interface_values() * std::mem::size_of::<T>();
         Ok(Arc::new(HostInterface(AlignedBuf::zeroed(
             bytes,
             0,
@@ -960,7 +1088,7 @@ impl<T: Real + Arith<Scalar = T>> ComputeModule for CpuModule<T> {
         below: Option<Arc<dyn InterfaceMemory>>,
         above: Option<Arc<dyn InterfaceMemory>>,
     ) -> Result<(), ComputeError> {
-        let need = 4 * self.slab.interface_values(&D3Q19) * std::mem::size_of::<T>();
+        let need = 4 * self.interface_values() * std::mem::size_of::<T>();
         for m in below.iter().chain(above.iter()) {
             if m.bytes() < need {
                 return Err(ComputeError::Invalid(format!(
@@ -977,7 +1105,22 @@ impl<T: Real + Arith<Scalar = T>> ComputeModule for CpuModule<T> {
     }
 
     fn step(&mut self, t: u64) -> Result<(), ComputeError> {
+        // With a temperature lattice: its pull (θ, so the force), the flow's step with that force
+        // (which keeps the velocity that advects θ), then its collision.
+        let links = self.thermal_links(t);
+        let (index, palette) = (&self.index, &self.palette);
+        let bounce = |p: usize| palette[index[p] as usize].bounce;
+        let solid = |p: usize| palette[index[p] as usize].solid;
+        if let Some(th) = &mut self.thermal {
+            self.pool
+                .install(|| th.pull(&self.slab, links, &bounce, &solid));
+        }
         dispatch(self.params.model.collision, StepWith { module: self, t });
+        let (index, palette) = (&self.index, &self.palette);
+        let solid = |p: usize| palette[index[p] as usize].solid;
+        if let Some(th) = &mut self.thermal {
+            self.pool.install(|| th.collide(&self.slab, links, &solid));
+        }
         Ok(())
     }
 
@@ -987,12 +1130,12 @@ impl<T: Real + Arith<Scalar = T>> ComputeModule for CpuModule<T> {
 
     fn read_fields(&mut self) -> Result<Fields, ComputeError> {
         let solid = |p: usize| self.palette[self.index[p] as usize].solid;
-        Ok(fields_from_populations(
-            &self.slab,
-            &self.a,
-            solid,
-            self.params.model.force,
-        ))
+        let mut fields =
+            fields_from_populations(&self.slab, &self.a, solid, self.params.model.force);
+        if let Some(th) = &self.thermal {
+            fields.temperature = (0..self.n()).map(|p| th.theta(p).to_f64()).collect();
+        }
+        Ok(fields)
     }
 
     fn health(&mut self) -> Result<Health, ComputeError> {
@@ -1024,7 +1167,11 @@ impl<T: Real + Arith<Scalar = T>> ComputeModule for CpuModule<T> {
     }
 
     fn read_populations(&mut self) -> Result<Vec<u8>, ComputeError> {
-        Ok(bytemuck::cast_slice(&self.a).to_vec())
+        let mut bytes = bytemuck::cast_slice(&self.a).to_vec();
+        if let Some(th) = &self.thermal {
+            bytes.extend_from_slice(th.bytes());
+        }
+        Ok(bytes)
     }
 
     fn read_nodes(&mut self, nodes: &[u32]) -> Result<Vec<f64>, ComputeError> {
@@ -1042,14 +1189,19 @@ impl<T: Real + Arith<Scalar = T>> ComputeModule for CpuModule<T> {
     }
 
     fn write_populations(&mut self, bytes: &[u8], next_step: u64) -> Result<(), ComputeError> {
-        let want = self.a.len() * std::mem::size_of::<T>();
+        let flow = self.a.len() * std::mem::size_of::<T>();
+        let thermal = self.thermal.as_ref().map_or(0, |th| th.bytes().len());
+        let want = flow + thermal;
         if bytes.len() != want {
             return Err(ComputeError::Invalid(format!(
                 "populations of {} bytes, {want} expected",
                 bytes.len()
             )));
         }
-        bytemuck::cast_slice_mut(&mut self.a).copy_from_slice(bytes);
+        bytemuck::cast_slice_mut(&mut self.a).copy_from_slice(&bytes[..flow]);
+        if let Some(th) = &mut self.thermal {
+            th.set_bytes(&bytes[flow..]);
+        }
         self.u_prev_valid = false;
         self.publish(((next_step + 1) % 2) as usize);
         Ok(())
@@ -1205,6 +1357,7 @@ mod tests {
                     precision: T::PRECISION,
                     initial: None,
                     inlets: Arc::new(thelma_core::InletSchedule::constant_one()),
+                    thermal: None,
                 };
                 let n = nx * ny * nz;
                 let mut seed = 0x2545_f491_4f6c_dd1du64 ^ (nx * 131 + ny * 17 + nz) as u64;

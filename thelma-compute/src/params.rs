@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use thelma_core::physics::FlowModel;
+use thelma_core::physics::{FlowModel, ThermalSetup};
 use thelma_core::{CaseConfig, InitialState, InletSchedule, LatticeParams, Precision};
 use thelma_geometry::Geometry;
 
@@ -17,6 +17,8 @@ pub struct ModelParams {
     pub initial: Option<Arc<InitialState>>,
     /// The amplitude of each wall-velocity slot over time (velocity inlets' `amplitude`).
     pub inlets: Arc<InletSchedule>,
+    /// The temperature lattice coupled to the flow, when the case has one.
+    pub thermal: Option<ThermalSetup>,
 }
 
 impl ModelParams {
@@ -32,6 +34,7 @@ impl ModelParams {
                 .expect("the case was validated")
                 .map(Arc::new),
             inlets: Arc::new(case.inlet_schedule().expect("the case was validated")),
+            thermal: None,
         }
     }
 }

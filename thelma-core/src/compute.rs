@@ -27,6 +27,8 @@ pub struct Fields {
     pub uz: Vec<f64>,
     /// Whether the node is solid (its values are meaningless).
     pub solid: Vec<bool>,
+    /// θ = T − T₀ of every node, where the case couples a temperature lattice; empty otherwise.
+    pub temperature: Vec<f64>,
 }
 
 impl Fields {
@@ -40,6 +42,7 @@ impl Fields {
             uy: vec![0.0; n],
             uz: vec![0.0; n],
             solid: vec![false; n],
+            temperature: Vec::new(),
         }
     }
     /// Index of local node (x, y, z).
@@ -59,6 +62,7 @@ impl Fields {
             all.uy.extend(s.uy);
             all.uz.extend(s.uz);
             all.solid.extend(s.solid);
+            all.temperature.extend(s.temperature);
         }
         all
     }

@@ -241,6 +241,11 @@ where
         ordinal: usize,
         slab: SlabSpec,
     ) -> Result<Self, ComputeError> {
+        if params.thermal.is_some() {
+            return Err(ComputeError::Invalid(
+                "the temperature lattice runs on the CPU module so far (--backend cpu)".into(),
+            ));
+        }
         if !shape.block_x.is_power_of_two() || shape.block_x > 1024 {
             return Err(ComputeError::Invalid(format!(
                 "block size {} is not a power of two up to 1024",

@@ -61,6 +61,28 @@ impl ThermalModel {
     }
 }
 
+/// What closes a face of the box for the temperature lattice (a periodic axis's faces are never
+/// asked).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ThermalFace {
+    /// No heat crosses it: bounce-back of the entering population.
+    Adiabatic,
+    /// Held at θ (lattice units, T − T₀) half a spacing outside the last node: anti-bounce-back
+    /// with [`dirichlet_term`]. Walls with a temperature and velocity inlets.
+    Held(f64),
+    /// Zero gradient: the entering population is the node's own, `h_i(x) = h̃_i(x)`. Outlets.
+    Outflow,
+}
+
+/// A case's temperature lattice: its model, what closes each face (in `Face` order: x−, x+, y−,
+/// y+, z−, z+) and the uniform θ it starts from. Bodies and obstacles are adiabatic.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ThermalSetup {
+    pub model: ThermalModel,
+    pub faces: [ThermalFace; 6],
+    pub initial: f64,
+}
+
 /// The run constants of the temperature lattice in the lane type (named symbols when printed).
 #[derive(Clone, Copy, Debug)]
 pub struct ThermalCoefficients<V> {

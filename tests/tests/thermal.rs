@@ -1,0 +1,296 @@
+//! The temperature lattice coupled to the flow, on the CPU module: conduction between held walls
+//! (exact), a hill carried by a uniform stream (the analytic solution, second order), buoyancy
+//! driving a flow the right way round, θ conserved in an adiabatic box, and slabs equal to one slab
+//! bit for bit with the thermal populations crossing the interfaces.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use thelma_compute::{CpuFactory, ModelParams};
+use thelma_core::physics::d3q19::Q;
+use thelma_core::physics::{
+    equilibrium, thermal_equilibrium, Collision, ThermalFace, ThermalModel, ThermalSetup, QT,
+};
+use thelma_core::{CaseConfig, ModuleFactory, Precision, Runtime};
+use thelma_tests::{box_case, domain, model};
+
+/// A CPU runtime of `slabs` slabs for `case` with the temperature lattice `setup`.
+fn runtime(case: &CaseConfig, setup: &ThermalSetup, slabs: usize) -> Runtime {
+    let params = ModelParams {
+        thermal: Some(setup.clone()),
+        ..model(case)
+    };
+    let factory: Arc<dyn ModuleFactory> = Arc::new(CpuFactory::new(params, slabs, slabs));
+    let ids: Vec<usize> = (0..slabs).collect();
+    Runtime::start(
+        factory,
+        domain(case),
+        &ids,
+        Arc::new(AtomicBool::new(false)),
+    )
+    .expect("runtime starts")
+}
+
+fn setup(alpha: f64, beta_g: [f64; 3], faces: [ThermalFace; 6]) -> ThermalSetup {
+    ThermalSetup {
+        model: ThermalModel::new(alpha, 1.0, beta_g),
+        faces,
+        initial: 0.0,
+    }
+}
+
+/// Writes the state `f(x, y, z) = (u, θ)` (flow at unit density and equilibrium, θ at its
+/// equilibrium) into every slab of `rt`.
+fn start(rt: &mut Runtime, p: Precision, f: impl Fn(usize, usize, usize) -> ([f64; 3], f64)) {
+    let d = rt.domain();
+    let [nx, ny, _] = d.size;
+    let parts = rt
+        .devices()
+        .iter()
+        .map(|dev| {
+            let s = &dev.slab;
+            let n = s.nodes();
+            let mut vals = vec![0.0; (Q + QT) * n];
+            for z in 0..s.nz() {
+                for y in 0..ny {
+                    for x in 0..nx {
+                        let (u, theta) = f(x, y, s.z.start + z);
+                        let p = (z * ny + y) * nx + x;
+                        let g = equilibrium(0.0, u);
+                        for i in 0..Q {
+                            vals[i * n + p] = g[i];
+                        }
+                        let (rest, even, odd) = thermal_equilibrium(theta, u);
+                        vals[Q * n + p] = rest;
+                        for a in 0..3 {
+                            vals[(Q + 2 * a + 1) * n + p] = even + odd[a];
+                            vals[(Q + 2 * a + 2) * n + p] = even - odd[a];
+                        }
+                    }
+                }
+            }
+            match p {
+                Precision::F32 => vals
+                    .iter()
+                    .flat_map(|v| (*v as f32).to_ne_bytes())
+                    .collect(),
+                Precision::F64 => vals.iter().flat_map(|v| v.to_ne_bytes()).collect(),
+            }
+        })
+        .collect();
+    rt.write_populations(parts, 0).unwrap();
+}
+
+const ALL_FACES_ADIABATIC: [ThermalFace; 6] = [ThermalFace::Adiabatic; 6];
+
+const OPERATORS: [Collision; 3] = [Collision::BGK, Collision::TRT, Collision::MRT];
+
+/// Fluid at rest between a wall at θ = 1 (z−) and one at θ = 0 (z+): the steady θ is the straight
+/// line through the walls half a spacing outside, `1 − (z + ½)/nz`, to rounding, on every operator,
+/// in both precisions, over one and three slabs.
+#[test]
+fn conduction_between_held_walls_is_linear_to_rounding() {
+    for c in OPERATORS {
+        for p in [Precision::F64, Precision::F32] {
+            for slabs in [1, 3] {
+                let case = box_case([3, 4, 12], [true, true, false], 0.1, c, p);
+                let mut faces = ALL_FACES_ADIABATIC;
+                faces[4] = ThermalFace::Held(1.0);
+                faces[5] = ThermalFace::Held(0.0);
+                let mut rt = runtime(&case, &setup(0.2, [0.0; 3], faces), slabs);
+                rt.run(6_000).unwrap();
+                let f = rt.fields().unwrap();
+                let tol = if p == Precision::F64 { 1e-12 } else { 1e-5 };
+                for z in 0..12 {
+                    let exact = 1.0 - (z as f64 + 0.5) / 12.0;
+                    for y in 0..4 {
+                        for x in 0..3 {
+                            let got = f.temperature[f.idx(x, y, z)];
+                            assert!(
+                                (got - exact).abs() < tol,
+                                "{c} {p:?} {slabs} slabs, z = {z}: {got} vs {exact}"
+                            );
+                        }
+                    }
+                    // Conduction moves no fluid.
+                    assert!(f.uz[f.idx(1, 1, z)].abs() < tol);
+                }
+                rt.shutdown();
+            }
+        }
+    }
+}
+
+/// A hill `θ = exp(−r²/2σ₀²)` carried by a uniform stream along x through a periodic box: θ at
+/// time t is the hill moved by ut and widened to `σ² = σ₀² + 2α_a t` per axis (α along the stream
+/// lowered by u²/c_s², the scheme's own), scaled by `(σ₀/σ)³`. Refined diffusively (size, σ₀ ∝ N,
+/// u ∝ 1/N, t ∝ N²) the error falls by four: second order, the flow's populations streamed with
+/// the thermal ones across three slabs.
+#[test]
+fn a_hill_carried_by_a_stream_is_the_analytic_solution_at_second_order() {
+    let alpha = 0.05;
+    let mut errors = Vec::new();
+    for level in [1usize, 2] {
+        let n = 16 * level;
+        let sigma0 = 2.0 * level as f64;
+        let u = 0.04 / level as f64;
+        let steps = 60 * level * level;
+        let case = box_case([n, n, n], [true; 3], 0.1, Collision::TRT, Precision::F64);
+        let mut rt = runtime(&case, &setup(alpha, [0.0; 3], ALL_FACES_ADIABATIC), 3);
+        let c0 = n as f64 / 2.0 - 0.5;
+        start(&mut rt, Precision::F64, |x, y, z| {
+            let r2 = [x, y, z]
+                .iter()
+                .map(|&q| (q as f64 - c0).powi(2))
+                .sum::<f64>();
+            ([u, 0.0, 0.0], (-r2 / (2.0 * sigma0 * sigma0)).exp())
+        });
+        rt.run(steps as u64).unwrap();
+        let f = rt.fields().unwrap();
+        let t = steps as f64;
+        let s2 = [
+            sigma0 * sigma0 + 2.0 * alpha * (1.0 - 4.0 * u * u) * t,
+            sigma0 * sigma0 + 2.0 * alpha * t,
+            sigma0 * sigma0 + 2.0 * alpha * t,
+        ];
+        let (mut diff, mut norm) = (0.0, 0.0);
+        for z in 0..n {
+            for y in 0..n {
+                for x in 0..n {
+                    // The hill's periodic images: the box is only a few widths across.
+                    let mut exact = 1.0;
+                    for (a, q) in [x, y, z].into_iter().enumerate() {
+                        let d = q as f64 - c0 - if a == 0 { u * t } else { 0.0 };
+                        exact *= (-3..=3)
+                            .map(|k| {
+                                let d = d + (k * n as i32) as f64;
+                                sigma0 / s2[a].sqrt() * (-d * d / (2.0 * s2[a])).exp()
+                            })
+                            .sum::<f64>();
+                    }
+                    diff += (f.temperature[f.idx(x, y, z)] - exact).powi(2);
+                    norm += exact * exact;
+                }
+            }
+        }
+        errors.push((diff / norm).sqrt());
+        rt.shutdown();
+    }
+    let order = (errors[0] / errors[1]).log2();
+    eprintln!("hill on the module: errors {errors:?}, order {order}");
+    // 1.5 % and 0.38 % of the hill's norm (order 2.01).
+    assert!(errors[0] < 0.02, "{errors:?}");
+    assert!(order > 1.8, "order {order} ({errors:?})");
+}
+
+/// A box with a hot wall (x−, θ = +½) and a cold one (x+, θ = −½) under gravity along −z: the
+/// warm fluid rises beside the hot wall and sinks beside the cold one, and with no gravity nothing
+/// moves.
+#[test]
+fn buoyancy_lifts_the_fluid_beside_the_hot_wall() {
+    for (g, moves) in [(-1e-4, true), (0.0, false)] {
+        let case = box_case(
+            [12, 3, 12],
+            [false, true, false],
+            0.1,
+            Collision::MRT,
+            Precision::F64,
+        );
+        let mut faces = ALL_FACES_ADIABATIC;
+        faces[0] = ThermalFace::Held(0.5);
+        faces[1] = ThermalFace::Held(-0.5);
+        let mut rt = runtime(&case, &setup(0.1, [0.0, 0.0, g], faces), 2);
+        rt.run(3_000).unwrap();
+        let f = rt.fields().unwrap();
+        let (hot, cold) = (f.uz[f.idx(1, 1, 6)], f.uz[f.idx(10, 1, 6)]);
+        if moves {
+            assert!(
+                hot > 1e-5 && cold < -1e-5,
+                "uz beside the hot wall {hot}, cold {cold}"
+            );
+        } else {
+            assert!(hot.abs() < 1e-15 && cold.abs() < 1e-15, "{hot} {cold}");
+        }
+        rt.shutdown();
+    }
+}
+
+/// Adiabatic walls and a body keep the heat in: Σθ over the fluid stays what it was (to f64
+/// rounding) while buoyancy stirs a warm blob around a box with an obstacle.
+#[test]
+fn an_adiabatic_box_keeps_its_heat() {
+    let mut case = box_case(
+        [10, 8, 12],
+        [false; 3],
+        0.05,
+        Collision::TRT,
+        Precision::F64,
+    );
+    case.domain.obstacles = vec![thelma_core::Obstacle::Sphere {
+        centre: [5.0, 4.0, 8.0],
+        radius: 2.0,
+    }];
+    let mut rt = runtime(
+        &case,
+        &setup(0.03, [0.0, 0.0, -2e-4], ALL_FACES_ADIABATIC),
+        3,
+    );
+    start(&mut rt, Precision::F64, |x, y, z| {
+        let r2 = (x as f64 - 3.0).powi(2) + (y as f64 - 4.0).powi(2) + (z as f64 - 3.0).powi(2);
+        ([0.0; 3], (-r2 / 4.0).exp())
+    });
+    let heat = |f: &thelma_core::Fields| -> f64 {
+        f.temperature
+            .iter()
+            .zip(&f.solid)
+            .filter(|(_, s)| !**s)
+            .map(|(t, _)| t)
+            .sum()
+    };
+    let h0 = heat(&rt.fields().unwrap());
+    rt.run(800).unwrap();
+    let f = rt.fields().unwrap();
+    let h1 = heat(&f);
+    assert!((h1 - h0).abs() < 1e-12 * h0, "Σθ {h0} → {h1}");
+    let speed = f.uz.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    assert!(speed > 1e-6, "buoyancy moved nothing ({speed})");
+    rt.shutdown();
+}
+
+/// Two to five slabs equal one slab bit for bit, flow and temperature, with held and adiabatic
+/// faces on the slabs' axis and across it, buoyancy and an obstacle, in both precisions.
+#[test]
+fn thermal_slabs_equal_one_slab_bit_for_bit() {
+    for p in [Precision::F32, Precision::F64] {
+        let mut case = box_case([7, 6, 15], [true, false, false], 0.05, Collision::MRT, p);
+        case.domain.obstacles = vec![thelma_core::Obstacle::Sphere {
+            centre: [3.0, 3.0, 7.0],
+            radius: 1.5,
+        }];
+        let mut faces = ALL_FACES_ADIABATIC;
+        faces[2] = ThermalFace::Held(0.3);
+        faces[4] = ThermalFace::Held(1.0);
+        faces[5] = ThermalFace::Outflow;
+        let s = setup(0.02, [0.0, 1e-4, -3e-4], faces);
+        let run = |slabs: usize| {
+            let mut rt = runtime(&case, &s, slabs);
+            start(&mut rt, p, |x, y, z| {
+                let a = x as f64 * 0.9 + y as f64 * 0.3 - z as f64 * 0.2;
+                (
+                    [0.02 * a.sin(), 0.01 * a.cos(), 0.015 * (2.0 * a).sin()],
+                    0.5 * (0.7 * a).cos(),
+                )
+            });
+            rt.run(120).unwrap();
+            let f = rt.fields().unwrap();
+            rt.shutdown();
+            f
+        };
+        let one = run(1);
+        assert!(one.temperature.iter().any(|t| *t != 0.0));
+        for slabs in 2..=5 {
+            let got = run(slabs);
+            assert!(got == one, "{p:?}: {slabs} slabs differ from one");
+        }
+    }
+}

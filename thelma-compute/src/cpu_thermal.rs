@@ -1,0 +1,231 @@
+//! The CPU module's temperature lattice (D3Q7), coupled to the flow step in three passes per step:
+//! the thermal pull gives each node its θ and so the force the flow collides with; the flow's row
+//! loop, with that force, keeps the velocity that advects θ; the thermal collision then stores the
+//! new populations and the crossing ones for the neighbours. Per node this is the order the
+//! physics layer prescribes (`thelma_core::physics::thermal`), so a fused kernel computes the same.
+//!
+//! Layout and protocol are the flow's: `h[i][z][y][x]`, two lattices swapped each step, and the
+//! crossing populations (direction 5 up, 6 down) in the interface buffers' slot after the flow's
+//! five, of the same parities.
+
+use rayon::prelude::*;
+use thelma_core::physics::d3q19::{C, OPP};
+use thelma_core::physics::{
+    buoyancy_force, collide_thermal, dirichlet_term, temperature, Arith, ThermalCoefficients,
+    ThermalFace, ThermalSetup, QT,
+};
+use thelma_core::{Real, SlabSpec};
+
+use super::SyncPtr;
+
+/// The interface slot of the thermal crossing population (after the flow's five).
+pub(super) const THERMAL_SLOT: usize = 5;
+
+/// One slab's temperature lattice and its coupling arrays.
+pub(super) struct ThermalLattice<T> {
+    k: ThermalCoefficients<T>,
+    faces: [ThermalFace; 6],
+    /// Lattice A (current) and B (being written), `[i][z][y][x]`.
+    pub(super) ha: Vec<T>,
+    hb: Vec<T>,
+    /// This step's force on the flow, per axis and node: the uniform force plus `θ · (−β g)`.
+    pub(super) force: [Vec<T>; 3],
+    /// This step's velocity that advects θ, per axis and node, kept by the flow's row loop.
+    pub(super) u: [Vec<T>; 3],
+    uniform: [T; 3],
+}
+
+/// The interface pointers of one thermal pass: this step's incoming buffers (parity (t+1)%2) and
+/// outgoing ones (parity t%2), already offset to the thermal slot.
+#[derive(Clone, Copy)]
+pub(super) struct ThermalLinks<T> {
+    pub(super) below_in: Option<SyncPtr<T>>,
+    pub(super) above_in: Option<SyncPtr<T>>,
+    pub(super) above_out: Option<SyncPtr<T>>,
+    pub(super) below_out: Option<SyncPtr<T>>,
+}
+
+impl<T: Real + Arith<Scalar = T>> ThermalLattice<T> {
+    /// A slab of `n` nodes at the setup's uniform θ, at rest; `uniform` is the model's body force.
+    pub(super) fn new(setup: &ThermalSetup, n: usize, uniform: Option<[f64; 3]>) -> Self {
+        let mut ha = vec![T::zero(); QT * n];
+        let theta = T::of(setup.initial);
+        let (rest, even, _) = thelma_core::physics::thermal_equilibrium(theta, [T::zero(); 3]);
+        for i in 0..QT {
+            let v = if i == 0 { rest } else { even };
+            ha[i * n..(i + 1) * n].fill(v);
+        }
+        Self {
+            k: ThermalCoefficients::new(&setup.model, |_, x| T::of(x)),
+            faces: setup.faces,
+            hb: ha.clone(),
+            ha,
+            force: std::array::from_fn(|_| vec![T::zero(); n]),
+            u: std::array::from_fn(|_| vec![T::zero(); n]),
+            uniform: uniform.unwrap_or([0.0; 3]).map(T::of),
+        }
+    }
+
+    /// Pass 1: pulls every fluid node's thermal populations into lattice B (before collision) and
+    /// sets its force from the θ they carry. `bounce(p)` are the flow's bounce-back bits of node p
+    /// (a set bit `i ≤ 6` inside the box is an obstacle: adiabatic); `solid(p)` whether it is
+    /// solid (its populations are kept).
+    pub(super) fn pull(
+        &mut self,
+        slab: &SlabSpec,
+        links: ThermalLinks<T>,
+        bounce: &(impl Fn(usize) -> u32 + Sync),
+        solid: &(impl Fn(usize) -> bool + Sync),
+    ) {
+        let (nx, ny, nz) = (slab.nx(), slab.ny(), slab.nz());
+        let n = slab.nodes();
+        let periodic = slab.domain.periodic;
+        let ha = &self.ha;
+        let hb = SyncPtr(self.hb.as_mut_ptr());
+        let force = self.force.each_mut().map(|f| SyncPtr(f.as_mut_ptr()));
+        let (k, faces, uniform) = (&self.k, &self.faces, self.uniform);
+        (0..nz * ny).into_par_iter().for_each(|r| {
+            let (z, y) = (r / ny, r % ny);
+            for x in 0..nx {
+                let p = (z * ny + y) * nx + x;
+                let mut h: [T; QT] = std::array::from_fn(|i| ha[i * n + p]);
+                if !solid(p) {
+                    let mask = bounce(p);
+                    for i in 1..QT {
+                        let a = (i - 1) / 2;
+                        let q = [x, y, z][a] as isize - C[i][a] as isize;
+                        let size = [nx, ny, nz][a] as isize;
+                        let outside = q < 0 || q >= size;
+                        // Beyond the slab along z there is a neighbour where its buffer exists;
+                        // beyond the box elsewhere, a face (or a periodic wrap along x and y).
+                        let across = a == 2 && outside;
+                        let buf = if q < 0 {
+                            links.below_in
+                        } else {
+                            links.above_in
+                        };
+                        let face =
+                            if outside && !(a < 2 && periodic[a]) && !(across && buf.is_some()) {
+                                Some(faces[2 * a + usize::from(q >= 0)])
+                            } else {
+                                None
+                            };
+                        h[i] = match face {
+                            Some(ThermalFace::Adiabatic) => ha[OPP[i] * n + p],
+                            Some(ThermalFace::Held(tw)) => {
+                                -ha[OPP[i] * n + p] + dirichlet_term(T::of(tw))
+                            }
+                            Some(ThermalFace::Outflow) => ha[i * n + p],
+                            None if mask & (1 << i) != 0 => ha[OPP[i] * n + p],
+                            None if across => {
+                                let b = buf.expect("a neighbour's buffer");
+                                // SAFETY: the buffer's thermal slot holds one plane; y < ny, x < nx.
+                                // The neighbour wrote it in the previous step, ordered by the
+                                // barrier.
+                                unsafe { *b.get().add(y * nx + x) }
+                            }
+                            None => {
+                                let mut s = [x as isize, y as isize, z as isize];
+                                s[a] = q.rem_euclid(size);
+                                ha[i * n
+                                    + ((s[2] as usize * ny + s[1] as usize) * nx)
+                                    + s[0] as usize]
+                            }
+                        };
+                    }
+                }
+                let f = buoyancy_force(temperature(&h), k);
+                for a in 0..3 {
+                    // SAFETY: node p is written by this task alone.
+                    unsafe { *force[a].get().add(p) = uniform[a] + f[a] };
+                }
+                for (i, v) in h.into_iter().enumerate() {
+                    // SAFETY: as above, lattice B at node p.
+                    unsafe { *hb.get().add(i * n + p) = v };
+                }
+            }
+        });
+    }
+
+    /// Pass 3: collides every fluid node's pulled populations with the velocity the flow's pass
+    /// kept, publishes the boundary layers' crossing populations and swaps the lattices.
+    pub(super) fn collide(
+        &mut self,
+        slab: &SlabSpec,
+        links: ThermalLinks<T>,
+        solid: &(impl Fn(usize) -> bool + Sync),
+    ) {
+        let (nx, ny, nz) = (slab.nx(), slab.ny(), slab.nz());
+        let n = slab.nodes();
+        let hb = SyncPtr(self.hb.as_mut_ptr());
+        let (k, u) = (&self.k, &self.u);
+        (0..nz * ny).into_par_iter().for_each(|r| {
+            let (z, y) = (r / ny, r % ny);
+            for x in 0..nx {
+                let p = (z * ny + y) * nx + x;
+                // SAFETY: node p of lattice B is read and written by this task alone.
+                let mut h: [T; QT] = std::array::from_fn(|i| unsafe { *hb.get().add(i * n + p) });
+                if !solid(p) {
+                    collide_thermal(&mut h, [u[0][p], u[1][p], u[2][p]], k);
+                    for (i, v) in h.into_iter().enumerate() {
+                        // SAFETY: as above.
+                        unsafe { *hb.get().add(i * n + p) = v };
+                    }
+                }
+                let q = y * nx + x;
+                if z + 1 == nz {
+                    if let Some(out) = links.above_out {
+                        // SAFETY: the thermal slot of up[t%2] holds one plane; q < nx·ny.
+                        unsafe { *out.get().add(q) = h[5] };
+                    }
+                }
+                if z == 0 {
+                    if let Some(out) = links.below_out {
+                        // SAFETY: as above, down[t%2].
+                        unsafe { *out.get().add(q) = h[6] };
+                    }
+                }
+            }
+        });
+        std::mem::swap(&mut self.ha, &mut self.hb);
+    }
+
+    /// Writes lattice A's crossing populations of the boundary layers into `up`/`down` (thermal
+    /// slots of one parity), as attach and write_populations publish the flow's.
+    pub(super) fn publish(
+        &self,
+        slab: &SlabSpec,
+        up: Option<SyncPtr<T>>,
+        down: Option<SyncPtr<T>>,
+    ) {
+        let plane = slab.nx() * slab.ny();
+        let n = slab.nodes();
+        let top = (slab.nz() - 1) * plane;
+        if let Some(up) = up {
+            // SAFETY: the thermal slot holds one plane of `plane` values.
+            unsafe {
+                std::ptr::copy_nonoverlapping(self.ha[5 * n + top..].as_ptr(), up.get(), plane)
+            }
+        }
+        if let Some(down) = down {
+            // SAFETY: as above.
+            unsafe { std::ptr::copy_nonoverlapping(self.ha[6 * n..].as_ptr(), down.get(), plane) }
+        }
+    }
+
+    /// Lattice A as bytes (after the flow's in a module's populations).
+    pub(super) fn bytes(&self) -> &[u8] {
+        bytemuck::cast_slice(&self.ha)
+    }
+
+    /// Replaces lattice A from bytes of [`Self::bytes`]'s length.
+    pub(super) fn set_bytes(&mut self, bytes: &[u8]) {
+        bytemuck::cast_slice_mut(&mut self.ha).copy_from_slice(bytes);
+    }
+
+    /// θ of node p of lattice A.
+    pub(super) fn theta(&self, p: usize) -> T {
+        let n = self.ha.len() / QT;
+        temperature(&std::array::from_fn(|i| self.ha[i * n + p]))
+    }
+}
