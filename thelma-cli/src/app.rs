@@ -411,6 +411,8 @@ impl Tally<'_> {
 fn load_resume(case: &CaseConfig, path: &Path) -> Result<(checkpoint::Checkpoint, PathBuf)> {
     let ck = checkpoint::load(path).map_err(|e| UsageError::new("--resume", format!("{e:#}")))?;
     let h = &ck.header;
+    h.check_lattices(case)
+        .map_err(|e| UsageError::new("--resume", format!("{e:#}")))?;
     if h.size != case.domain.size || h.precision != case.numerics.precision {
         return Err(UsageError::new(
             "--resume",

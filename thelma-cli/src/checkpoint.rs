@@ -6,14 +6,16 @@
 //! `THELMACP` · format version (u32) · header length (u64) · header (JSON, [`Header`]) ·
 //! populations `[i][z][y][x]` of the whole domain in the run's precision, little-endian, stored as
 //! the modules hold them (shifted by their weights, `g = f − w`) · CRC-32 (u32) of everything before
-//! it. The header names the stencil, from which the population count follows.
+//! it. The header names the case's lattices, from which the population count Q follows: `D3Q19`
+//! for the flow alone (Q = 19), `D3Q19+D3Q7` for the flow and its temperature lattice (Q = 26, the
+//! flow's 19 populations then the temperature's 7, as the modules read and write them).
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
-use thelma_core::physics::{Stencil, D3Q19};
+use thelma_core::physics::{D3Q19, D3Q7};
 use thelma_core::Runtime;
 use thelma_core::{CaseConfig, Precision};
 use thelma_core::{Domain, SlabSpec};
@@ -26,8 +28,26 @@ const MAGIC: &[u8; 8] = b"THELMACP";
 /// unshifted populations and is refused, not misread.
 const VERSION: u32 = 2;
 
-/// The lattice a checkpoint holds (the flow lattice).
-const STENCIL: Stencil = D3Q19;
+/// The lattices of `case`, as the header names them (`D3Q19`, `D3Q19+D3Q7` with `[thermal]`), and
+/// the populations per node they hold together.
+fn lattices(case: &CaseConfig) -> (String, usize) {
+    let mut name = D3Q19.name.to_string();
+    let mut q = D3Q19.q();
+    if case.thermal.is_some() {
+        name = format!("{name}+{}", D3Q7.name);
+        q += D3Q7.q();
+    }
+    (name, q)
+}
+
+/// What a checkpoint's lattices are, for a message.
+fn describe(stencil: &str) -> String {
+    if stencil == D3Q19.name {
+        format!("{stencil} (the flow alone)")
+    } else {
+        format!("{stencil} (the flow and its [thermal] temperature)")
+    }
+}
 
 /// What a checkpoint says about itself.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -36,7 +56,8 @@ pub struct Header {
     pub step: u64,
     pub size: [usize; 3],
     pub precision: Precision,
-    /// The stencil of the lattice held (`D3Q19`): its Q populations per node follow.
+    /// The lattices held, `+` between them (`D3Q19`, or `D3Q19+D3Q7` for a case with `[thermal]`):
+    /// their Q populations per node follow, the flow's first.
     pub stencil: String,
     /// Bytes of population data that follow the header.
     pub data_bytes: u64,
@@ -59,12 +80,12 @@ pub fn resolve(path: &Path) -> PathBuf {
     }
 }
 
-/// Bytes of the populations of a lattice of `size`, or `None` when a (damaged) header's size
-/// overflows.
-fn data_bytes(size: [usize; 3], precision: Precision) -> Option<u64> {
+/// Bytes of `q` populations per node on a lattice of `size`, or `None` when a (damaged) header's
+/// size overflows.
+fn data_bytes(size: [usize; 3], precision: Precision, q: usize) -> Option<u64> {
     [size[0], size[1], size[2], precision.bytes()]
         .iter()
-        .try_fold(STENCIL.q() as u64, |acc, &n| acc.checked_mul(n as u64))
+        .try_fold(q as u64, |acc, &n| acc.checked_mul(n as u64))
 }
 
 /// A writer that hashes what passes through it.
@@ -84,8 +105,9 @@ impl Write for Hashing<'_> {
     }
 }
 
-/// Writes a checkpoint of `slabs` (each `[i][z][y][x]` of its own planes, in slab order, in the
-/// machine's byte order) to `w`, reordering them into the whole domain's layout as it goes.
+/// Writes a checkpoint of `slabs` (each `[i][z][y][x]` of its own planes for the Q populations of
+/// `case`'s lattices, in slab order, in the machine's byte order) to `w`, reordering them into the
+/// whole domain's layout as it goes.
 pub fn write_to(
     w: &mut dyn Write,
     case: &CaseConfig,
@@ -93,19 +115,20 @@ pub fn write_to(
     slabs: &[Vec<u8>],
 ) -> std::io::Result<()> {
     let precision = case.numerics.precision;
+    let (stencil, q) = lattices(case);
     let header = Header {
         step,
         size: case.domain.size,
         precision,
-        stencil: STENCIL.name.to_string(),
-        data_bytes: data_bytes(case.domain.size, precision).unwrap_or(u64::MAX),
+        data_bytes: data_bytes(case.domain.size, precision, q).unwrap_or(u64::MAX),
+        stencil,
         case: case.clone(),
     };
     let total: usize = slabs.iter().map(Vec::len).sum();
-    if total as u64 != header.data_bytes || slabs.iter().any(|s| s.len() % STENCIL.q() != 0) {
+    if total as u64 != header.data_bytes || slabs.iter().any(|s| s.len() % q != 0) {
         return Err(std::io::Error::other(format!(
-            "populations of {total} bytes for a {:?} lattice of {} bytes",
-            header.size, header.data_bytes
+            "populations of {total} bytes for a {:?} {} lattice of {} bytes",
+            header.size, header.stencil, header.data_bytes
         )));
     }
     let json = serde_json::to_vec(&header).map_err(std::io::Error::other)?;
@@ -119,9 +142,9 @@ pub fn write_to(
     h.write_all(&json)?;
     let width = precision.bytes();
     let mut le = Vec::new();
-    for i in 0..STENCIL.q() {
+    for i in 0..q {
         for s in slabs {
-            let per = s.len() / STENCIL.q();
+            let per = s.len() / q;
             let part = &s[i * per..(i + 1) * per];
             if cfg!(target_endian = "little") {
                 h.write_all(part)?;
@@ -175,14 +198,16 @@ fn read_header_from(r: &mut dyn Read) -> Result<(Header, Vec<u8>)> {
         .context("damaged: the header is cut short")?;
     let header: Header =
         serde_json::from_slice(&json).map_err(|e| anyhow::anyhow!("damaged header: {e}"))?;
-    if header.stencil != STENCIL.name {
+    // The lattices follow from the case the header holds; a name that is not theirs is a lattice
+    // this build does not know (or a damaged header), never populations to cut by a guessed Q.
+    let (stencil, q) = lattices(&header.case);
+    if header.stencil != stencil {
         bail!(
-            "the checkpoint holds a {} lattice, this build resumes {}",
-            header.stencil,
-            STENCIL.name
+            "the checkpoint holds {} lattices, where its case runs {stencil}",
+            header.stencil
         );
     }
-    if Some(header.data_bytes) != data_bytes(header.size, header.precision) {
+    if Some(header.data_bytes) != data_bytes(header.size, header.precision, q) {
         bail!(
             "damaged header: {} bytes of populations for a {:?} lattice",
             header.data_bytes,
@@ -192,6 +217,27 @@ fn read_header_from(r: &mut dyn Read) -> Result<(Header, Vec<u8>)> {
     let mut prefix = fixed.to_vec();
     prefix.extend_from_slice(&json);
     Ok((header, prefix))
+}
+
+impl Header {
+    /// Populations per node: 19 for the flow, 26 with its temperature lattice.
+    fn q(&self) -> usize {
+        lattices(&self.case).1
+    }
+
+    /// Refuses to resume `case` from this checkpoint when their lattices differ (the flow alone
+    /// against the flow and its temperature): the populations held are not the ones it runs.
+    pub fn check_lattices(&self, case: &CaseConfig) -> Result<()> {
+        let (wanted, _) = lattices(case);
+        if self.stencil != wanted {
+            bail!(
+                "the checkpoint holds the lattices {}, the case runs {}: resume a checkpoint of the same case",
+                describe(&self.stencil),
+                describe(&wanted)
+            );
+        }
+        Ok(())
+    }
 }
 
 /// Reads only the header (cheap): what case and step a checkpoint holds.
@@ -255,13 +301,13 @@ impl Checkpoint {
     /// `[i][z][y][x]` of its own planes, as [`Runtime::write_populations`] takes them.
     pub fn slabs(&self, slabs: &[SlabSpec]) -> Vec<Vec<u8>> {
         let d = Domain::new(self.header.size, [false; 3]);
-        let b = self.header.precision.bytes();
+        let (b, q) = (self.header.precision.bytes(), self.header.q());
         let (n, plane) = (d.nodes(), d.plane());
         slabs
             .iter()
             .map(|s| {
-                let mut out = Vec::with_capacity(STENCIL.q() * s.nodes() * b);
-                for i in 0..STENCIL.q() {
+                let mut out = Vec::with_capacity(q * s.nodes() * b);
+                for i in 0..q {
                     let from = (i * n + s.z.start * plane) * b;
                     let to = (i * n + s.z.end * plane) * b;
                     out.extend_from_slice(&self.populations[from..to]);
@@ -292,14 +338,28 @@ mod tests {
         c
     }
 
-    /// Populations of a [3, 2, 4] lattice split into slabs of 1 and 3 planes.
-    fn slabs(seed: f32) -> (Vec<f32>, Vec<Vec<u8>>) {
+    /// The same case with a temperature lattice.
+    fn thermal_case() -> CaseConfig {
+        let mut c = case();
+        c.thermal = Some(thelma_core::ThermalConfig {
+            prandtl: Some(0.71),
+            beta: 1e-3 / 3.0,
+            gravity: [0.0, 0.0, -1e-3],
+            ..Default::default()
+        });
+        c
+    }
+
+    /// The flow's populations per node, and those of the flow with its temperature.
+    const FLOW: usize = 19;
+    const THERMAL: usize = 26;
+
+    /// `q` populations per node of a [3, 2, 4] lattice split into slabs of 1 and 3 planes.
+    fn slabs(q: usize, seed: f32) -> (Vec<f32>, Vec<Vec<u8>>) {
         let n = 3 * 2 * 4;
-        let whole: Vec<f32> = (0..STENCIL.q() * n)
-            .map(|k| seed + k as f32 * 0.25)
-            .collect();
+        let whole: Vec<f32> = (0..q * n).map(|k| seed + k as f32 * 0.25).collect();
         let cut = |z0: usize, z1: usize| -> Vec<u8> {
-            (0..STENCIL.q())
+            (0..q)
                 .flat_map(|i| whole[i * n + z0 * 6..i * n + z1 * 6].to_vec())
                 .flat_map(f32::to_ne_bytes)
                 .collect()
@@ -311,7 +371,7 @@ mod tests {
     fn a_checkpoint_round_trips_and_repartitions() {
         let dir = tempfile::tempdir().unwrap();
         let c = case();
-        let (whole, parts) = slabs(1.0);
+        let (whole, parts) = slabs(FLOW, 1.0);
         let path = dir.path().join(FILE_NAME);
         thelma_results::write_atomic(&path, |w| write_to(w, &c, 77, &parts)).unwrap();
         let ck = load(dir.path()).unwrap();
@@ -330,7 +390,7 @@ mod tests {
                 .map(|b| f32::from_ne_bytes(b.try_into().unwrap()))
                 .collect();
             let per = s.nodes();
-            for i in 0..STENCIL.q() {
+            for i in 0..FLOW {
                 assert_eq!(
                     &vals[i * per..(i + 1) * per],
                     &whole[i * 24 + s.z.start * 6..i * 24 + s.z.end * 6]
@@ -339,11 +399,92 @@ mod tests {
         }
     }
 
+    /// A thermal case's 26 populations per node (the flow's 19, then the temperature's 7) come back
+    /// bit for bit, cut into another partition: bit patterns no arithmetic produces included
+    /// (NaNs with payloads, signed zeros, subnormals), since the file only moves bytes.
+    #[test]
+    fn a_thermal_checkpoint_round_trips_its_26_populations_onto_other_slabs() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = thermal_case();
+        let n = 3 * 2 * 4;
+        let mut bits = 0x9e37_79b9u32;
+        let mut whole: Vec<u32> = (0..THERMAL * n)
+            .map(|_| {
+                bits ^= bits << 13;
+                bits ^= bits >> 17;
+                bits ^= bits << 5;
+                bits
+            })
+            .collect();
+        // −0, a NaN with a payload and the least subnormal, in the flow's and the temperature's.
+        for (k, v) in [
+            (0, 0x8000_0000),
+            (FLOW * n + 5, 0x7fc0_1234),
+            (THERMAL * n - 1, 1),
+        ] {
+            whole[k] = v;
+        }
+        let cut = |z0: usize, z1: usize| -> Vec<u8> {
+            (0..THERMAL)
+                .flat_map(|i| whole[i * n + z0 * 6..i * n + z1 * 6].to_vec())
+                .flat_map(u32::to_ne_bytes)
+                .collect()
+        };
+        let path = dir.path().join(FILE_NAME);
+        let parts = [cut(0, 3), cut(3, 4)];
+        thelma_results::write_atomic(&path, |w| write_to(w, &c, 12, &parts)).unwrap();
+        let ck = load(&path).unwrap();
+        assert_eq!(ck.header.stencil, "D3Q19+D3Q7");
+        assert_eq!(ck.header.data_bytes, (THERMAL * n * 4) as u64);
+        assert_eq!(ck.header.case, c);
+        let whole_le: Vec<u8> = whole.iter().flat_map(|v| v.to_le_bytes()).collect();
+        assert_eq!(ck.populations, whole_le);
+        ck.header.check_lattices(&c).unwrap();
+        // Slabs of 2, 1 and 1 planes and of 4: each is exactly what the modules would hand over.
+        let d = Domain::new(c.domain.size, [false; 3]);
+        for k in [3, 1] {
+            let specs = SlabSpec::split(d, k).unwrap();
+            let again = ck.slabs(&specs);
+            for (s, bytes) in specs.iter().zip(&again) {
+                assert_eq!(*bytes, cut(s.z.start, s.z.end), "{k} slabs, {:?}", s.z);
+            }
+        }
+        // Flow-sized slabs do not make a thermal checkpoint.
+        let (_, flow) = slabs(FLOW, 1.0);
+        let e = write_to(&mut Vec::new(), &c, 12, &flow).unwrap_err();
+        assert!(e.to_string().contains("D3Q19+D3Q7"), "{e}");
+    }
+
+    /// A flow-only checkpoint does not resume a case with [thermal], nor the reverse, and says why
+    /// on one line; an old header naming `D3Q19` still loads for the flow.
+    #[test]
+    fn a_checkpoint_of_other_lattices_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let (flow, thermal) = (dir.path().join("flow"), dir.path().join("thermal"));
+        let (_, parts) = slabs(FLOW, 1.0);
+        thelma_results::write_atomic(&flow, |w| write_to(w, &case(), 3, &parts)).unwrap();
+        let (_, parts) = slabs(THERMAL, 1.0);
+        thelma_results::write_atomic(&thermal, |w| write_to(w, &thermal_case(), 3, &parts))
+            .unwrap();
+        let flow = read_header(&flow).unwrap();
+        let thermal = read_header(&thermal).unwrap();
+        assert_eq!(flow.stencil, "D3Q19");
+        flow.check_lattices(&case()).unwrap();
+        for (h, c, holds) in [
+            (&flow, thermal_case(), "D3Q19 (the flow alone)"),
+            (&thermal, case(), "D3Q19+D3Q7 (the flow and its [thermal]"),
+        ] {
+            let e = format!("{:#}", h.check_lattices(&c).unwrap_err());
+            assert!(e.contains(&format!("holds the lattices {holds}")), "{e}");
+            assert_eq!(e.lines().count(), 1, "{e}");
+        }
+    }
+
     #[test]
     fn damage_is_detected() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(FILE_NAME);
-        let (_, parts) = slabs(1.0);
+        let (_, parts) = slabs(FLOW, 1.0);
         thelma_results::write_atomic(&path, |w| write_to(w, &case(), 5, &parts)).unwrap();
         let good = std::fs::read(&path).unwrap();
         // One flipped bit in the populations, a cut-off tail, a foreign file.
@@ -386,9 +527,9 @@ mod tests {
     fn a_checkpoint_whose_write_fails_midway_leaves_the_previous_one_loadable() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(FILE_NAME);
-        let (first, parts) = slabs(1.0);
+        let (first, parts) = slabs(FLOW, 1.0);
         thelma_results::write_atomic(&path, |w| write_to(w, &case(), 10, &parts)).unwrap();
-        let (_, newer) = slabs(2.0);
+        let (_, newer) = slabs(FLOW, 2.0);
         let err = thelma_results::write_atomic(&path, |w| {
             write_to(
                 &mut FailAfter {

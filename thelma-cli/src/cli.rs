@@ -522,6 +522,13 @@ fn unchanged_on_resume(saved: &CaseConfig, now: &CaseConfig) -> Result<(), Usage
     if let Some((_, flag)) = differs.iter().find(|(d, _)| *d) {
         return Err(refuse(flag));
     }
+    // No flag sets the temperature lattice, so its message names the section, not a flag.
+    if a.thermal != b.thermal {
+        return Err(UsageError::new(
+            "--config",
+            "[thermal] cannot change on --resume: the checkpoint's case fixes the temperature lattice",
+        ));
+    }
     // Whatever else the flags touched, the relaxation rate the run derives must be the checkpoint's.
     if let (Ok(pa), Ok(pb)) = (a.validate(), b.validate()) {
         if pa.omega.to_bits() != pb.omega.to_bits() {
@@ -529,4 +536,29 @@ fn unchanged_on_resume(saved: &CaseConfig, now: &CaseConfig) -> Result<(), Usage
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// No flag sets `[thermal]`, so a change of it (which only a caller handing its own case can
+    /// make) is refused naming the section, on one line.
+    #[test]
+    fn a_resume_refuses_a_change_of_the_temperature_lattice() {
+        let flow = CaseConfig::default();
+        let heated = CaseConfig {
+            thermal: Some(thelma_core::ThermalConfig {
+                prandtl: Some(0.71),
+                ..Default::default()
+            }),
+            ..flow.clone()
+        };
+        assert!(unchanged_on_resume(&heated, &heated).is_ok());
+        for (saved, now) in [(&flow, &heated), (&heated, &flow)] {
+            let e = unchanged_on_resume(saved, now).unwrap_err().to_string();
+            assert!(e.starts_with("--config: [thermal] cannot change"), "{e}");
+            assert_eq!(e.lines().count(), 1, "{e}");
+        }
+    }
 }
