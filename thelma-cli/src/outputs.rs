@@ -49,17 +49,28 @@ impl Outputs {
             whole: case.domain.size,
             vtk: VtkOptions {
                 // The case was validated before the run, its field names with it.
-                arrays: case
-                    .output
-                    .arrays()
-                    .unwrap_or_else(|_| OutputField::DEFAULT.into()),
-                scales: units.map_or(Scales::default(), |u| Scales {
-                    spacing: u.dx,
-                    velocity: u.velocity,
-                    pressure: density.map_or(1.0, |rho| rho * u.velocity * u.velocity),
-                    si: true,
-                    pressure_si: density.is_some(),
-                }),
+                arrays: {
+                    let mut a = case
+                        .output
+                        .arrays()
+                        .unwrap_or_else(|_| OutputField::DEFAULT.into());
+                    // A case with a temperature lattice writes it with the default arrays.
+                    if case.thermal.is_some() && a == OutputField::DEFAULT {
+                        a.push(OutputField::Temperature);
+                    }
+                    a
+                },
+                scales: Scales {
+                    t0: case.thermal.as_ref().map_or(0.0, |t| t.t0),
+                    ..units.map_or(Scales::default(), |u| Scales {
+                        spacing: u.dx,
+                        velocity: u.velocity,
+                        pressure: density.map_or(1.0, |rho| rho * u.velocity * u.velocity),
+                        si: true,
+                        pressure_si: density.is_some(),
+                        t0: 0.0,
+                    })
+                },
                 scalar: match case.numerics.precision {
                     Precision::F32 => Scalar::F32,
                     Precision::F64 => Scalar::F64,

@@ -34,7 +34,7 @@ impl ModelParams {
                 .expect("the case was validated")
                 .map(Arc::new),
             inlets: Arc::new(case.inlet_schedule().expect("the case was validated")),
-            thermal: None,
+            thermal: case.thermal_setup(lattice),
         }
     }
 }

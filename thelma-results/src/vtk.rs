@@ -34,6 +34,8 @@ pub struct Scales {
     pub si: bool,
     /// Whether `pressure` gives pascals.
     pub pressure_si: bool,
+    /// The reference temperature T₀ that θ is written above.
+    pub t0: f64,
 }
 
 impl Default for Scales {
@@ -44,6 +46,7 @@ impl Default for Scales {
             pressure: 1.0,
             si: false,
             pressure_si: false,
+            t0: 0.0,
         }
     }
 }
@@ -118,6 +121,7 @@ impl VtkOptions {
             OutputField::Pressure => label(pa, "Pa"),
             OutputField::Vorticity => label(si, "1/s"),
             OutputField::QCriterion => label(si, "1/s^2"),
+            OutputField::Temperature => Some("the case's temperature unit"),
         }
     }
 
@@ -266,6 +270,16 @@ fn write_array(
                 .gradients(k)
                 .flat_map(|g| vorticity(&g).map(|c| c * rate));
             write_block(w, scalar, 3 * n, omega)
+        }
+        OutputField::Temperature => {
+            let t = (0..n).map(|p| {
+                if fluid(p) {
+                    scales.t0 + slab.temperature.get(p).copied().unwrap_or(0.0)
+                } else {
+                    0.0
+                }
+            });
+            write_block(w, scalar, n, t)
         }
         OutputField::QCriterion => {
             let q = lattice.gradients(k).zip(&slab.solid).map(|(g, &solid)| {
@@ -589,6 +603,7 @@ mod tests {
             pressure: 3.5,
             si: true,
             pressure_si: true,
+            t0: 0.0,
         };
         for (scalar, tol) in [(Scalar::F32, 1e-6), (Scalar::F64, 0.0)] {
             let path = dir.path().join("f.vti");
@@ -620,6 +635,31 @@ mod tests {
             assert_eq!(unit("speed"), Some("m/s"));
             assert_eq!(unit("pressure"), Some("Pa"));
             assert_eq!((unit("density"), unit("solid")), (None, None));
+        }
+    }
+
+    /// A case with a temperature lattice writes T = t0 + θ on fluid nodes (0 on solid ones).
+    #[test]
+    fn the_temperature_array_is_the_reference_plus_theta() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut f = sample([5, 4, 3], 0);
+        f.temperature = (0..f.rho.len()).map(|p| 0.01 * p as f64 - 0.2).collect();
+        let opts = VtkOptions {
+            arrays: vec![OutputField::Temperature, OutputField::Solid],
+            scales: Scales {
+                t0: 20.0,
+                ..Scales::default()
+            },
+            scalar: Scalar::F64,
+            ..VtkOptions::default()
+        };
+        let path = dir.path().join("t.vti");
+        write_vti(&path, std::slice::from_ref(&f), 0, &opts).unwrap();
+        let img = read_vti(&std::fs::read(&path).unwrap());
+        assert_eq!(img.order, ["temperature", "solid"]);
+        for p in 0..f.rho.len() {
+            let want = if f.solid[p] { 0.0 } else { 20.0 + f.temperature[p] };
+            assert_eq!(img.arrays["temperature"].values[p], want, "node {p}");
         }
     }
 
@@ -713,6 +753,7 @@ mod tests {
             pressure: 1.0,
             si: true,
             pressure_si: false,
+            t0: 0.0,
         };
         for (scales, rate, units) in [
             (Scales::default(), 1.0, ["lattice units"; 3]),

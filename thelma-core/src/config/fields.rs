@@ -21,11 +21,14 @@ pub enum OutputField {
     Vorticity,
     /// Q = ½(‖Ω‖² − ‖S‖²), Ω and S the antisymmetric and symmetric parts of ∇u.
     QCriterion,
+    /// T = T₀ + θ, in the unit `[thermal]` gives its temperatures in (cases with a temperature
+    /// lattice, which write it unless `output.fields` leaves it out).
+    Temperature,
 }
 
 impl OutputField {
     /// Every array, in the order of the names listed in messages and help.
-    pub const ALL: [OutputField; 7] = [
+    pub const ALL: [OutputField; 8] = [
         OutputField::Density,
         OutputField::Velocity,
         OutputField::Speed,
@@ -33,6 +36,7 @@ impl OutputField {
         OutputField::Solid,
         OutputField::Vorticity,
         OutputField::QCriterion,
+        OutputField::Temperature,
     ];
 
     /// What a file holds unless `output.fields` says otherwise.
@@ -54,6 +58,7 @@ impl OutputField {
             OutputField::Solid => "solid",
             OutputField::Vorticity => "vorticity",
             OutputField::QCriterion => "q_criterion",
+            OutputField::Temperature => "temperature",
         }
     }
 

@@ -626,7 +626,14 @@ impl CaseConfig {
         if self.output.dir.as_os_str().is_empty() {
             return Err(bad("output.dir", "--output", "must name a folder"));
         }
-        self.output.arrays()?;
+        let arrays = self.output.arrays()?;
+        if self.thermal.is_none() && arrays.contains(&OutputField::Temperature) {
+            return Err(bad(
+                "output.fields",
+                "--fields",
+                "names temperature, which only a case with [thermal] has",
+            ));
+        }
         if self.output.slice.axis > 2 {
             return Err(bad(
                 "output.slice",
@@ -1437,6 +1444,10 @@ mod tests {
         assert!(e.message.contains("`vorticty`"), "{e}");
         assert!(parse(r#"["speed", "speed"]"#).is_err());
         assert!(parse("[]").is_err());
+        // Temperature only where a temperature lattice runs.
+        let e = parse(r#"["velocity", "temperature"]"#).unwrap_err();
+        assert_eq!(e.key, "output.fields");
+        assert!(e.message.contains("[thermal]"), "{e}");
         // With no VTK files an empty list is no contradiction.
         let mut c = CaseConfig::default();
         c.output.vtk = false;
