@@ -658,7 +658,11 @@ mod tests {
         let img = read_vti(&std::fs::read(&path).unwrap());
         assert_eq!(img.order, ["temperature", "solid"]);
         for p in 0..f.rho.len() {
-            let want = if f.solid[p] { 0.0 } else { 20.0 + f.temperature[p] };
+            let want = if f.solid[p] {
+                0.0
+            } else {
+                20.0 + f.temperature[p]
+            };
             assert_eq!(img.arrays["temperature"].values[p], want, "node {p}");
         }
     }
