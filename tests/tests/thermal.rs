@@ -295,6 +295,39 @@ fn thermal_slabs_equal_one_slab_bit_for_bit() {
     }
 }
 
+/// Periodic along z (one slab is its own neighbour) and started from the setup's own uniform θ
+/// (so the thermal plane `attach` publishes is not zero): one slab equals two and three, held
+/// walls across y stirring it through buoyancy.
+#[test]
+fn thermal_slabs_on_a_periodic_axis_from_a_uniform_start_equal_one_slab() {
+    let case = box_case(
+        [5, 8, 12],
+        [true, false, true],
+        0.05,
+        Collision::TRT,
+        Precision::F64,
+    );
+    let mut faces = ALL_FACES_ADIABATIC;
+    faces[2] = ThermalFace::Held(1.0);
+    faces[3] = ThermalFace::Held(-0.5);
+    let s = ThermalSetup {
+        initial: 0.3,
+        ..setup(0.05, [0.0, 0.0, -2e-4], faces)
+    };
+    let run = |slabs: usize| {
+        let mut rt = runtime(&case, &s, slabs);
+        rt.run(150).unwrap();
+        let f = rt.fields().unwrap();
+        rt.shutdown();
+        f
+    };
+    let one = run(1);
+    assert!(one.uz.iter().any(|u| u.abs() > 1e-7), "nothing moved");
+    for slabs in [2, 3] {
+        assert!(run(slabs) == one, "{slabs} slabs differ from one");
+    }
+}
+
 /// The differentially heated square cavity (de Vahl Davis 1983, the benchmark solution of natural
 /// convection): walls at θ = ±½ on x∓, adiabatic floor and ceiling, gravity along −z, Pr = 0.71,
 /// Ra = gβΔT L³/(να) = 10⁴, periodic along y (the 2D problem). The mean Nusselt number, `1 +

@@ -922,14 +922,6 @@ impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
         }
     }
 
-    /// One row (z, y): bundles of `L` nodes along x are pulled, collided and stored to lattice B
-    /// (and, on a boundary layer, to the interface buffers).
-    ///
-    /// Rows that pull only from lattice A (all but a slab's boundary layers next to a neighbour) load
-    /// every bundle whole, 19 vector loads, then [`Self::patch`] the few lanes where that load is not
-    /// the pull (x edges, bounce-back, next to obstacles): the lattice's padding keeps the loads of
-    /// the edge bundles inside the allocation. Rows that pull from an interface buffer gather their
-    /// bundles through [`Self::gather`].
     /// With a temperature lattice: the force of the `len` nodes at slab offset `at` (from their θ,
     /// set by the thermal pull) instead of the uniform one, and the velocity that advects θ, from
     /// their pulled populations under that force, kept for the thermal collision. Without one, the
@@ -963,6 +955,14 @@ impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
         Some(fl)
     }
 
+    /// One row (z, y): bundles of `L` nodes along x are pulled, collided and stored to lattice B
+    /// (and, on a boundary layer, to the interface buffers).
+    ///
+    /// Rows that pull only from lattice A (all but a slab's boundary layers next to a neighbour) load
+    /// every bundle whole, 19 vector loads, then [`Self::patch`] the few lanes where that load is not
+    /// the pull (x edges, bounce-back, next to obstacles): the lattice's padding keeps the loads of
+    /// the edge bundles inside the allocation. Rows that pull from an interface buffer gather their
+    /// bundles through [`Self::gather`].
     #[inline(always)]
     fn row<O: CollisionOperator, const EXTRA: bool, const L: usize>(&self, z: usize, y: usize) {
         let (nx, ny, nz) = (self.nx, self.ny, self.nz);

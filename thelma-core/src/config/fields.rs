@@ -22,7 +22,7 @@ pub enum OutputField {
     /// Q = ½(‖Ω‖² − ‖S‖²), Ω and S the antisymmetric and symmetric parts of ∇u.
     QCriterion,
     /// T = T₀ + θ, in the unit `[thermal]` gives its temperatures in (cases with a temperature
-    /// lattice, which write it unless `output.fields` leaves it out).
+    /// lattice: added to the default arrays, or named in `output.fields`).
     Temperature,
 }
 

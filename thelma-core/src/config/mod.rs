@@ -731,6 +731,16 @@ impl CaseConfig {
             }
         };
         if let Some(t) = &self.thermal {
+            // Convergence is judged on the velocity alone, which conduction or a stable
+            // stratification leaves at rest while θ still moves.
+            if self.run.steps.is_none() {
+                return Err(bad(
+                    "run.steps",
+                    "--steps",
+                    "a case with [thermal] runs a fixed number of steps so far: convergence is \
+                     judged on the velocity alone, which may rest while the temperature moves",
+                ));
+            }
             t.setup(
                 viscosity,
                 self.unit_scales().as_ref(),

@@ -256,6 +256,17 @@ mod tests {
     /// 0.005² = 1e-3 in lattice units).
     const SI: &str = "[domain]\ncase = \"box\"\nsize = [20, 8, 8]\nperiodic = [false, false, true]\n[physics]\nlid_speed = 0.05\n[run]\nsteps = 100\n[units]\nlength = 0.1\nvelocity = 0.01\nviscosity = 1e-6\n";
 
+    /// Convergence is judged on the velocity alone, so a thermal case runs a fixed number of steps.
+    #[test]
+    fn a_thermal_case_runs_a_fixed_number_of_steps() {
+        let head = BOX.replace("[run]\nsteps = 100\n", "");
+        let e = case(&head, "[thermal]\ndiffusivity = 0.02\n")
+            .validate()
+            .expect_err("no steps");
+        assert_eq!((e.key, e.flag), ("run.steps", "--steps"));
+        assert!(e.message.contains("fixed number of steps"), "{e}");
+    }
+
     fn case(head: &str, extra: &str) -> CaseConfig {
         CaseConfig::parse(&format!("{head}{extra}"), false).expect("the case parses")
     }
@@ -511,7 +522,7 @@ mod tests {
             "`temperature` needs a [thermal] section",
         );
         // With [thermal] the same cavity holds that wall and keeps its lid adiabatic.
-        let s = setup(cavity, &format!("{p}{wall}"));
+        let s = setup(cavity, &format!("[run]\nsteps = 100\n{p}{wall}"));
         assert_eq!(s.faces[Face::YMinus as usize], ThermalFace::Held(1.0));
         assert_eq!(s.faces[Face::ZPlus as usize], ThermalFace::Adiabatic);
     }
