@@ -9,7 +9,8 @@ use std::sync::Arc;
 use thelma_compute::{CpuFactory, ModelParams};
 use thelma_core::physics::d3q19::Q;
 use thelma_core::physics::{
-    equilibrium, thermal_equilibrium, Collision, ThermalFace, ThermalModel, ThermalSetup, QT,
+    equilibrium, thermal_equilibrium_populations, Collision, ThermalFace, ThermalModel,
+    ThermalSetup, QT,
 };
 use thelma_core::{CaseConfig, ModuleFactory, Precision, Runtime};
 use thelma_tests::{box_case, domain, model};
@@ -60,11 +61,11 @@ fn start(rt: &mut Runtime, p: Precision, f: impl Fn(usize, usize, usize) -> ([f6
                         for i in 0..Q {
                             vals[i * n + p] = g[i];
                         }
-                        let (rest, even, odd) = thermal_equilibrium(theta, u);
-                        vals[Q * n + p] = rest;
-                        for a in 0..3 {
-                            vals[(Q + 2 * a + 1) * n + p] = even + odd[a];
-                            vals[(Q + 2 * a + 2) * n + p] = even - odd[a];
+                        for (i, h) in thermal_equilibrium_populations(theta, u)
+                            .into_iter()
+                            .enumerate()
+                        {
+                            vals[(Q + i) * n + p] = h;
                         }
                     }
                 }

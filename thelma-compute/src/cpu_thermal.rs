@@ -11,8 +11,8 @@
 use rayon::prelude::*;
 use thelma_core::physics::d3q19::{C, OPP};
 use thelma_core::physics::{
-    buoyancy_force, collide_thermal, dirichlet_term, temperature, Arith, ThermalCoefficients,
-    ThermalFace, ThermalSetup, QT,
+    buoyancy_force, collide_thermal, dirichlet_term, temperature, thermal_equilibrium_populations,
+    Arith, ThermalCoefficients, ThermalFace, ThermalSetup, QT,
 };
 use thelma_core::{Real, SlabSpec};
 
@@ -49,10 +49,8 @@ impl<T: Real + Arith<Scalar = T>> ThermalLattice<T> {
     /// A slab of `n` nodes at the setup's uniform θ, at rest; `uniform` is the model's body force.
     pub(super) fn new(setup: &ThermalSetup, n: usize, uniform: Option<[f64; 3]>) -> Self {
         let mut ha = vec![T::zero(); QT * n];
-        let theta = T::of(setup.initial);
-        let (rest, even, _) = thelma_core::physics::thermal_equilibrium(theta, [T::zero(); 3]);
-        for i in 0..QT {
-            let v = if i == 0 { rest } else { even };
+        let eq = thermal_equilibrium_populations(T::of(setup.initial), [T::zero(); 3]);
+        for (i, v) in eq.into_iter().enumerate() {
             ha[i * n..(i + 1) * n].fill(v);
         }
         Self {

@@ -28,8 +28,8 @@ pub use stencil::{Stencil, D3Q19, D3Q7, MAX_SPEED};
 pub use symbolic::{Recording, Sym};
 pub use thermal::{
     advecting_velocity, buoyancy_force, collide_thermal, dirichlet_term, temperature,
-    thermal_equilibrium, ThermalCoefficients, ThermalFace, ThermalModel, ThermalSetup,
-    DEFAULT_THERMAL_MAGIC, QT,
+    thermal_equilibrium, thermal_equilibrium_populations, ThermalCoefficients, ThermalFace,
+    ThermalModel, ThermalSetup, DEFAULT_THERMAL_MAGIC, QT,
 };
 
 #[cfg(test)]

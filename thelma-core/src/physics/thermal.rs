@@ -149,6 +149,21 @@ pub fn thermal_equilibrium<V: Arith>(theta: V, u: [V; 3]) -> (V, V, [V; 3]) {
     (rest, even, odd)
 }
 
+/// The seven equilibrium populations at `(θ, u)`, in direction order (what a node starts from).
+#[inline(always)]
+pub fn thermal_equilibrium_populations<V: Arith>(theta: V, u: [V; 3]) -> [V; QT] {
+    let (rest, even, odd) = thermal_equilibrium(theta, u);
+    [
+        rest,
+        even + odd[0],
+        even - odd[0],
+        even + odd[1],
+        even - odd[1],
+        even + odd[2],
+        even - odd[2],
+    ]
+}
+
 /// Relaxes a node's thermal populations towards the equilibrium at their own θ and the velocity
 /// `u` (TRT): each opposite pair's even part `(h_i + h_ī)/2` with ω⁺ (the rest population too), its
 /// odd part `(h_i − h_ī)/2` with ω⁻. θ is conserved to rounding.
@@ -214,16 +229,7 @@ mod tests {
         assert!((temperature(&h) - before).abs() < 1e-15);
         // The equilibrium at its own θ and u is a fixed point; rest at θ = 0 is exactly zero.
         let u = [0.04, 0.01, -0.03];
-        let (rest, even, odd) = thermal_equilibrium(1.7, u);
-        let eq = [
-            rest,
-            even + odd[0],
-            even - odd[0],
-            even + odd[1],
-            even - odd[1],
-            even + odd[2],
-            even - odd[2],
-        ];
+        let eq = thermal_equilibrium_populations(1.7, u);
         let mut h = eq;
         collide_thermal(&mut h, u, &k);
         for i in 0..QT {
@@ -267,16 +273,7 @@ mod tests {
         assert!((bgk.omega_plus() - bgk.omega).abs() < 1e-14);
         let mut h = h0;
         collide_thermal(&mut h, u, &ThermalCoefficients::new(&bgk, |_, x| x));
-        let (rest, even, odd) = thermal_equilibrium(theta, u);
-        let eq = [
-            rest,
-            even + odd[0],
-            even - odd[0],
-            even + odd[1],
-            even - odd[1],
-            even + odd[2],
-            even - odd[2],
-        ];
+        let eq = thermal_equilibrium_populations(theta, u);
         for i in 0..QT {
             let want = h0[i] + model.omega * (eq[i] - h0[i]);
             assert!((h[i] - want).abs() < 1e-15, "direction {i}");
@@ -432,10 +429,7 @@ mod tests {
 
     fn equilibrium_line(theta: impl Fn(f64) -> f64, n: usize, u: f64) -> Vec<[f64; QT]> {
         (0..n)
-            .map(|x| {
-                let (rest, even, odd) = thermal_equilibrium(theta(x as f64), [u, 0.0, 0.0]);
-                [rest, even + odd[0], even - odd[0], even, even, even, even]
-            })
+            .map(|x| thermal_equilibrium_populations(theta(x as f64), [u, 0.0, 0.0]))
             .collect()
     }
 
