@@ -123,10 +123,82 @@ __device__ __forceinline__ void open_links(T* f, const T* __restrict__ a, const 
     }
 }
 
-// One step for one node: pull f̃_i(x − c_i) from lattice a (or an interface buffer), bounce back
-// where the palette says so, collide (solid nodes keep their populations), store to lattice b and,
-// on a boundary layer, to this step's outgoing interface buffer. With OPEN, the node's open-face
-// links too, where the palette marks them.
+// Pulls fluid node p's populations f̃_i(x − c_i) from lattice a (or an interface buffer) into f,
+// bounced back where the palette's mask says so and, with OPEN, its open-face links where the
+// palette marks them: everything before the collision.
+template <typename T, bool OPEN>
+__device__ __forceinline__ void pull_node(
+    T* f, const T* __restrict__ a, unsigned int k, unsigned int mask,
+    const T* __restrict__ pal_term, const unsigned int* __restrict__ pal_link, const T* below_in,
+    const T* above_in, int nx, int ny, int nz, int periodic, int x, int y, int z, size_t p,
+    int z0, int nz_domain) {
+    const size_t plane = (size_t)nx * ny;
+    const size_t n = plane * nz;
+    // The source column of the three possible x offsets: wrapped across a periodic edge, clamped
+    // in bounds beyond a wall, where the value is then replaced by zero (and bounce-back overrides
+    // it). Selects, not branches, so that the warps holding x = 0 or x = nx − 1 do not diverge.
+    const bool px = periodic & 1;
+    const int xm = x > 0 ? x - 1 : (px ? nx - 1 : 0);
+    const int xp = x < nx - 1 ? x + 1 : (px ? 0 : nx - 1);
+    const bool okxm = x > 0 || px, okxp = x < nx - 1 || px;
+    // y and z are uniform over a block: rows away from the y and z edges take the fast path,
+    // whole blocks at once.
+    const bool inner = y > 0 && y < ny - 1 && z > 0 && z < nz - 1;
+    if (inner) {
+#pragma unroll
+        for (int i = 0; i < THELMA_Q; i++) {
+            const int dx = cx(i);
+            const int xs = dx == 0 ? x : (dx == 1 ? xm : xp);
+            const bool okx = dx == 0 ? true : (dx == 1 ? okxm : okxp);
+            const T v = __ldg(&a[(size_t)i * n + (size_t)(z - cz(i)) * plane +
+                                 (size_t)(y - cy(i)) * nx + xs]);
+            f[i] = okx ? v : T(0.0);
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < THELMA_Q; i++) {
+            const int dx = cx(i);
+            const int xs = dx == 0 ? x : (dx == 1 ? xm : xp);
+            const bool okx = dx == 0 ? true : (dx == 1 ? okxm : okxp);
+            const T v = pull_edge(a, below_in, above_in, i, xs, y, z, nx, ny, nz, periodic, n);
+            f[i] = okx ? v : T(0.0);
+        }
+    }
+    if (mask != 0) {
+#pragma unroll
+        for (int i = 0; i < THELMA_Q; i++) {
+            if (mask & (1u << i)) f[i] = a[(size_t)opp(i) * n + p] + pal_term[k * THELMA_Q + i];
+        }
+        if (OPEN && (mask & THELMA_OPEN_BIT)) {
+            open_links(f, a, below_in, above_in, pal_link + k * THELMA_Q, pal_term + k * THELMA_Q,
+                       x, y, z, nx, ny, nz, n, p, thelma_node<T>{a + p, n}, z0, nz_domain);
+        }
+    }
+}
+
+// Stores node p's populations to lattice b and, on a boundary layer, the crossing ones to this
+// step's outgoing interface buffers.
+template <typename T>
+__device__ __forceinline__ void store_node(const T* f, T* __restrict__ b, T* above_out,
+                                           T* below_out, int nx, int ny, int nz, int x, int y,
+                                           int z, size_t p) {
+    const size_t plane = (size_t)nx * ny;
+    const size_t n = plane * nz;
+#pragma unroll
+    for (int i = 0; i < THELMA_Q; i++) b[(size_t)i * n + p] = f[i];
+    const size_t q = (size_t)y * nx + x;
+    if (z == nz - 1 && above_out != nullptr) {
+#pragma unroll
+        for (int s = 0; s < THELMA_CROSSING; s++) above_out[(size_t)s * plane + q] = f[up_dir(s)];
+    }
+    if (z == 0 && below_out != nullptr) {
+#pragma unroll
+        for (int s = 0; s < THELMA_CROSSING; s++) below_out[(size_t)s * plane + q] = f[down_dir(s)];
+    }
+}
+
+// One step for one node: pull (pull_node), collide (solid nodes keep their populations), store
+// (store_node). With OPEN, the node's open-face links too, where the palette marks them.
 template <typename T, bool OPEN>
 __device__ __forceinline__ void collide_propagate(
     const T* __restrict__ a, T* __restrict__ b, const thelma_index* __restrict__ index,
@@ -144,59 +216,11 @@ __device__ __forceinline__ void collide_propagate(
 #pragma unroll
         for (int i = 0; i < THELMA_Q; i++) f[i] = a[(size_t)i * n + p];
     } else {
-        // The source column of the three possible x offsets: wrapped across a periodic edge, clamped
-        // in bounds beyond a wall, where the value is then replaced by zero (and bounce-back overrides
-        // it). Selects, not branches, so that the warps holding x = 0 or x = nx − 1 do not diverge.
-        const bool px = periodic & 1;
-        const int xm = x > 0 ? x - 1 : (px ? nx - 1 : 0);
-        const int xp = x < nx - 1 ? x + 1 : (px ? 0 : nx - 1);
-        const bool okxm = x > 0 || px, okxp = x < nx - 1 || px;
-        // y and z are uniform over a block: rows away from the y and z edges take the fast path,
-        // whole blocks at once.
-        const bool inner = y > 0 && y < ny - 1 && z > 0 && z < nz - 1;
-        if (inner) {
-#pragma unroll
-            for (int i = 0; i < THELMA_Q; i++) {
-                const int dx = cx(i);
-                const int xs = dx == 0 ? x : (dx == 1 ? xm : xp);
-                const bool okx = dx == 0 ? true : (dx == 1 ? okxm : okxp);
-                const T v = __ldg(&a[(size_t)i * n + (size_t)(z - cz(i)) * plane +
-                                     (size_t)(y - cy(i)) * nx + xs]);
-                f[i] = okx ? v : T(0.0);
-            }
-        } else {
-#pragma unroll
-            for (int i = 0; i < THELMA_Q; i++) {
-                const int dx = cx(i);
-                const int xs = dx == 0 ? x : (dx == 1 ? xm : xp);
-                const bool okx = dx == 0 ? true : (dx == 1 ? okxm : okxp);
-                const T v = pull_edge(a, below_in, above_in, i, xs, y, z, nx, ny, nz, periodic, n);
-                f[i] = okx ? v : T(0.0);
-            }
-        }
-        if (mask != 0) {
-#pragma unroll
-            for (int i = 0; i < THELMA_Q; i++) {
-                if (mask & (1u << i)) f[i] = a[(size_t)opp(i) * n + p] + pal_term[k * THELMA_Q + i];
-            }
-            if (OPEN && (mask & THELMA_OPEN_BIT)) {
-                open_links(f, a, below_in, above_in, pal_link + k * THELMA_Q, pal_term + k * THELMA_Q,
-                           x, y, z, nx, ny, nz, n, p, thelma_node<T>{a + p, n}, z0, nz_domain);
-            }
-        }
+        pull_node<T, OPEN>(f, a, k, mask, pal_term, pal_link, below_in, above_in, nx, ny, nz,
+                           periodic, x, y, z, p, z0, nz_domain);
         thelma_collide(f);
     }
-#pragma unroll
-    for (int i = 0; i < THELMA_Q; i++) b[(size_t)i * n + p] = f[i];
-    const size_t q = (size_t)y * nx + x;
-    if (z == nz - 1 && above_out != nullptr) {
-#pragma unroll
-        for (int s = 0; s < THELMA_CROSSING; s++) above_out[(size_t)s * plane + q] = f[up_dir(s)];
-    }
-    if (z == 0 && below_out != nullptr) {
-#pragma unroll
-        for (int s = 0; s < THELMA_CROSSING; s++) below_out[(size_t)s * plane + q] = f[down_dir(s)];
-    }
+    store_node(f, b, above_out, below_out, nx, ny, nz, x, y, z, p);
 }
 
 #define THELMA_COLLIDE_ARGS                                                                        \

@@ -258,8 +258,8 @@ const HEATED: &str = "[domain]\nsize = [10, 8, 12]\n[physics]\nreynolds = 100.0\
 
 /// The twin of [`restart_is_bit_exact`] with the temperature lattice: its populations are in the
 /// checkpoint with the flow's, so 2N steps equal N, a resume onto `resumed` slabs and N more, bit
-/// for bit (the CPU module: the CUDA module has no temperature lattice yet).
-fn thermal_restart_is_bit_exact(first: usize, resumed: usize) {
+/// for bit, on `backend`.
+fn thermal_restart_is_bit_exact(backend: &str, first: usize, resumed: usize) {
     const N: u64 = 30;
     let tmp = tempfile::tempdir().unwrap();
     let config = tmp.path().join("heated.toml");
@@ -271,7 +271,7 @@ fn thermal_restart_is_bit_exact(first: usize, resumed: usize) {
             "--config",
             s(&config),
             "--backend",
-            "cpu",
+            backend,
             "--checkpoint-every",
             "30",
             "--steps",
@@ -296,7 +296,7 @@ fn thermal_restart_is_bit_exact(first: usize, resumed: usize) {
         "--devices",
         &devices,
         "--backend",
-        "cpu",
+        backend,
     ])
     .unwrap();
     let (ca, cb) = (
@@ -334,8 +334,12 @@ fn thermal_restart_is_bit_exact(first: usize, resumed: usize) {
     assert_eq!(m.lines().count(), 1, "{m}");
 }
 
-#[test]
-fn a_thermal_restart_is_bit_exact_onto_other_slab_counts() {
-    thermal_restart_is_bit_exact(1, 3);
-    thermal_restart_is_bit_exact(3, 2);
+/// Onto more and fewer devices (GPUs are physical: a host with one resumes onto the same count).
+fn thermal_restarts(m: Module) {
+    let d = |k| m.devices_up_to(k);
+    thermal_restart_is_bit_exact(m.name(), d(1), d(3));
+    thermal_restart_is_bit_exact(m.name(), d(3), d(2));
 }
+
+per_module!(thermal_restarts => a_thermal_restart_is_bit_exact_on_the_cpu_module,
+    a_thermal_restart_is_bit_exact_on_the_cuda_module);

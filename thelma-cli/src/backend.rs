@@ -9,9 +9,6 @@ use thelma_core::{BackendName, CaseConfig, DeviceSpec, ModuleFactory};
 
 use crate::error::UsageError;
 
-/// The registry's name of the module that runs a temperature lattice.
-const CPU: &str = "cpu";
-
 /// The factory serving a run, the devices in slab order, and what was decided (for the user).
 pub struct Selection {
     pub factory: Arc<dyn ModuleFactory>,
@@ -24,27 +21,7 @@ pub struct Selection {
 /// Picks the backend the case names and resolves its device list.
 pub fn select(case: &CaseConfig, params: ModelParams) -> Result<Selection> {
     let hw = &case.hardware;
-    // The temperature lattice runs on the CPU module so far: `auto` takes it, a GPU is refused.
-    let thermal = params.thermal.is_some();
-    let name = if thermal && hw.backend.is_auto() {
-        BackendName::new(CPU)
-    } else {
-        hw.backend.clone()
-    };
-    let mut choice = choose(&name)?;
-    if thermal && choice.backend.name != CPU {
-        return Err(UsageError::new(
-            "--backend",
-            format!(
-                "{}: a case with [thermal] runs on the CPU module so far (--backend cpu)",
-                choice.backend.name
-            ),
-        )
-        .into());
-    }
-    if thermal && hw.backend.is_auto() {
-        choice.note = format!("{}, which runs the temperature lattice", choice.note);
-    }
+    let choice = choose(&hw.backend)?;
     let devices = resolve(&choice, &hw.devices)?;
     let tuning = Tuning {
         threads: hw.threads,

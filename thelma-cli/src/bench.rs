@@ -259,8 +259,12 @@ pub struct BenchReport {
     pub date_utc: String,
 }
 
-fn bytes_per_node(p: Precision) -> f64 {
-    (2 * D3Q19.q() * p.bytes() + 1) as f64
+/// Bytes a step moves per node at the least: every population read and written once, and the
+/// palette index byte; with a temperature lattice its 7 populations too (the fused step reads and
+/// writes each once).
+fn bytes_per_node(p: Precision, thermal: bool) -> f64 {
+    let q = D3Q19.q() + if thermal { thelma_core::physics::QT } else { 0 };
+    (2 * q * p.bytes() + 1) as f64
 }
 
 /// Host copy bandwidth: every core copies its share of a large buffer, `repetitions` times after a
@@ -610,13 +614,22 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
                         let factory = choice.factory(params, devices, &tuning)?;
                         let domain = Domain::new(lattice, case.domain.periodic);
                         let slab_specs = SlabSpec::split(domain, slabs)?;
+                        // The flow's lattices and, for a case with [thermal], the temperature's.
+                        let lattice_bytes = |sl: &SlabSpec| {
+                            slab_bytes(sl, &D3Q19, precision)
+                                + if case.thermal.is_some() {
+                                    thelma_core::thermal_slab_bytes(sl, precision)
+                                } else {
+                                    0
+                                }
+                        };
                         let too_big = slab_specs
                             .iter()
                             .zip(slab_ids)
                             .find_map(|(sl, &d)| {
                                 // Slabs sharing a device share its memory.
                                 let on_device = slab_ids.iter().filter(|&&x| x == d).count() as u64;
-                                let need = on_device * slab_bytes(sl, &D3Q19, precision);
+                                let need = on_device * lattice_bytes(sl);
                                 factory
                                     .device_memory(d)
                                     .filter(|m| need > m.free - m.free / 20)
@@ -629,7 +642,7 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
                             })
                             .or_else(|| {
                                 // The CPU module's lattices all live in host memory.
-                                let need = host_bytes(&slab_specs, precision);
+                                let need = slab_specs.iter().map(lattice_bytes).sum::<u64>();
                                 available.filter(|&a| need > a).map(|a| {
                                     format!("{need} bytes of host memory needed, {a} available")
                                 })
@@ -690,7 +703,9 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
                         if geometry_case.is_none() {
                             box_mlups = Some(mlups);
                         }
-                        let roofline = devices as f64 * bandwidth / bytes_per_node(precision) / 1e6;
+                        let roofline = devices as f64 * bandwidth
+                            / bytes_per_node(precision, case.thermal.is_some())
+                            / 1e6;
                         let row = BenchRow {
                             collision: label.clone(),
                             precision: precision.name().into(),

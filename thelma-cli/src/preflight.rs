@@ -3,8 +3,9 @@
 
 use anyhow::Result;
 use thelma_core::physics::D3Q19;
+use thelma_core::physics::QT;
 use thelma_core::CaseConfig;
-use thelma_core::{slab_bytes, ModuleFactory};
+use thelma_core::{slab_bytes, thermal_slab_bytes, ModuleFactory};
 use thelma_core::{Domain, SlabSpec};
 
 use crate::error::UsageError;
@@ -27,8 +28,18 @@ pub fn check(
         .map_err(|e| UsageError::new("--devices", e.to_string()))?;
     let precision = case.numerics.precision;
     let size = fmt_size(case.domain.size);
+    let thermal = case.thermal.is_some();
+    // The flow's lattices and, with [thermal], the temperature's.
+    let lattice_bytes = |slab: &SlabSpec| {
+        slab_bytes(slab, &D3Q19, precision)
+            + if thermal {
+                thermal_slab_bytes(slab, precision)
+            } else {
+                0
+            }
+    };
     for (slab, &device) in slabs.iter().zip(devices) {
-        let need = slab_bytes(slab, &D3Q19, precision);
+        let need = lattice_bytes(slab);
         if let Some(mem) = factory.device_memory(device) {
             if need > mem.free {
                 return Err(UsageError::new(
@@ -47,16 +58,16 @@ pub fn check(
         }
     }
     let nodes = domain.nodes() as u64;
-    let mut host = FIELD_BYTES_PER_NODE * nodes;
+    // θ in f64 beside the gathered fields, twice.
+    let temperature = if thermal { 2 * 8 } else { 0 };
+    let mut host = (FIELD_BYTES_PER_NODE + temperature) * nodes;
     if case.run.checkpoint_every > 0 {
         // The populations read back for a checkpoint.
-        host += D3Q19.q() as u64 * precision.bytes() as u64 * nodes;
+        let q = D3Q19.q() + if thermal { QT } else { 0 };
+        host += q as u64 * precision.bytes() as u64 * nodes;
     }
     if host_lattices {
-        host += slabs
-            .iter()
-            .map(|s| slab_bytes(s, &D3Q19, precision))
-            .sum::<u64>();
+        host += slabs.iter().map(lattice_bytes).sum::<u64>();
     }
     if let Some(avail) = available_host_memory() {
         if host > avail {

@@ -11,7 +11,7 @@
 use rayon::prelude::*;
 use thelma_core::physics::d3q19::{C, OPP};
 use thelma_core::physics::{
-    buoyancy_force, collide_thermal, dirichlet_term, temperature, thermal_equilibrium_populations,
+    collide_thermal, coupled_force, dirichlet_term, temperature, thermal_equilibrium_populations,
     Arith, ThermalCoefficients, ThermalFace, ThermalSetup, QT,
 };
 use thelma_core::{Real, SlabSpec};
@@ -132,10 +132,10 @@ impl<T: Real + Arith<Scalar = T>> ThermalLattice<T> {
                         };
                     }
                 }
-                let f = buoyancy_force(temperature(&h), k);
+                let f = coupled_force(temperature(&h), uniform, k);
                 for a in 0..3 {
                     // SAFETY: node p is written by this task alone.
-                    unsafe { *force[a].get().add(p) = uniform[a] + f[a] };
+                    unsafe { *force[a].get().add(p) = f[a] };
                 }
                 for (i, v) in h.into_iter().enumerate() {
                     // SAFETY: as above, lattice B at node p.

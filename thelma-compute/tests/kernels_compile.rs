@@ -5,7 +5,7 @@
 
 use thelma_compute::cuda::launch::{compile, lbm_source, nvrtc_present, Kernel, BANDWIDTH_SOURCE};
 use thelma_compute::cuda::prelude::PreludeParams;
-use thelma_core::physics::{Collision, OPERATORS};
+use thelma_core::physics::{Collision, ThermalFace, ThermalModel, ThermalSetup, OPERATORS};
 use thelma_core::ComputeError;
 use thelma_core::Precision;
 
@@ -25,7 +25,8 @@ fn contains(hay: &[u8], needle: &str) -> bool {
 }
 
 /// Every operator in both precisions, plain and with the eddy viscosity and a force (which change
-/// the printed collision), both block sizes the launch shape may take and both palette index widths.
+/// the printed collision), both block sizes the launch shape may take, both palette index widths,
+/// and with a temperature lattice (its fused step and export, each face closure once).
 #[test]
 fn every_kernel_variant_compiles_for_sm_90() {
     if !nvrtc_or_skip() {
@@ -34,7 +35,7 @@ fn every_kernel_variant_compiles_for_sm_90() {
     for precision in [Precision::F32, Precision::F64] {
         for (op, _) in OPERATORS {
             let collision = Collision::parse(op).unwrap();
-            for variant in 0..3 {
+            for variant in 0..4 {
                 let mut p = PreludeParams::example(precision, collision);
                 match variant {
                     1 => {
@@ -44,6 +45,21 @@ fn every_kernel_variant_compiles_for_sm_90() {
                     2 => {
                         p.model.smagorinsky = Some(0.12);
                         p.model.force = Some([1e-6, 0.0, -2e-6]);
+                    }
+                    3 => {
+                        p.model.force = Some([1e-6, 0.0, 0.0]);
+                        p.thermal = Some(ThermalSetup {
+                            model: ThermalModel::new(0.02, 1e-3, [0.0, 0.0, -1e-3]),
+                            faces: [
+                                ThermalFace::Held(0.5),
+                                ThermalFace::Held(-0.5),
+                                ThermalFace::Adiabatic,
+                                ThermalFace::Outflow,
+                                ThermalFace::Adiabatic,
+                                ThermalFace::Adiabatic,
+                            ],
+                            initial: 0.1,
+                        });
                     }
                     _ => {}
                 }
@@ -57,16 +73,19 @@ fn every_kernel_variant_compiles_for_sm_90() {
                     Kernel::VelocityChange,
                     Kernel::GatherNodes,
                 ];
-                for k in kernels {
+                let thermal = [Kernel::CollideThermal(collision), Kernel::ExportThermal];
+                for k in kernels.into_iter().chain(thermal) {
                     let name = k.name(precision);
-                    assert!(contains(&cubin, &name), "{name} missing from the cubin");
+                    // The temperature lattice's kernels are compiled only for a case with one.
+                    let want = !k.thermal() || p.thermal.is_some();
+                    assert_eq!(contains(&cubin, &name), want, "{name} in variant {variant}");
                 }
             }
         }
     }
     assert_eq!(
         Kernel::all().iter().filter(|k| k.in_lbm_source()).count(),
-        2 * OPERATORS.len() + 4
+        3 * OPERATORS.len() + 5
     );
     let cubin = compile(BANDWIDTH_SOURCE, "bandwidth.cu", "sm_90").expect("bandwidth kernel");
     assert!(contains(

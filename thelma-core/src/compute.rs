@@ -259,6 +259,16 @@ pub fn slab_bytes(slab: &SlabSpec, stencil: &Stencil, precision: Precision) -> u
     (2 * stencil.q() as u64 + 3) * nodes * b + nodes + 4 * slab.interface_values(stencil) as u64 * b
 }
 
+/// Bytes a slab's temperature lattice adds to [`slab_bytes`] (D3Q7 beside the flow): two lattices
+/// of 7 populations, the per-node force and advecting velocity the CPU module keeps between its
+/// passes (3 + 3 values; the CUDA module's fused step needs none, so this bounds both), and the
+/// thermal plane of the 4 interface buffers.
+pub fn thermal_slab_bytes(slab: &SlabSpec, precision: Precision) -> u64 {
+    let nodes = slab.nodes() as u64;
+    let b = precision.bytes() as u64;
+    (2 * crate::physics::QT as u64 + 6) * nodes * b + 4 * (slab.nx() * slab.ny()) as u64 * b
+}
+
 /// Where a worker thread should be bound.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Placement {

@@ -17,8 +17,9 @@ mod runtime;
 
 pub use affinity::{bind_current_thread, core_count, pci_locality, AffinityError, Binding};
 pub use compute::{
-    interface_bytes_per_step, interface_offset, slab_bytes, ChangeSums, ComputeError,
-    ComputeModule, Fields, Health, InterfaceMemory, MemoryInfo, ModuleFactory, Placement,
+    interface_bytes_per_step, interface_offset, slab_bytes, thermal_slab_bytes, ChangeSums,
+    ComputeError, ComputeModule, Fields, Health, InterfaceMemory, MemoryInfo, ModuleFactory,
+    Placement,
 };
 pub use config::{
     Axis, BackendName, BodyConfig, BoundaryConfig, BoundaryKind, CaseConfig, CaseFileError,

@@ -27,6 +27,9 @@ use super::prelude::{prelude, PreludeParams};
 /// The D3Q19 kernels (collide-and-propagate, face export, watchdog, convergence measure, node
 /// gather), compiled after the prelude.
 pub const LBM_SOURCE: &str = include_str!("../../../kernels/lbm_d3q19.cu");
+/// The temperature lattice's coupled step and face export, compiled after [`LBM_SOURCE`] when the
+/// case has one.
+pub const THERMAL_SOURCE: &str = include_str!("../../../kernels/thermal_d3q7.cu");
 /// The bandwidth probe of `thelma bench`, compiled alone.
 pub const BANDWIDTH_SOURCE: &str = include_str!("../../../kernels/bandwidth.cu");
 
@@ -38,7 +41,12 @@ pub enum Kernel {
     CollidePropagate(Collision),
     /// The step of a case with open faces (the open-face links called where the palette marks them).
     CollideOpen(Collision),
+    /// The step of a case with a temperature lattice: the flow's (with open-face links) and the
+    /// temperature's, fused.
+    CollideThermal(Collision),
     ExportFaces,
+    /// The export of the temperature lattice's crossing populations.
+    ExportThermal,
     Health,
     /// The convergence measure: the velocity's change since the previous measure, summed.
     VelocityChange,
@@ -54,10 +62,15 @@ impl Kernel {
             .iter()
             .flat_map(|(name, _)| {
                 let c = Collision::parse(name).expect("a registered name");
-                [Kernel::CollidePropagate(c), Kernel::CollideOpen(c)]
+                [
+                    Kernel::CollidePropagate(c),
+                    Kernel::CollideOpen(c),
+                    Kernel::CollideThermal(c),
+                ]
             })
             .chain([
                 Kernel::ExportFaces,
+                Kernel::ExportThermal,
                 Kernel::Health,
                 Kernel::VelocityChange,
                 Kernel::GatherNodes,
@@ -75,7 +88,9 @@ impl Kernel {
         match self {
             Kernel::CollidePropagate(c) => format!("collide_propagate_d3q19_{c}_{suffix}"),
             Kernel::CollideOpen(c) => format!("collide_open_d3q19_{c}_{suffix}"),
+            Kernel::CollideThermal(c) => format!("collide_thermal_d3q19_{c}_{suffix}"),
             Kernel::ExportFaces => format!("export_faces_d3q19_{suffix}"),
+            Kernel::ExportThermal => format!("export_faces_d3q7_{suffix}"),
             Kernel::Health => format!("health_d3q19_{suffix}"),
             Kernel::VelocityChange => format!("velocity_change_d3q19_{suffix}"),
             Kernel::GatherNodes => format!("gather_nodes_d3q19_{suffix}"),
@@ -87,11 +102,22 @@ impl Kernel {
     pub fn in_lbm_source(self) -> bool {
         !matches!(self, Kernel::BandwidthCopy)
     }
+
+    /// Whether the kernel is compiled only for a case with a temperature lattice.
+    pub fn thermal(self) -> bool {
+        matches!(self, Kernel::CollideThermal(_) | Kernel::ExportThermal)
+    }
 }
 
-/// The complete LBM source for `p`: prelude, then the kernels.
+/// The complete LBM source for `p`: prelude, then the kernels (the temperature lattice's too when
+/// `p` has one).
 pub fn lbm_source(p: &PreludeParams) -> String {
-    format!("{}\n#line 1 \"lbm_d3q19.cu\"\n{LBM_SOURCE}", prelude(p))
+    let mut s = format!("{}\n#line 1 \"lbm_d3q19.cu\"\n{LBM_SOURCE}", prelude(p));
+    if p.thermal.is_some() {
+        s.push_str("\n#line 1 \"thermal_d3q7.cu\"\n");
+        s.push_str(THERMAL_SOURCE);
+    }
+    s
 }
 
 /// Whether the NVRTC library can be loaded (without it, compiling would panic inside cudarc).
@@ -366,12 +392,52 @@ pub unsafe fn collide_open(
         .map_err(launch_err("collide_open"))
 }
 
-/// Enqueues the export of lattice `a`'s crossing populations into `up_out`/`down_out` (null: skipped).
+/// Enqueues one step of a case with a temperature lattice: [`collide_open`]'s grid and arguments,
+/// then the current and the written thermal lattices `h`.
 ///
 /// # Safety
-/// `f` is an export kernel of the lattice's precision; `a` is a device lattice of 19·nx·ny·nz values
-/// and each non-null output a buffer of 5·nx·ny values in mapped memory, all allocated until the
-/// stream has finished the launch.
+/// As for [`collide_open`], with `f` a collide-thermal kernel of the same precision, `h` two device
+/// lattices of 7·nx·ny·nz values of that precision, and every interface address null or pointing at
+/// a buffer of 6·nx·ny values (the flow's five crossing planes, then the thermal one), all allocated
+/// until the stream has finished the launch.
+pub unsafe fn collide_thermal(
+    stream: &CudaStream,
+    f: &CudaFunction,
+    s: &StepArgs,
+    pal_link: u64,
+    inlets: &InletArgs,
+    h: [u64; 2],
+) -> Result<(), ComputeError> {
+    let [nx, ny, nz] = s.size;
+    let cfg = LaunchConfig {
+        grid_dim: ((nx as u32).div_ceil(s.block_x), ny as u32, nz as u32),
+        block_dim: (s.block_x, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let mut b = stream.launch_builder(f);
+    step_args(&mut b, s);
+    b.arg(&pal_link)
+        .arg(&inlets.z0)
+        .arg(&inlets.nz_domain)
+        .arg(&h[0])
+        .arg(&h[1]);
+    // SAFETY: the argument list matches THELMA_COLLIDE_ARGS followed by the link words, two ints
+    // and the two thermal lattices (kernels/thermal_d3q7.cu); the buffers are as the caller
+    // promises. The grid covers each node once; threads past nx return.
+    unsafe { b.launch(cfg) }
+        .map(|_| ())
+        .map_err(launch_err("collide_thermal"))
+}
+
+/// Enqueues the export of lattice `a`'s crossing populations into `up_out`/`down_out` (null: skipped):
+/// the flow's (`export_faces_d3q19`) or the temperature lattice's (`export_faces_d3q7`, into the
+/// plane after the flow's five).
+///
+/// # Safety
+/// `f` is an export kernel of the lattice's precision; `a` is a device lattice of its populations
+/// (19 or 7 per node of nx·ny·nz) and each non-null output an interface buffer in mapped memory with
+/// the planes the kernel writes (5·nx·ny values, 6·nx·ny for the thermal export), all allocated
+/// until the stream has finished the launch.
 pub unsafe fn export_faces(
     stream: &CudaStream,
     f: &CudaFunction,

@@ -12,7 +12,9 @@ use cudarc::driver::{
     DevicePtr, DeviceRepr, ValidAsZeroBits,
 };
 use thelma_core::physics::d3q19::Q;
-use thelma_core::physics::{Arith, D3Q19};
+use thelma_core::physics::{
+    temperature, thermal_equilibrium_populations, Arith, ThermalSetup, D3Q19, QT,
+};
 use thelma_core::Precision;
 use thelma_core::Real;
 use thelma_core::SlabSpec;
@@ -196,6 +198,9 @@ pub struct CudaModule<T: Real + DeviceRepr> {
     _pal_link: CudaSlice<u32>,
     /// Whether some node has open-face links: the step kernel is then the collide-open one.
     open: bool,
+    /// The temperature lattice, when the model couples one to the flow: the step kernel is then the
+    /// fused collide-thermal one.
+    thermal: Option<ThermalDevice<T>>,
     health_out: CudaSlice<f64>,
     /// The convergence measure's previous velocity (3 values per node in the run's precision,
     /// which holds the velocity exactly, `[axis][node]`) and its per-block sums; made at the first
@@ -241,11 +246,6 @@ where
         ordinal: usize,
         slab: SlabSpec,
     ) -> Result<Self, ComputeError> {
-        if params.thermal.is_some() {
-            return Err(ComputeError::Invalid(
-                "the temperature lattice runs on the CPU module so far (--backend cpu)".into(),
-            ));
-        }
         if !shape.block_x.is_power_of_two() || shape.block_x > 1024 {
             return Err(ComputeError::Invalid(format!(
                 "block size {} is not a power of two up to 1024",
@@ -277,6 +277,7 @@ where
             block_x: shape.block_x,
             min_blocks: shape.min_blocks_for(T::PRECISION),
             index_bytes,
+            thermal: params.thermal.clone(),
         };
         let arch = launch::arch_of(info.compute_capability);
         let cubin = launch::compile_cubin(&launch::lbm_source(&pp), "lbm_d3q19.cu", &arch)?;
@@ -288,22 +289,31 @@ where
             .links
             .iter()
             .any(|l| l.iter().any(|r| r.is_open()));
-        let step = if open {
+        // A temperature lattice steps with the fused kernel (which has the open-face links).
+        let step = if params.thermal.is_some() {
+            Kernel::CollideThermal(collision)
+        } else if open {
             Kernel::CollideOpen(collision)
         } else {
             Kernel::CollidePropagate(collision)
         };
-        let names: Vec<String> = [
+        let mut kernels = vec![
             step,
             Kernel::ExportFaces,
             Kernel::Health,
             Kernel::VelocityChange,
             Kernel::GatherNodes,
-        ]
-        .iter()
-        .map(|k| k.name(T::PRECISION))
-        .collect();
-        let (image, funcs) = launch::load(&stream, &cubin, &names)?;
+        ];
+        if params.thermal.is_some() {
+            kernels.push(Kernel::ExportThermal);
+        }
+        let names: Vec<String> = kernels.iter().map(|k| k.name(T::PRECISION)).collect();
+        let (image, mut funcs) = launch::load(&stream, &cubin, &names)?;
+        let export_thermal = if params.thermal.is_some() {
+            funcs.pop()
+        } else {
+            None
+        };
         let [collide, export, health_k, change_k, gather_k]: [CudaFunction; 5] =
             funcs
                 .try_into()
@@ -333,6 +343,10 @@ where
         };
         let a = stream.alloc_zeros::<T>(len).map_err(oom("lattice A"))?;
         let b = stream.alloc_zeros::<T>(len).map_err(oom("lattice B"))?;
+        let thermal = match (&params.thermal, export_thermal) {
+            (Some(setup), Some(export)) => Some(ThermalDevice::new(&stream, setup, n, export)?),
+            _ => None,
+        };
         let index = stream.clone_htod(&index_host).map_err(oom("flag index"))?;
         // Q words per entry: each direction's link rule, except direction 0 (never a link), which
         // carries the entry's inlet word.
@@ -392,6 +406,7 @@ where
             _pal_term: pal_term,
             _pal_link: pal_link,
             open,
+            thermal,
             health_out,
             change: None,
             u_prev_valid: false,
@@ -458,8 +473,40 @@ where
 
     /// Byte offset of buffer `up[parity]`/`down[parity]` inside an interface.
     fn offset(&self, upward: bool, parity: usize) -> u64 {
-        (interface_offset(self.slab.interface_values(&D3Q19), upward, parity)
-            * std::mem::size_of::<T>()) as u64
+        (interface_offset(self.interface_values(), upward, parity) * std::mem::size_of::<T>())
+            as u64
+    }
+
+    /// Values in one interface buffer: the flow's crossing planes, and the temperature lattice's
+    /// one after them (the CPU module's layout).
+    fn interface_values(&self) -> usize {
+        let thermal = if self.thermal.is_some() {
+            self.slab.nx() * self.slab.ny()
+        } else {
+            0
+        };
+        self.slab.interface_values(&D3Q19) + thermal
+    }
+
+    /// The wall-velocity slots' amplitudes of step `t` in the kernels' constant memory, copied when
+    /// they change.
+    fn set_amplitudes(&mut self, t: u64) -> Result<(), ComputeError> {
+        let amplitudes = self.inlets.amplitudes(t).map(T::of);
+        if self.amplitudes_set != Some(amplitudes) {
+            // SAFETY: `amplitude_symbol` is the module's `thelma_amplitude`, WALL_SLOTS values of T;
+            // the copy is ordered before the step on the stream, and the driver stages the pageable
+            // source before returning.
+            unsafe {
+                result::memcpy_htod_async(
+                    self.amplitude_symbol,
+                    &amplitudes,
+                    self.stream.cu_stream(),
+                )
+            }
+            .map_err(dev_err("cannot set the inlets' amplitudes"))?;
+            self.amplitudes_set = Some(amplitudes);
+        }
+        Ok(())
     }
 
     /// Publishes the boundary layers of the current lattice into the buffers of `parity`.
@@ -487,8 +534,102 @@ where
                     self.size(),
                 )
             }?;
+            if let Some(th) = &self.thermal {
+                // SAFETY: as above, with the thermal export kernel and lattice (7 values per node);
+                // the interfaces hold the thermal plane after the flow's (`interface_values`).
+                unsafe {
+                    launch::export_faces(
+                        &self.stream,
+                        &th.export,
+                        th.ptrs[self.cur],
+                        up,
+                        down,
+                        self.size(),
+                    )
+                }?;
+            }
         }
         self.sync()
+    }
+}
+
+/// The temperature lattice of a CUDA module: two lattices of 7 populations per node (swapped with
+/// the flow's) and the kernel exporting their crossing populations.
+struct ThermalDevice<T: Real + DeviceRepr> {
+    lattices: [CudaSlice<T>; 2],
+    ptrs: [u64; 2],
+    export: CudaFunction,
+}
+
+impl<T> ThermalDevice<T>
+where
+    T: Real + Arith<Scalar = T> + DeviceRepr + ValidAsZeroBits + bytemuck::Pod,
+{
+    /// Both lattices of a slab of `n` nodes at the setup's uniform θ, at rest (lattice 0 current).
+    fn new(
+        stream: &Arc<CudaStream>,
+        setup: &ThermalSetup,
+        n: usize,
+        export: CudaFunction,
+    ) -> Result<Self, ComputeError> {
+        let oom = |e: cudarc::driver::DriverError| {
+            ComputeError::OutOfMemory(format!(
+                "temperature lattice ({} MiB): {e}",
+                (QT * n * std::mem::size_of::<T>()) >> 20
+            ))
+        };
+        let mut a = stream.alloc_zeros::<T>(QT * n).map_err(oom)?;
+        let b = stream.alloc_zeros::<T>(QT * n).map_err(oom)?;
+        let eq = thermal_equilibrium_populations(T::of(setup.initial), [T::zero(); 3]);
+        if eq.iter().any(|&v| v != T::zero()) {
+            let mut plane = vec![T::zero(); n];
+            for (i, v) in eq.into_iter().enumerate() {
+                plane.fill(v);
+                let mut dst = a.slice_mut(i * n..(i + 1) * n);
+                stream
+                    .memcpy_htod(&plane, &mut dst)
+                    .map_err(dev_err("copy to the device"))?;
+            }
+            stream
+                .synchronize()
+                .map_err(dev_err("the device reported an error"))?;
+        }
+        let ptrs = [raw(&a, stream), raw(&b, stream)];
+        Ok(Self {
+            lattices: [a, b],
+            ptrs,
+            export,
+        })
+    }
+
+    /// Lattice `cur` on the host.
+    fn download(&self, stream: &Arc<CudaStream>, cur: usize) -> Result<Vec<T>, ComputeError> {
+        stream
+            .synchronize()
+            .map_err(dev_err("the device reported an error"))?;
+        let mut out = vec![T::zero(); self.lattices[cur].len()];
+        stream
+            .memcpy_dtoh(&self.lattices[cur], &mut out)
+            .map_err(dev_err("copy from the device"))?;
+        stream
+            .synchronize()
+            .map_err(dev_err("the device reported an error"))?;
+        Ok(out)
+    }
+
+    /// Replaces lattice `cur` from the host.
+    fn upload(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        cur: usize,
+        vals: &[T],
+    ) -> Result<(), ComputeError> {
+        stream
+            .memcpy_htod(vals, &mut self.lattices[cur])
+            .map_err(dev_err("copy to the device"))?;
+        stream
+            .synchronize()
+            .map_err(dev_err("the device reported an error"))
     }
 }
 
@@ -509,7 +650,7 @@ where
     fn allocate_interface(&mut self) -> Result<Arc<dyn InterfaceMemory>, ComputeError> {
         Ok(Arc::new(MappedInterface::new(
             &self.ctx,
-            4 * self.slab.interface_values(&D3Q19) * std::mem::size_of::<T>(),
+            4 * self.interface_values() * std::mem::size_of::<T>(),
         )?))
     }
 
@@ -518,7 +659,7 @@ where
         below: Option<Arc<dyn InterfaceMemory>>,
         above: Option<Arc<dyn InterfaceMemory>>,
     ) -> Result<(), ComputeError> {
-        let need = 4 * self.slab.interface_values(&D3Q19) * std::mem::size_of::<T>();
+        let need = 4 * self.interface_values() * std::mem::size_of::<T>();
         let att = |m: Option<Arc<dyn InterfaceMemory>>| -> Result<Option<Attached>, ComputeError> {
             m.map(|mem| {
                 if mem.bytes() < need {
@@ -562,28 +703,30 @@ where
             periodic: i32::from(p[0]) | (i32::from(p[1]) << 1),
             block_x: self.shape.block_x,
         };
-        if self.open {
+        let inlets = InletArgs {
+            z0: self.slab.z.start as i32,
+            nz_domain: self.slab.domain.size[2] as i32,
+        };
+        if let Some(th) = &self.thermal {
+            let h = [th.ptrs[self.cur], th.ptrs[1 - self.cur]];
+            self.set_amplitudes(t)?;
+            // SAFETY: as below, with `collide` the collide-thermal kernel, this module's link words
+            // (Q per palette entry) and its two thermal lattices (7 values per node); the
+            // interfaces hold the thermal plane after the flow's (`interface_values`).
+            unsafe {
+                launch::collide_thermal(
+                    &self.stream,
+                    &self.collide,
+                    &args,
+                    self.addr[4],
+                    &inlets,
+                    h,
+                )
+            }?;
+        } else if self.open {
+            self.set_amplitudes(t)?;
             // SAFETY: as below, with `collide` the collide-open kernel and this module's link words
             // (Q per palette entry).
-            let amplitudes = self.inlets.amplitudes(t).map(T::of);
-            if self.amplitudes_set != Some(amplitudes) {
-                // SAFETY: `amplitude_symbol` is the module's `thelma_amplitude`, WALL_SLOTS values
-                // of T; the copy is ordered before the step on the stream, and the driver stages the
-                // pageable source before returning.
-                unsafe {
-                    result::memcpy_htod_async(
-                        self.amplitude_symbol,
-                        &amplitudes,
-                        self.stream.cu_stream(),
-                    )
-                }
-                .map_err(dev_err("cannot set the inlets' amplitudes"))?;
-                self.amplitudes_set = Some(amplitudes);
-            }
-            let inlets = InletArgs {
-                z0: self.slab.z.start as i32,
-                nz_domain: self.slab.domain.size[2] as i32,
-            };
             unsafe {
                 launch::collide_open(&self.stream, &self.collide, &args, self.addr[4], &inlets)
             }?;
@@ -605,12 +748,16 @@ where
 
     fn read_fields(&mut self) -> Result<Fields, ComputeError> {
         let g = self.download()?;
-        Ok(fields_from_populations(
-            &self.slab,
-            &g,
-            |p| self.host_solid[p],
-            self.force,
-        ))
+        let mut fields =
+            fields_from_populations(&self.slab, &g, |p| self.host_solid[p], self.force);
+        if let Some(th) = &self.thermal {
+            let h = th.download(&self.stream, self.cur)?;
+            let n = self.slab.nodes();
+            fields.temperature = (0..n)
+                .map(|p| temperature(&std::array::from_fn(|i| h[i * n + p])).to_f64())
+                .collect();
+        }
+        Ok(fields)
     }
 
     fn health(&mut self) -> Result<Health, ComputeError> {
@@ -707,7 +854,11 @@ where
     }
 
     fn read_populations(&mut self) -> Result<Vec<u8>, ComputeError> {
-        Ok(bytemuck::cast_slice(&self.download()?).to_vec())
+        let mut bytes = bytemuck::cast_slice(&self.download()?).to_vec();
+        if let Some(th) = &self.thermal {
+            bytes.extend_from_slice(bytemuck::cast_slice(&th.download(&self.stream, self.cur)?));
+        }
+        Ok(bytes)
     }
 
     fn read_nodes(&mut self, nodes: &[u32]) -> Result<Vec<f64>, ComputeError> {
@@ -747,16 +898,27 @@ where
     }
 
     fn write_populations(&mut self, bytes: &[u8], next_step: u64) -> Result<(), ComputeError> {
-        let want = self.lattices[self.cur].len() * std::mem::size_of::<T>();
+        let flow = self.lattices[self.cur].len() * std::mem::size_of::<T>();
+        let thermal = self
+            .thermal
+            .as_ref()
+            .map_or(0, |th| th.lattices[0].len() * std::mem::size_of::<T>());
+        let want = flow + thermal;
         if bytes.len() != want {
             return Err(ComputeError::Invalid(format!(
                 "populations of {} bytes, {want} expected",
                 bytes.len()
             )));
         }
-        let mut vals = vec![T::zero(); bytes.len() / std::mem::size_of::<T>()];
-        bytemuck::cast_slice_mut::<T, u8>(&mut vals).copy_from_slice(bytes);
-        self.upload(&vals)?;
+        let values = |b: &[u8]| {
+            let mut vals = vec![T::zero(); b.len() / std::mem::size_of::<T>()];
+            bytemuck::cast_slice_mut::<T, u8>(&mut vals).copy_from_slice(b);
+            vals
+        };
+        self.upload(&values(&bytes[..flow]))?;
+        if let Some(th) = &mut self.thermal {
+            th.upload(&self.stream, self.cur, &values(&bytes[flow..]))?;
+        }
         self.u_prev_valid = false;
         self.publish(((next_step + 1) % 2) as usize)
     }

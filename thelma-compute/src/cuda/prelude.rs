@@ -9,9 +9,12 @@ use thelma_core::Precision;
 
 use super::shape::{LaunchShape, DEFAULT_BLOCK_X};
 use thelma_core::physics::d3q19::Q;
+use thelma_core::physics::Arith as _;
 use thelma_core::physics::{
-    dispatch, macroscopic, node_density, parabola, pressure_terms, symbolic, Coefficients,
-    Collision, CollisionOperator, FlowModel, OperatorVisitor, Stencil, Sym, D3Q19,
+    advecting_velocity, collide_thermal, coupled_force, dirichlet_term, dispatch, macroscopic,
+    node_density, parabola, pressure_terms, symbolic, temperature, Coefficients, Collision,
+    CollisionOperator, FlowModel, OperatorVisitor, Stencil, Sym, ThermalCoefficients, ThermalFace,
+    ThermalSetup, D3Q19, QT,
 };
 use thelma_core::WALL_SLOTS;
 use thelma_geometry::{LinkRule, NodeFlags};
@@ -38,6 +41,9 @@ pub struct PreludeParams {
     /// Bytes of a node's palette index: 1 up to [`thelma_geometry::BYTE_PALETTE`] palette entries, 2
     /// beyond.
     pub index_bytes: u32,
+    /// The temperature lattice coupled to the flow: its step kernel, and the functions it prints
+    /// ([`thermal_source`]), are compiled only then.
+    pub thermal: Option<ThermalSetup>,
 }
 
 impl PreludeParams {
@@ -49,6 +55,7 @@ impl PreludeParams {
             block_x: DEFAULT_BLOCK_X,
             min_blocks: LaunchShape::default().min_blocks_for(precision),
             index_bytes: 1,
+            thermal: None,
         }
     }
 }
@@ -72,27 +79,38 @@ fn lit(x: f64) -> String {
 /// The collision of `model` as a device function `thelma_collide(real g[Q])` on shifted populations,
 /// with the run constants it reads defined before it.
 pub fn collision_source(model: &FlowModel) -> String {
-    struct Print<'a>(&'a FlowModel);
+    collision_function(model, false)
+}
+
+/// The collision of `model` as `thelma_collide` or, with `per_node_force`, as
+/// `thelma_collide_forced(real g[Q], const real F[3])`, whose force is the node's own (the
+/// temperature lattice's coupled force) instead of the uniform run constant.
+fn collision_function(model: &FlowModel, per_node_force: bool) -> String {
+    struct Print<'a>(&'a FlowModel, bool);
     impl OperatorVisitor for Print<'_> {
         type Output = String;
         fn visit<O: CollisionOperator>(self) -> String {
-            let model = self.0;
+            let (model, per_node) = (self.0, self.1);
             let (g, rec) = symbolic::record(|| {
                 let k = Coefficients::new(model, Sym::param);
-                let force = model.force.map(|f| {
-                    [
-                        Sym::param("force_x", f[0]),
-                        Sym::param("force_y", f[1]),
-                        Sym::param("force_z", f[2]),
-                    ]
-                });
+                let force = if per_node {
+                    Some(std::array::from_fn(|a| Sym::input(format!("F[{a}]"))))
+                } else {
+                    model.force.map(|f| {
+                        [
+                            Sym::param("force_x", f[0]),
+                            Sym::param("force_y", f[1]),
+                            Sym::param("force_z", f[2]),
+                        ]
+                    })
+                };
                 let mut g: [Sym; Q] = std::array::from_fn(|i| Sym::input(format!("g[{i}]")));
                 O::collide(&mut g, &k, force);
                 g
             });
             let mut s = String::new();
             for (name, value) in rec.params() {
-                let _ = writeln!(s, "#define {PARAM_PREFIX}{name} ((real){})", lit(*value));
+                define_param(&mut s, name, *value);
             }
             let outputs: Vec<(String, Sym)> = (0..Q).map(|i| (format!("g[{i}]"), g[i])).collect();
             let _ = writeln!(
@@ -106,16 +124,34 @@ pub fn collision_source(model: &FlowModel) -> String {
                     .next()
                     .unwrap_or(O::NAME),
             );
-            let _ = writeln!(
-                s,
-                "__device__ __forceinline__ void thelma_collide(real* __restrict__ g) {{"
-            );
+            if per_node {
+                let _ = writeln!(
+                    s,
+                    "__device__ __forceinline__ void thelma_collide_forced(real* __restrict__ g, \
+                     const real* __restrict__ F) {{"
+                );
+            } else {
+                let _ = writeln!(
+                    s,
+                    "__device__ __forceinline__ void thelma_collide(real* __restrict__ g) {{"
+                );
+            }
             s.push_str(&rec.emit_c(&outputs, PARAM_PREFIX, "    "));
             s.push_str("}\n");
             s
         }
     }
-    dispatch(model.collision, Print(model))
+    dispatch(model.collision, Print(model, per_node_force))
+}
+
+/// Defines run constant `name`, unless an earlier printed function did (every function of one
+/// prelude prints a constant with the same value).
+fn define_param(s: &mut String, name: &str, value: f64) {
+    let _ = writeln!(
+        s,
+        "#ifndef {PARAM_PREFIX}{name}\n#define {PARAM_PREFIX}{name} ((real){})\n#endif",
+        lit(value)
+    );
 }
 
 /// The pressure outlet's anti-bounce-back terms as a device function
@@ -168,11 +204,7 @@ pub fn velocity_source(model: &FlowModel) -> String {
     let mut s = String::new();
     // The collision defines the same constants with the same values; either may come first.
     for (name, value) in rec.params() {
-        let _ = writeln!(
-            s,
-            "#ifndef {PARAM_PREFIX}{name}\n#define {PARAM_PREFIX}{name} ((real){})\n#endif",
-            lit(*value)
-        );
+        define_param(&mut s, name, *value);
     }
     s.push_str(
         "// A node's velocity, printed from thelma_core::physics::macroscopic.\n\
@@ -198,6 +230,110 @@ fn velocity_recording(model: &FlowModel) -> ([Sym; 3], symbolic::Recording) {
         });
         macroscopic(&g, force).u
     })
+}
+
+/// What the temperature lattice's step kernel (`kernels/thermal_d3q7.cu`) reads, printed from
+/// `thelma_core::physics::thermal` and the flow's collision: `THELMA_THERMAL`, the closure of each
+/// face of the box (`thelma_tface_kind`: 0 adiabatic, 1 held at `thelma_tface_theta`, 2 outflow),
+/// θ of a node, the coupled force, the advecting velocity, the thermal collision, the held faces'
+/// anti-bounce-back term and the flow's collision under a per-node force.
+pub fn thermal_source(model: &FlowModel, setup: &ThermalSetup) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "#define THELMA_THERMAL 1");
+    let _ = writeln!(s, "#define THELMA_QT {QT}");
+    let kinds: Vec<i32> = setup
+        .faces
+        .iter()
+        .map(|f| match f {
+            ThermalFace::Adiabatic => 0,
+            ThermalFace::Held(_) => 1,
+            ThermalFace::Outflow => 2,
+        })
+        .collect();
+    let held: Vec<String> = setup
+        .faces
+        .iter()
+        .map(|f| {
+            lit(if let ThermalFace::Held(t) = f {
+                *t
+            } else {
+                0.0
+            })
+        })
+        .collect();
+    table(&mut s, "int", "thelma_tface_kind", &kinds);
+    table(&mut s, "double", "thelma_tface_theta", &held);
+    let inputs = |name: &str, n: usize| -> Vec<Sym> {
+        (0..n).map(|i| Sym::input(format!("{name}[{i}]"))).collect()
+    };
+    let function =
+        |s: &mut String, doc: &str, head: &str, body: &dyn Fn() -> Vec<(String, Sym)>| {
+            let (outputs, rec) = symbolic::record(body);
+            for (name, value) in rec.params() {
+                define_param(s, name, *value);
+            }
+            let _ = writeln!(s, "// {doc}\n__device__ __forceinline__ {head} {{");
+            s.push_str(&rec.emit_c(&outputs, PARAM_PREFIX, "    "));
+            s.push_str("}\n");
+        };
+    let k = |m: &ThermalSetup| ThermalCoefficients::new(&m.model, Sym::param);
+    function(
+        &mut s,
+        "θ of a node's thermal populations, printed from thelma_core::physics::temperature.",
+        "void thelma_temperature(const real* __restrict__ h, real* __restrict__ theta)",
+        &|| {
+            let h: [Sym; QT] = std::array::from_fn(|i| Sym::input(format!("h[{i}]")));
+            vec![("theta[0]".into(), temperature(&h))]
+        },
+    );
+    function(
+        &mut s,
+        "The force the flow collides with at θ, printed from thelma_core::physics::coupled_force.",
+        "void thelma_coupled_force(real theta, real* __restrict__ F)",
+        &|| {
+            let uniform = match model.force {
+                Some(f) => [
+                    Sym::param("force_x", f[0]),
+                    Sym::param("force_y", f[1]),
+                    Sym::param("force_z", f[2]),
+                ],
+                None => [Sym::c(0.0); 3],
+            };
+            let f = coupled_force(Sym::input("theta"), uniform, &k(setup));
+            (0..3).map(|a| (format!("F[{a}]"), f[a])).collect()
+        },
+    );
+    function(
+        &mut s,
+        "The velocity that advects θ, printed from thelma_core::physics::advecting_velocity.",
+        "void thelma_advecting_velocity(const real* __restrict__ g, const real* __restrict__ F, \
+         real* __restrict__ u)",
+        &|| {
+            let g: [Sym; Q] = inputs("g", Q).try_into().expect("Q inputs");
+            let f: [Sym; 3] = inputs("F", 3).try_into().expect("3 inputs");
+            let u = advecting_velocity(&g, Some(f));
+            (0..3).map(|a| (format!("u[{a}]"), u[a])).collect()
+        },
+    );
+    function(
+        &mut s,
+        "The thermal TRT collision, printed from thelma_core::physics::collide_thermal.",
+        "void thelma_collide_thermal(real* __restrict__ h, const real* __restrict__ u)",
+        &|| {
+            let mut h: [Sym; QT] = inputs("h", QT).try_into().expect("QT inputs");
+            let u: [Sym; 3] = inputs("u", 3).try_into().expect("3 inputs");
+            collide_thermal(&mut h, u, &k(setup));
+            (0..QT).map(|i| (format!("h[{i}]"), h[i])).collect()
+        },
+    );
+    function(
+        &mut s,
+        "A held face's anti-bounce-back term, printed from thelma_core::physics::dirichlet_term.",
+        "void thelma_dirichlet_term(real theta_w, real* __restrict__ t)",
+        &|| vec![("t[0]".into(), dirichlet_term(Sym::input("theta_w")))],
+    );
+    s.push_str(&collision_function(model, true));
+    s
 }
 
 /// The direction table of `stencil` as device functions.
@@ -250,6 +386,12 @@ pub fn prelude(p: &PreludeParams) -> String {
     let _ = writeln!(
         s,
         "#define THELMA_COLLIDE_OPEN_NAME collide_open_{}_{}_{suffix}",
+        st.name.to_lowercase(),
+        p.model.collision
+    );
+    let _ = writeln!(
+        s,
+        "#define THELMA_COLLIDE_THERMAL_NAME collide_thermal_{}_{}_{suffix}",
         st.name.to_lowercase(),
         p.model.collision
     );
@@ -309,6 +451,9 @@ pub fn prelude(p: &PreludeParams) -> String {
     s.push_str(&collision_source(&p.model));
     s.push_str(&pressure_source());
     s.push_str(&velocity_source(&p.model));
+    if let Some(setup) = &p.thermal {
+        s.push_str(&thermal_source(&p.model, setup));
+    }
     s
 }
 

@@ -27,9 +27,9 @@ pub use error::PhysicsError;
 pub use stencil::{Stencil, D3Q19, D3Q7, MAX_SPEED};
 pub use symbolic::{Recording, Sym};
 pub use thermal::{
-    advecting_velocity, buoyancy_force, collide_thermal, dirichlet_term, temperature,
-    thermal_equilibrium, thermal_equilibrium_populations, ThermalCoefficients, ThermalFace,
-    ThermalModel, ThermalSetup, DEFAULT_THERMAL_MAGIC, QT,
+    advecting_velocity, buoyancy_force, collide_thermal, coupled_force, dirichlet_term,
+    temperature, thermal_equilibrium, thermal_equilibrium_populations, ThermalCoefficients,
+    ThermalFace, ThermalModel, ThermalSetup, DEFAULT_THERMAL_MAGIC, QT,
 };
 
 #[cfg(test)]

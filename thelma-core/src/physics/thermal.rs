@@ -130,6 +130,14 @@ pub fn buoyancy_force<V: Arith>(theta: V, k: &ThermalCoefficients<V>) -> [V; 3] 
     k.buoyancy.map(|b| theta * b)
 }
 
+/// The force the flow collides with at a node of temperature θ: the case's uniform body force (zero
+/// without one) plus the buoyancy at θ.
+#[inline(always)]
+pub fn coupled_force<V: Arith>(theta: V, uniform: [V; 3], k: &ThermalCoefficients<V>) -> [V; 3] {
+    let b = buoyancy_force(theta, k);
+    [uniform[0] + b[0], uniform[1] + b[1], uniform[2] + b[2]]
+}
+
 /// The velocity that advects θ at a node: the flow's own at this step, `(j + F/2)/ρ` of its pulled
 /// (pre-collision) populations under the node's force, as its collision computes it.
 #[inline(always)]

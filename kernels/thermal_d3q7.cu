@@ -1,0 +1,151 @@
+// The temperature lattice of thelma (D3Q7) fused into the flow's step: one kernel pulls a node's
+// thermal populations, takes θ and so the force the flow collides with, pulls the flow's
+// populations, advects θ with their velocity under that force, and stores both lattices. Compiled
+// after kernels/lbm_d3q19.cu (whose pull and store it calls) when the case has a temperature
+// lattice; the prelude then defines THELMA_THERMAL and the functions printed from
+// thelma_core::physics::thermal (thelma_temperature, thelma_coupled_force,
+// thelma_advecting_velocity, thelma_collide_thermal, thelma_dirichlet_term), the flow's collision
+// under a per-node force (thelma_collide_forced) and the faces' closures (thelma_tface_kind,
+// thelma_tface_theta). Per node this is the CPU module's order (thelma-compute/src/cpu_thermal.rs):
+// thermal pull, force, flow pull, advecting velocity, both collisions.
+//
+// Layout: h[i][z][y][x] as the flow's lattice, directions 0–6 those of D3Q19 (rest, ±x, ±y, ±z).
+// The interface buffers carry θ's crossing population (direction 5 up, 6 down) in the plane after
+// the flow's THELMA_CROSSING ones.
+
+#ifdef THELMA_THERMAL
+
+// Pulls fluid node p's thermal populations h̃_i(x − c_i) from lattice ha into h: across a box
+// face its closure (adiabatic: bounce-back; held: anti-bounce-back to the face's θ; outflow: the
+// node's own), from an obstacle bounce-back (the flow's mask bit), across a slab face the
+// neighbour's interface plane, elsewhere the neighbour (wrapped on periodic x and y). The node's
+// own populations are loaded only where a rule needs them.
+template <typename T>
+__device__ __forceinline__ void pull_thermal(T* h, const T* __restrict__ ha, const T* below_in,
+                                             const T* above_in, unsigned int mask, int nx, int ny,
+                                             int nz, int periodic, int x, int y, int z, size_t p) {
+    const size_t plane = (size_t)nx * ny;
+    const size_t n = plane * nz;
+    h[0] = ha[p];
+#pragma unroll
+    for (int i = 1; i < THELMA_QT; i++) {
+        const int ax = (i - 1) / 2;
+        const int c = ax == 0 ? cx(i) : (ax == 1 ? cy(i) : cz(i));
+        const int coord = ax == 0 ? x : (ax == 1 ? y : z);
+        const int size = ax == 0 ? nx : (ax == 1 ? ny : nz);
+        const int q = coord - c;
+        const bool outside = q < 0 || q >= size;
+        const bool across = ax == 2 && outside;
+        const T* buf = q < 0 ? below_in : above_in;
+        const bool wraps = ax < 2 && ((periodic >> ax) & 1);
+        T v;
+        if (outside && !wraps && !(across && buf != nullptr)) {
+            // Both faces' table entries are constants after unrolling; the side is a select.
+            const int kind = q < 0 ? thelma_tface_kind(2 * ax) : thelma_tface_kind(2 * ax + 1);
+            if (kind == 0) {
+                v = ha[(size_t)opp(i) * n + p];
+            } else if (kind == 1) {
+                real t[1];
+                thelma_dirichlet_term(q < 0 ? (real)thelma_tface_theta(2 * ax)
+                                            : (real)thelma_tface_theta(2 * ax + 1),
+                                      t);
+                v = -ha[(size_t)opp(i) * n + p] + t[0];
+            } else {
+                v = ha[(size_t)i * n + p];
+            }
+        } else if (mask & (1u << i)) {
+            v = ha[(size_t)opp(i) * n + p];
+        } else if (across) {
+            v = buf[(size_t)y * nx + x];
+        } else {
+            const int xs = ax == 0 ? (q + nx) % nx : x;
+            const int ys = ax == 1 ? (q + ny) % ny : y;
+            const int zs = ax == 2 ? q : z;
+            v = __ldg(&ha[(size_t)i * n + (size_t)zs * plane + (size_t)ys * nx + xs]);
+        }
+        h[i] = v;
+    }
+}
+
+// Stores node p's thermal populations to lattice hb and, on a boundary layer, the crossing one to
+// the thermal plane of this step's outgoing interface buffer.
+template <typename T>
+__device__ __forceinline__ void store_thermal(const T* h, T* __restrict__ hb, T* above_out,
+                                              T* below_out, int nx, int ny, int nz, int x, int y,
+                                              int z, size_t p) {
+    const size_t plane = (size_t)nx * ny;
+    const size_t n = plane * nz;
+#pragma unroll
+    for (int i = 0; i < THELMA_QT; i++) hb[(size_t)i * n + p] = h[i];
+    const size_t q = (size_t)y * nx + x;
+    if (z == nz - 1 && above_out != nullptr) above_out[q] = h[5];
+    if (z == 0 && below_out != nullptr) below_out[q] = h[6];
+}
+
+// The coupled step of a case with a temperature lattice: collide-open's arguments (open-face links
+// where the palette marks them), then the thermal lattices ha (current) and hb (written). The
+// thermal populations are collided and stored before the flow's collision, so that they and the
+// advecting velocity are no longer held while it runs.
+extern "C" __global__ void __launch_bounds__(THELMA_BLOCK_X, THELMA_MIN_BLOCKS)
+THELMA_COLLIDE_THERMAL_NAME(THELMA_COLLIDE_ARGS, const unsigned int *__restrict__ pal_link,
+                            int z0, int nz_domain, const real *__restrict__ ha,
+                            real *__restrict__ hb) {
+    const int x = blockIdx.x * blockDim.x + threadIdx.x;
+    const int y = blockIdx.y;
+    const int bz = blockIdx.z;
+    const int z = bz == 0 ? 0 : (bz == 1 ? nz - 1 : bz - 1);
+    if (x >= nx) return;
+    const size_t plane = (size_t)nx * ny;
+    const size_t n = plane * nz;
+    const size_t p = (size_t)z * plane + (size_t)y * nx + x;
+    const size_t thermal = (size_t)THELMA_CROSSING * plane;
+    const real *tbelow_in = below_in != nullptr ? below_in + thermal : nullptr;
+    const real *tabove_in = above_in != nullptr ? above_in + thermal : nullptr;
+    real *tabove_out = above_out != nullptr ? above_out + thermal : nullptr;
+    real *tbelow_out = below_out != nullptr ? below_out + thermal : nullptr;
+    const unsigned int k = index[p];
+    const unsigned int mask = pal_mask[k];
+    real f[THELMA_Q];
+    {
+        real h[THELMA_QT];
+        if (mask & THELMA_SOLID_BIT) {
+#pragma unroll
+            for (int i = 0; i < THELMA_QT; i++) h[i] = ha[(size_t)i * n + p];
+            store_thermal(h, hb, tabove_out, tbelow_out, nx, ny, nz, x, y, z, p);
+#pragma unroll
+            for (int i = 0; i < THELMA_Q; i++) f[i] = a[(size_t)i * n + p];
+        } else {
+            pull_thermal(h, ha, tbelow_in, tabove_in, mask, nx, ny, nz, periodic, x, y, z, p);
+            real theta[1];
+            thelma_temperature(h, theta);
+            real F[3];
+            thelma_coupled_force(theta[0], F);
+            pull_node<real, true>(f, a, k, mask, pal_term, pal_link, below_in, above_in, nx, ny,
+                                  nz, periodic, x, y, z, p, z0, nz_domain);
+            real u[3];
+            thelma_advecting_velocity(f, F, u);
+            thelma_collide_thermal(h, u);
+            store_thermal(h, hb, tabove_out, tbelow_out, nx, ny, nz, x, y, z, p);
+            thelma_collide_forced(f, F);
+        }
+    }
+    store_node(f, b, above_out, below_out, nx, ny, nz, x, y, z, p);
+}
+
+// Copies the crossing thermal populations of lattice h's top layer (direction 5) and bottom layer
+// (direction 6) into the thermal planes of up_out and down_out (interface buffers, null: skipped):
+// how attach and write_populations publish a state the next step reads.
+extern "C" __global__ void THELMA_NAME(export_faces_d3q7)(const real *__restrict__ h,
+                                                          real *up_out, real *down_out, int nx,
+                                                          int ny, int nz) {
+    const size_t plane = (size_t)nx * ny;
+    const size_t n = plane * nz;
+    const size_t thermal = (size_t)THELMA_CROSSING * plane;
+    for (size_t q = blockIdx.x * (size_t)blockDim.x + threadIdx.x; q < plane;
+         q += (size_t)gridDim.x * blockDim.x) {
+        if (up_out != nullptr) up_out[thermal + q] = h[5 * n + (size_t)(nz - 1) * plane + q];
+        if (down_out != nullptr) down_out[thermal + q] = h[6 * n + q];
+    }
+}
+
+#endif
