@@ -275,7 +275,7 @@ where
             precision: T::PRECISION,
             model: params.model.clone(),
             block_x: shape.block_x,
-            min_blocks: shape.min_blocks_for(T::PRECISION),
+            min_blocks: shape.min_blocks_of(T::PRECISION, params.thermal.is_some()),
             index_bytes,
             thermal: params.thermal.clone(),
         };

@@ -508,6 +508,48 @@ mod tests {
         }
     }
 
+    /// With a temperature lattice the prelude prints its functions and the flow's collision under a
+    /// per-node force (besides the uniform one), the face closures as tables, and the uniform force
+    /// inside the coupled force; without one, none of it.
+    #[test]
+    fn the_temperature_lattice_is_printed_only_with_one() {
+        let mut p = PreludeParams::example(Precision::F32, Collision::TRT);
+        assert!(!prelude(&p).contains("THELMA_THERMAL"));
+        p.model.force = Some([2e-6, 0.0, 0.0]);
+        p.thermal = Some(ThermalSetup {
+            model: thelma_core::physics::ThermalModel::new(0.02, 1e-3, [0.0, 0.0, -1e-3]),
+            faces: [
+                ThermalFace::Held(0.5),
+                ThermalFace::Held(-0.25),
+                ThermalFace::Adiabatic,
+                ThermalFace::Adiabatic,
+                ThermalFace::Outflow,
+                ThermalFace::Adiabatic,
+            ],
+            initial: 0.0,
+        });
+        let s = prelude(&p);
+        for head in [
+            "#define THELMA_THERMAL 1",
+            "void thelma_collide(real* __restrict__ g)",
+            "void thelma_collide_forced(real* __restrict__ g, const real* __restrict__ F)",
+            "void thelma_temperature(",
+            "void thelma_coupled_force(real theta, real* __restrict__ F)",
+            "void thelma_advecting_velocity(",
+            "void thelma_collide_thermal(",
+            "void thelma_dirichlet_term(",
+            "thelma_tface_kind(int i) { const int t[6] = {1, 1, 0, 0, 2, 0};",
+            "thelma_tface_theta(int i) { const double t[6] = {5e-1, -2.5e-1, 0e0, 0e0, 0e0, 0e0};",
+            "#define THELMA_K_omega_t ",
+        ] {
+            assert!(s.contains(head), "{head}");
+        }
+        // The uniform force is added to the buoyancy, and defined once.
+        let start = s.find("void thelma_coupled_force").unwrap();
+        assert!(s[start..start + 400].contains("THELMA_K_force_x"));
+        assert_eq!(s.matches("#define THELMA_K_force_x ").count(), 1 + 1 + 1);
+    }
+
     /// The printed collision follows the model: a force and the eddy viscosity appear as run
     /// constants and square roots only when the model has them.
     #[test]

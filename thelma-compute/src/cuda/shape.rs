@@ -13,6 +13,11 @@ pub const RESIDENT_THREADS_F32: u32 = 1024;
 /// from spilling (a 64-register cap cost 40 % on the H100).
 pub const RESIDENT_THREADS_F64: u32 = 512;
 
+/// The same for the f32 step with a temperature lattice (the fused flow and thermal step), whose 64
+/// registers under the flow's plan spilled: 896 threads (a cap of 72) measured fastest of 1,024, 896
+/// and 768 on an H100 (PERFORMANCE.md). Its f64 step keeps the flow's plan.
+pub const RESIDENT_THREADS_THERMAL_F32: u32 = 896;
+
 /// Launch shape of the collision kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LaunchShape {
@@ -34,9 +39,16 @@ impl LaunchShape {
 
     /// The minimum blocks per multiprocessor for `precision`.
     pub fn min_blocks_for(&self, precision: Precision) -> u32 {
-        let threads = match precision {
-            Precision::F32 => RESIDENT_THREADS_F32,
-            Precision::F64 => RESIDENT_THREADS_F64,
+        self.min_blocks_of(precision, false)
+    }
+
+    /// The minimum blocks per multiprocessor for the step of `precision`, with a temperature lattice
+    /// or not.
+    pub fn min_blocks_of(&self, precision: Precision, thermal: bool) -> u32 {
+        let threads = match (precision, thermal) {
+            (Precision::F32, false) => RESIDENT_THREADS_F32,
+            (Precision::F32, true) => RESIDENT_THREADS_THERMAL_F32,
+            (Precision::F64, _) => RESIDENT_THREADS_F64,
         };
         self.min_blocks
             .unwrap_or(threads / self.block_x.max(1))
