@@ -13,7 +13,8 @@
 // all zeros and the density is 1 + Σ g.
 //
 // Layout: populations f[i][z][y][x], x fastest; one thread per node, blocks of THELMA_BLOCK_X threads
-// along x, grid (ceil(nx / block), ny, nz). Interface buffers are [population slot (5)][y][x] planes in
+// along x, grid (ceil(nx / block), ny, nz). Interface buffers are [population slot (5)][y][x] planes
+// (a sixth after them for a temperature lattice's crossing population, kernels/thermal_d3q7.cu) in
 // page-locked host memory mapped into the device: the boundary layers store their outgoing populations
 // straight into them and load the neighbours' from them, so no copy is ever enqueued between steps.
 

@@ -3,11 +3,11 @@
 // populations, advects θ with their velocity under that force, and stores both lattices. Compiled
 // after kernels/lbm_d3q19.cu (whose pull and store it calls) when the case has a temperature
 // lattice; the prelude then defines THELMA_THERMAL and the functions printed from
-// thelma_core::physics::thermal (thelma_temperature, thelma_coupled_force,
-// thelma_advecting_velocity, thelma_collide_thermal, thelma_dirichlet_term), the flow's collision
-// under a per-node force (thelma_collide_forced) and the faces' closures (thelma_tface_kind,
+// thelma_core::physics (thelma_temperature, thelma_coupled_force, thelma_advecting_velocity,
+// thelma_eddy_viscosity, thelma_collide_thermal, thelma_dirichlet_term), the flow's collision under
+// a per-node force (thelma_collide_forced) and the faces' closures (thelma_tface_kind,
 // thelma_tface_theta). Per node this is the CPU module's order (thelma-compute/src/cpu_thermal.rs):
-// thermal pull, force, flow pull, advecting velocity, both collisions.
+// thermal pull, force, flow pull, advecting velocity and eddy viscosity, both collisions.
 //
 // Layout: h[i][z][y][x] as the flow's lattice, directions 0–6 those of D3Q19 (rest, ±x, ±y, ±z).
 // The interface buffers carry θ's crossing population (direction 5 up, 6 down) in the plane after
@@ -124,7 +124,9 @@ THELMA_COLLIDE_THERMAL_NAME(THELMA_COLLIDE_ARGS, const unsigned int *__restrict_
                                   nz, periodic, x, y, z, p, z0, nz_domain);
             real u[3];
             thelma_advecting_velocity(f, F, u);
-            thelma_collide_thermal(h, u);
+            real nut[1];
+            thelma_eddy_viscosity(f, F, nut);
+            thelma_collide_thermal(h, u, nut[0]);
             store_thermal(h, hb, tabove_out, tbelow_out, nx, ny, nz, x, y, z, p);
             thelma_collide_forced(f, F);
         }

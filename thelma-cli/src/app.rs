@@ -355,7 +355,13 @@ impl Tally<'_> {
                     mlups: d.slab.nodes() as f64 * steps as f64 / c.max(1e-12) / 1e6,
                     exchange_bytes_per_step: (usize::from(d.slab.has_below())
                         + usize::from(d.slab.has_above()))
-                        * interface_bytes_per_step(&d.slab, &D3Q19, case.numerics.precision),
+                        * (interface_bytes_per_step(&d.slab, &D3Q19, case.numerics.precision)
+                            + if case.thermal.is_some() {
+                                // The temperature lattice's crossing plane, each way.
+                                2 * d.slab.nx() * d.slab.ny() * case.numerics.precision.bytes()
+                            } else {
+                                0
+                            }),
                 }
             })
             .collect();

@@ -90,7 +90,7 @@ pub struct BenchArgs {
     #[arg(long, value_name = "N", default_value_t = cuda::DEFAULT_BLOCK_X, allow_negative_numbers = true)]
     pub block: u32,
     /// CUDA: minimum resident blocks per multiprocessor the kernel is compiled for (bounds its
-    /// registers). Default: 1,024 threads' worth in f32, 512 in f64.
+    /// registers). Default: 1,024 threads' worth in f32 (896 with [thermal]), 512 in f64.
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub min_blocks: Option<u32>,
     /// CPU backend: threads in all (0: one per core).
@@ -358,8 +358,18 @@ fn check_args(args: &BenchArgs) -> Result<()> {
 }
 
 /// Host memory the lattices of `slabs` take on the CPU module.
-fn host_bytes(slabs: &[SlabSpec], precision: Precision) -> u64 {
-    slabs.iter().map(|s| slab_bytes(s, &D3Q19, precision)).sum()
+fn host_bytes(slabs: &[SlabSpec], precision: Precision, thermal: bool) -> u64 {
+    slabs
+        .iter()
+        .map(|s| {
+            slab_bytes(s, &D3Q19, precision)
+                + if thermal {
+                    thelma_core::thermal_slab_bytes(s, precision)
+                } else {
+                    0
+                }
+        })
+        .sum()
 }
 
 fn utc_now() -> String {
@@ -445,7 +455,8 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
         for &s in &sizes {
             let lattice = base.as_ref().map_or([s; 3], |(c, ..)| c.domain.size);
             let one = SlabSpec::split(Domain::new(lattice, [false; 3]), 1)?;
-            let need = host_bytes(&one, Precision::F32);
+            let thermal = base.as_ref().is_some_and(|(c, ..)| c.thermal.is_some());
+            let need = host_bytes(&one, Precision::F32, thermal);
             if need > avail {
                 bail!(UsageError::new(
                     if base.is_some() { "--case" } else { "--sizes" },
@@ -616,12 +627,7 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
                         let slab_specs = SlabSpec::split(domain, slabs)?;
                         // The flow's lattices and, for a case with [thermal], the temperature's.
                         let lattice_bytes = |sl: &SlabSpec| {
-                            slab_bytes(sl, &D3Q19, precision)
-                                + if case.thermal.is_some() {
-                                    thelma_core::thermal_slab_bytes(sl, precision)
-                                } else {
-                                    0
-                                }
+                            host_bytes(std::slice::from_ref(sl), precision, case.thermal.is_some())
                         };
                         let too_big = slab_specs
                             .iter()

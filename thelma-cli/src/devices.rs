@@ -12,6 +12,11 @@ use thelma_core::{Domain, SlabSpec};
 /// The largest edge `s` such that one slab of `s³` nodes in `precision` fits in `free` bytes (leaving
 /// 5 % for the context and kernels).
 pub fn largest_cube(free: u64, precision: Precision) -> usize {
+    largest_cube_of(free, precision, false)
+}
+
+/// [`largest_cube`] for the flow alone, or with a temperature lattice (`thermal`).
+pub fn largest_cube_of(free: u64, precision: Precision, thermal: bool) -> usize {
     let budget = free - free / 20;
     let fits = |s: usize| {
         let slab = SlabSpec {
@@ -20,7 +25,12 @@ pub fn largest_cube(free: u64, precision: Precision) -> usize {
             domain: Domain::new([s; 3], [false; 3]),
             z: 0..s,
         };
-        slab_bytes(&slab, &D3Q19, precision) <= budget
+        let t = if thermal {
+            thelma_core::thermal_slab_bytes(&slab, precision)
+        } else {
+            0
+        };
+        slab_bytes(&slab, &D3Q19, precision) + t <= budget
     };
     let (mut lo, mut hi) = (0usize, 8192usize);
     while lo < hi {
@@ -139,5 +149,8 @@ mod tests {
         assert!(bytes(s) <= free - free / 20);
         assert!(bytes(s + 1) > free - free / 20);
         assert!(largest_cube(free, Precision::F64) < s);
+        // The temperature lattice's 7 populations and coupling arrays take a share of the memory.
+        let t = largest_cube_of(free, Precision::F32, true);
+        assert!(t < s && t > s * 3 / 4, "{t} vs {s}");
     }
 }

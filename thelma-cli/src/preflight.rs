@@ -50,7 +50,7 @@ pub fn check(
                         slab.z.start,
                         slab.z.end,
                         gib(mem.free),
-                        crate::devices::largest_cube(mem.free, precision)
+                        crate::devices::largest_cube_of(mem.free, precision, thermal)
                     ),
                 )
                 .into());

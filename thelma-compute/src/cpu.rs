@@ -18,8 +18,8 @@ use rayon::prelude::*;
 use thelma_core::physics::d3q19::W;
 use thelma_core::physics::d3q19::{C, DOWN, OPP, Q, UP};
 use thelma_core::physics::{
-    advecting_velocity, dispatch, node_density, parabola, pressure_terms, Arith, Coefficients,
-    CollisionOperator, OperatorVisitor, D3Q19,
+    advecting_velocity, dispatch, eddy_viscosity, node_density, parabola, pressure_terms, Arith,
+    Coefficients, CollisionOperator, OperatorVisitor, D3Q19,
 };
 use thelma_core::Real;
 use thelma_core::SlabSpec;
@@ -500,6 +500,7 @@ impl<T: Real + Arith<Scalar = T>> CpuModule<T> {
             coupling: self.thermal.as_mut().map(|th| Coupling {
                 force: th.force.each_mut().map(|f| SyncPtr(f.as_mut_ptr())),
                 u: th.u.each_mut().map(|u| SyncPtr(u.as_mut_ptr())),
+                nu: th.nu.as_mut().map(|v| SyncPtr(v.as_mut_ptr())),
             }),
         };
         let (rows, ny) = (ctx.nz * ctx.ny, ctx.ny);
@@ -636,6 +637,8 @@ struct StepCtx<'a, T: Real + Arith<Scalar = T>> {
 struct Coupling<T> {
     force: [SyncPtr<T>; 3],
     u: [SyncPtr<T>; 3],
+    /// The eddy viscosity per node, kept for a turbulent Prandtl number.
+    nu: Option<SyncPtr<T>>,
 }
 
 impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
@@ -950,6 +953,15 @@ impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
             for x in 0..len {
                 // SAFETY: nodes at..at + len belong to this task's row.
                 unsafe { *c.u[a].0.add(at + x) = u[a].0[x] };
+            }
+        }
+        if let Some(nu) = c.nu {
+            let k = self.coeff.map(Lanes::<T, L>::splat);
+            if let Some(v) = eddy_viscosity(f, &k, Some(fl)) {
+                for x in 0..len {
+                    // SAFETY: as above.
+                    unsafe { *nu.0.add(at + x) = v.0[x] };
+                }
             }
         }
         Some(fl)

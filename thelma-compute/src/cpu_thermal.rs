@@ -18,8 +18,9 @@ use thelma_core::{Real, SlabSpec};
 
 use super::SyncPtr;
 
-/// The interface slot of the thermal crossing population (after the flow's five).
-pub(super) const THERMAL_SLOT: usize = 5;
+/// The interface slot of the thermal crossing population: after the flow's crossing ones, where the
+/// kernels put it too (`THELMA_CROSSING` planes in).
+pub(super) const THERMAL_SLOT: usize = thelma_core::physics::D3Q19.crossing();
 
 /// One slab's temperature lattice and its coupling arrays.
 pub(super) struct ThermalLattice<T> {
@@ -32,6 +33,9 @@ pub(super) struct ThermalLattice<T> {
     pub(super) force: [Vec<T>; 3],
     /// This step's velocity that advects θ, per axis and node, kept by the flow's row loop.
     pub(super) u: [Vec<T>; 3],
+    /// This step's eddy viscosity per node, kept by the flow's row loop, when the model has a
+    /// turbulent Prandtl number.
+    pub(super) nu: Option<Vec<T>>,
     uniform: [T; 3],
 }
 
@@ -60,6 +64,7 @@ impl<T: Real + Arith<Scalar = T>> ThermalLattice<T> {
             ha,
             force: std::array::from_fn(|_| vec![T::zero(); n]),
             u: std::array::from_fn(|_| vec![T::zero(); n]),
+            nu: setup.model.turbulent_prandtl.map(|_| vec![T::zero(); n]),
             uniform: uniform.unwrap_or([0.0; 3]).map(T::of),
         }
     }
@@ -156,7 +161,7 @@ impl<T: Real + Arith<Scalar = T>> ThermalLattice<T> {
         let (nx, ny, nz) = (slab.nx(), slab.ny(), slab.nz());
         let n = slab.nodes();
         let hb = SyncPtr(self.hb.as_mut_ptr());
-        let (k, u) = (&self.k, &self.u);
+        let (k, u, nu) = (&self.k, &self.u, &self.nu);
         (0..nz * ny).into_par_iter().for_each(|r| {
             let (z, y) = (r / ny, r % ny);
             for x in 0..nx {
@@ -164,7 +169,8 @@ impl<T: Real + Arith<Scalar = T>> ThermalLattice<T> {
                 // SAFETY: node p of lattice B is read and written by this task alone.
                 let mut h: [T; QT] = std::array::from_fn(|i| unsafe { *hb.get().add(i * n + p) });
                 if !solid(p) {
-                    collide_thermal(&mut h, [u[0][p], u[1][p], u[2][p]], k);
+                    let nu_t = nu.as_ref().map(|v| v[p]);
+                    collide_thermal(&mut h, [u[0][p], u[1][p], u[2][p]], k, nu_t);
                     for (i, v) in h.into_iter().enumerate() {
                         // SAFETY: as above.
                         unsafe { *hb.get().add(i * n + p) = v };

@@ -460,7 +460,8 @@ pub unsafe fn export_faces(
         .arg(&nx)
         .arg(&ny)
         .arg(&nz);
-    // SAFETY: matches export_faces_d3q19's parameters; the buffers are as the caller promises.
+    // SAFETY: matches the parameters of export_faces_d3q19 and export_faces_d3q7 (a lattice, two
+    // buffers, three ints); the buffers are as the caller promises.
     unsafe { b.launch(cfg) }
         .map(|_| ())
         .map_err(launch_err("export_faces"))

@@ -11,10 +11,10 @@ use super::shape::{LaunchShape, DEFAULT_BLOCK_X};
 use thelma_core::physics::d3q19::Q;
 use thelma_core::physics::Arith as _;
 use thelma_core::physics::{
-    advecting_velocity, collide_thermal, coupled_force, dirichlet_term, dispatch, macroscopic,
-    node_density, parabola, pressure_terms, symbolic, temperature, Coefficients, Collision,
-    CollisionOperator, FlowModel, OperatorVisitor, Stencil, Sym, ThermalCoefficients, ThermalFace,
-    ThermalSetup, D3Q19, QT,
+    advecting_velocity, collide_thermal, coupled_force, dirichlet_term, dispatch, eddy_viscosity,
+    macroscopic, node_density, parabola, pressure_terms, symbolic, temperature, Coefficients,
+    Collision, CollisionOperator, FlowModel, OperatorVisitor, Stencil, Sym, ThermalCoefficients,
+    ThermalFace, ThermalSetup, D3Q19, QT,
 };
 use thelma_core::WALL_SLOTS;
 use thelma_geometry::{LinkRule, NodeFlags};
@@ -317,12 +317,27 @@ pub fn thermal_source(model: &FlowModel, setup: &ThermalSetup) -> String {
     );
     function(
         &mut s,
-        "The thermal TRT collision, printed from thelma_core::physics::collide_thermal.",
-        "void thelma_collide_thermal(real* __restrict__ h, const real* __restrict__ u)",
+        "The flow's eddy viscosity at a node (0 without the Smagorinsky model), printed from \
+         thelma_core::physics::eddy_viscosity.",
+        "void thelma_eddy_viscosity(const real* __restrict__ g, const real* __restrict__ F, \
+         real* __restrict__ nut)",
+        &|| {
+            let g: [Sym; Q] = inputs("g", Q).try_into().expect("Q inputs");
+            let f: [Sym; 3] = inputs("F", 3).try_into().expect("3 inputs");
+            let kf = Coefficients::new(model, Sym::param);
+            let nu = eddy_viscosity(&g, &kf, Some(f)).unwrap_or(Sym::c(0.0));
+            vec![("nut[0]".into(), nu)]
+        },
+    );
+    function(
+        &mut s,
+        "The thermal TRT collision under the eddy viscosity `nut` (unused without a turbulent \
+         Prandtl number), printed from thelma_core::physics::collide_thermal.",
+        "void thelma_collide_thermal(real* __restrict__ h, const real* __restrict__ u, real nut)",
         &|| {
             let mut h: [Sym; QT] = inputs("h", QT).try_into().expect("QT inputs");
             let u: [Sym; 3] = inputs("u", 3).try_into().expect("3 inputs");
-            collide_thermal(&mut h, u, &k(setup));
+            collide_thermal(&mut h, u, &k(setup), Some(Sym::input("nut")));
             (0..QT).map(|i| (format!("h[{i}]"), h[i])).collect()
         },
     );

@@ -15,7 +15,7 @@ pub const RESIDENT_THREADS_F64: u32 = 512;
 
 /// The same for the f32 step with a temperature lattice (the fused flow and thermal step), whose 64
 /// registers under the flow's plan spilled: 896 threads (a cap of 72) measured fastest of 1,024, 896
-/// and 768 on an H100 (PERFORMANCE.md). Its f64 step keeps the flow's plan.
+/// and 768 on an H100 with blocks of 128 (PERFORMANCE.md). Its f64 step keeps the flow's plan.
 pub const RESIDENT_THREADS_THERMAL_F32: u32 = 896;
 
 /// Launch shape of the collision kernel.
@@ -24,7 +24,9 @@ pub struct LaunchShape {
     /// Threads per block along x (a power of two, at most 1024).
     pub block_x: u32,
     /// `__launch_bounds__` minimum blocks per multiprocessor; `None`: the measured default of the
-    /// precision ([`RESIDENT_THREADS_F32`] or [`RESIDENT_THREADS_F64`] resident threads).
+    /// precision ([`RESIDENT_THREADS_F32`], [`RESIDENT_THREADS_THERMAL_F32`] or
+    /// [`RESIDENT_THREADS_F64`] resident threads, in whole blocks: 896 threads are 7 blocks of 128
+    /// but 3 of 256).
     pub min_blocks: Option<u32>,
 }
 

@@ -746,6 +746,7 @@ impl CaseConfig {
                 self.unit_scales().as_ref(),
                 &self.boundary,
                 d.periodic,
+                self.numerics.smagorinsky.is_some(),
             )?;
         }
         Ok(LatticeParams {
@@ -1148,6 +1149,7 @@ impl CaseConfig {
             self.unit_scales().as_ref(),
             &self.boundary,
             self.domain.periodic,
+            self.numerics.smagorinsky.is_some(),
         );
         Some(setup.expect("the case was validated"))
     }

@@ -54,7 +54,16 @@ pub struct ThermalConfig {
     pub initial: Option<f64>,
     /// TRT's magic parameter Λ = (1/ω⁺ − ½)(1/ω⁻ − ½) of the temperature lattice; 1/4 by default.
     pub magic: f64,
+    /// The turbulent Prandtl number `ν_t / α_t` under the flow's Smagorinsky model
+    /// (`numerics.smagorinsky`): each node's diffusivity is `α + ν_t / Pr_t`. 0.85 by default
+    /// with the model; refused without it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub turbulent_prandtl: Option<f64>,
 }
+
+/// The turbulent Prandtl number taken under the Smagorinsky model when the case gives none (the
+/// usual value for air in wall-bounded flows).
+pub const DEFAULT_TURBULENT_PRANDTL: f64 = 0.85;
 
 impl Default for ThermalConfig {
     fn default() -> Self {
@@ -66,6 +75,7 @@ impl Default for ThermalConfig {
             t0: 0.0,
             initial: None,
             magic: DEFAULT_THERMAL_MAGIC,
+            turbulent_prandtl: None,
         }
     }
 }
@@ -86,17 +96,31 @@ fn positive(v: f64, key: &'static str, unit: &str) -> Result<f64, ConfigError> {
 impl ThermalConfig {
     /// Checks the section and the faces' temperatures and derives the temperature lattice:
     /// `viscosity` is the flow's (lattice units), `scales` the case's physical units, `boundary`
-    /// and `periodic` its faces. A face's kind is checked with the face (a `temperature` on an
-    /// open face or without `[thermal]` is refused there).
+    /// and `periodic` its faces, `les` whether the flow has the Smagorinsky model. A face's kind
+    /// is checked with the face (a `temperature` on an open face or without `[thermal]` is refused
+    /// there).
     pub(super) fn setup(
         &self,
         viscosity: f64,
         scales: Option<&UnitScales>,
         boundary: &[BoundaryConfig],
         periodic: [bool; 3],
+        les: bool,
     ) -> Result<ThermalSetup, ConfigError> {
         let si = scales.is_some();
-        let model = self.model(viscosity, scales)?;
+        let mut model = self.model(viscosity, scales)?;
+        model.turbulent_prandtl = match (self.turbulent_prandtl, les) {
+            (Some(_), false) => {
+                return Err(bad(
+                    "thermal.turbulent_prandtl",
+                    "--config",
+                    "sets the eddy diffusivity of the Smagorinsky model, which this case does not use (numerics.smagorinsky, --smagorinsky)",
+                ))
+            }
+            (Some(pr), true) => Some(positive(pr, "thermal.turbulent_prandtl", "")?),
+            (None, true) => Some(DEFAULT_TURBULENT_PRANDTL),
+            (None, false) => None,
+        };
         temperature(self.t0, self.t0, si).map_err(|m| bad("thermal.t0", "--config", m))?;
         let initial = self.initial.unwrap_or(self.t0);
         temperature(initial, self.t0, si).map_err(|m| bad("thermal.initial", "--config", m))?;
@@ -290,6 +314,45 @@ mod tests {
 
     fn close(a: f64, b: f64) -> bool {
         (a - b).abs() <= 1e-12 * b.abs()
+    }
+
+    /// The turbulent Prandtl number goes with the Smagorinsky model: 0.85 by default under it,
+    /// the given one when given, refused without the model or when not a number above 0.
+    #[test]
+    fn the_turbulent_prandtl_number_goes_with_the_eddy_viscosity() {
+        assert_eq!(
+            setup(BOX, "[thermal]\nprandtl = 0.71\n")
+                .model
+                .turbulent_prandtl,
+            None
+        );
+        let les = BOX.replace("[run]", "[numerics]\nsmagorinsky = 0.12\n[run]");
+        assert_eq!(
+            setup(&les, "[thermal]\nprandtl = 0.71\n")
+                .model
+                .turbulent_prandtl,
+            Some(DEFAULT_TURBULENT_PRANDTL)
+        );
+        assert_eq!(
+            setup(&les, "[thermal]\nprandtl = 0.71\nturbulent_prandtl = 0.6\n")
+                .model
+                .turbulent_prandtl,
+            Some(0.6)
+        );
+        refused(
+            BOX,
+            "[thermal]\nprandtl = 0.71\nturbulent_prandtl = 0.6\n",
+            "thermal.turbulent_prandtl",
+            "Smagorinsky",
+        );
+        for bad in ["0", "-1", "nan", "inf"] {
+            refused(
+                &les,
+                &format!("[thermal]\nprandtl = 0.71\nturbulent_prandtl = {bad}\n"),
+                "thermal.turbulent_prandtl",
+                "> 0",
+            );
+        }
     }
 
     #[test]

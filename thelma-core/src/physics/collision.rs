@@ -415,10 +415,38 @@ pub fn guo_source<V: Arith>(u: &[V; 3], f: &[V; 3]) -> Pairs<V> {
 /// `k` is `18√2 C_s²`. Only pair sums enter: `c_a c_b` is even.
 #[inline(always)]
 fn smagorinsky_omega<V: Arith>(pi: [V; 6], rho: V, tau0: V, k: V) -> V {
+    V::c(1.0) / smagorinsky_tau(pi, rho, tau0, k)
+}
+
+/// The local relaxation time of [`smagorinsky_omega`].
+#[inline(always)]
+fn smagorinsky_tau<V: Arith>(pi: [V; 6], rho: V, tau0: V, k: V) -> V {
     let [xx, yy, zz, xy, yz, xz] = pi;
     let q = xx * xx + yy * yy + zz * zz + V::c(2.0) * (xy * xy + yz * yz + xz * xz);
-    let tau = V::c(0.5) * (tau0 + (tau0 * tau0 + k * q.sqrt() / rho).sqrt());
-    V::c(1.0) / tau
+    V::c(0.5) * (tau0 + (tau0 * tau0 + k * q.sqrt() / rho).sqrt())
+}
+
+/// The Smagorinsky eddy viscosity `ν_t = c_s² (τ − τ₀)` at a node's pulled populations under its
+/// force, or `None` without the model: what a coupled scalar's turbulent diffusivity follows
+/// (`ν_t / Pr_t`). The stress is BGK's (the pair sums of `g − g_eq`); TRT and MRT compute the same
+/// stress from their own moments, so their rate equals this one to rounding.
+// `seq!` unrolls `2 * P + 1` into literal index arithmetic such as `2 * 0 + 1`.
+#[allow(clippy::identity_op, clippy::erasing_op)]
+#[inline(always)]
+pub fn eddy_viscosity<V: Arith>(
+    g: &[V; Q],
+    k: &Coefficients<V>,
+    force: Option<[V; 3]>,
+) -> Option<V> {
+    let cs = k.smagorinsky?;
+    let m = macroscopic(g, force);
+    let eq = equilibrium_pairs(&m);
+    let mut neq = eq.even;
+    seq!(P in 0..9 {
+        neq[P] = (g[2 * P + 1] + g[2 * P + 2]) - V::c(2.0) * eq.even[P];
+    });
+    let tau = smagorinsky_tau(stress_from_pairs(&neq), m.rho, k.tau, cs);
+    Some(V::c(1.0 / 3.0) * (tau - k.tau))
 }
 
 /// `Π_neq` (xx, yy, zz, xy, yz, xz) from the pair sums of `g − g_eq`.

@@ -37,6 +37,9 @@ pub struct ThermalModel {
     pub magic: f64,
     /// The Boussinesq force density per unit θ, `−β g` (ρ₀ = 1): the flow feels `θ · buoyancy`.
     pub buoyancy: [f64; 3],
+    /// The turbulent Prandtl number `Pr_t = ν_t / α_t` under the flow's Smagorinsky model: each
+    /// node's diffusivity is then `α + ν_t / Pr_t`. `None`: α alone (no eddy viscosity).
+    pub turbulent_prandtl: Option<f64>,
 }
 
 impl ThermalModel {
@@ -47,6 +50,7 @@ impl ThermalModel {
             omega: 1.0 / (INV_CS2 * alpha + 0.5),
             magic: DEFAULT_THERMAL_MAGIC,
             buoyancy: g.map(|ga| -beta * ga),
+            turbulent_prandtl: None,
         }
     }
 
@@ -91,6 +95,9 @@ pub struct ThermalCoefficients<V> {
     /// ω⁺, of the rest population and the even parts.
     pub omega_plus: V,
     pub buoyancy: [V; 3],
+    /// Under the flow's eddy viscosity: `(τ⁻₀, 1/(c_s² Pr_t), Λ)`, from which a node's rates follow
+    /// its `ν_t` (`τ⁻ = τ⁻₀ + ν_t / (c_s² Pr_t)`, ω⁺ from Λ); `None` without.
+    pub turbulent: Option<(V, V, V)>,
 }
 
 impl<V: Copy> ThermalCoefficients<V> {
@@ -104,6 +111,13 @@ impl<V: Copy> ThermalCoefficients<V> {
                 lift("buoyancy_y", model.buoyancy[1]),
                 lift("buoyancy_z", model.buoyancy[2]),
             ],
+            turbulent: model.turbulent_prandtl.map(|pr| {
+                (
+                    lift("tau_t", 1.0 / model.omega),
+                    lift("eddy_t", INV_CS2 / pr),
+                    lift("magic_t", model.magic),
+                )
+            }),
         }
     }
 
@@ -113,7 +127,8 @@ impl<V: Copy> ThermalCoefficients<V> {
         ThermalCoefficients {
             omega: f(self.omega),
             omega_plus: f(self.omega_plus),
-            buoyancy: self.buoyancy.map(f),
+            buoyancy: self.buoyancy.map(&f),
+            turbulent: self.turbulent.map(|(a, b, c)| (f(a), f(b), f(c))),
         }
     }
 }
@@ -174,17 +189,32 @@ pub fn thermal_equilibrium_populations<V: Arith>(theta: V, u: [V; 3]) -> [V; QT]
 
 /// Relaxes a node's thermal populations towards the equilibrium at their own θ and the velocity
 /// `u` (TRT): each opposite pair's even part `(h_i + h_ī)/2` with ω⁺ (the rest population too), its
-/// odd part `(h_i − h_ī)/2` with ω⁻. θ is conserved to rounding.
+/// odd part `(h_i − h_ī)/2` with ω⁻. θ is conserved to rounding. With the flow's eddy viscosity
+/// `nu_t` at the node (and a turbulent Prandtl number in `k`) the diffusivity is `α + ν_t/Pr_t`:
+/// `τ⁻ = τ⁻₀ + ν_t/(c_s² Pr_t)`, and ω⁺ keeps Λ.
 #[inline(always)]
-pub fn collide_thermal<V: Arith>(h: &mut [V; QT], u: [V; 3], k: &ThermalCoefficients<V>) {
+pub fn collide_thermal<V: Arith>(
+    h: &mut [V; QT],
+    u: [V; 3],
+    k: &ThermalCoefficients<V>,
+    nu_t: Option<V>,
+) {
+    let (wp, wm) = match (k.turbulent, nu_t) {
+        (Some((tau0, eddy, magic)), Some(nt)) => {
+            let tau = tau0 + eddy * nt;
+            let wp = V::c(1.0) / (V::c(0.5) + magic / (tau - V::c(0.5)));
+            (wp, V::c(1.0) / tau)
+        }
+        _ => (k.omega_plus, k.omega),
+    };
     let theta = temperature(h);
     let (rest, even, odd) = thermal_equilibrium(theta, u);
     let half = V::c(0.5);
-    h[0] = h[0] + k.omega_plus * (rest - h[0]);
+    h[0] = h[0] + wp * (rest - h[0]);
     for a in 0..3 {
         let (p, m) = (2 * a + 1, 2 * a + 2);
-        let de = k.omega_plus * (even - half * (h[p] + h[m]));
-        let dodd = k.omega * (odd[a] - half * (h[p] - h[m]));
+        let de = wp * (even - half * (h[p] + h[m]));
+        let dodd = wm * (odd[a] - half * (h[p] - h[m]));
         h[p] = h[p] + (de + dodd);
         h[m] = h[m] + (de - dodd);
     }
@@ -233,22 +263,94 @@ mod tests {
         let k = coeff(0.013);
         let mut h = [0.31, -0.02, 0.05, 0.11, 0.07, -0.04, 0.09];
         let before = temperature(&h);
-        collide_thermal(&mut h, [0.03, -0.05, 0.02], &k);
+        collide_thermal(&mut h, [0.03, -0.05, 0.02], &k, None);
         assert!((temperature(&h) - before).abs() < 1e-15);
         // The equilibrium at its own θ and u is a fixed point; rest at θ = 0 is exactly zero.
         let u = [0.04, 0.01, -0.03];
         let eq = thermal_equilibrium_populations(1.7, u);
         let mut h = eq;
-        collide_thermal(&mut h, u, &k);
+        collide_thermal(&mut h, u, &k, None);
         for i in 0..QT {
             assert!((h[i] - eq[i]).abs() < 1e-15, "direction {i}");
         }
         let mut zero = [0.0f32; QT];
-        collide_thermal(&mut zero, [0.02; 3], &k.map(|v| v as f32));
+        collide_thermal(&mut zero, [0.02; 3], &k.map(|v| v as f32), None);
         assert_eq!(zero, [0.0; QT]);
         // The flux of θ in the equilibrium is θ u.
         let flux: f64 = (0..QT).map(|i| eq[i] * D3Q7.c[i][0] as f64).sum();
         assert!((flux - 1.7 * u[0]).abs() < 1e-15);
+    }
+
+    /// Under the flow's Smagorinsky model the eddy viscosity is the one BGK's collision relaxes
+    /// with (`ν_t = (1/ω − τ₀)/3`, ω read back from a collided population), and the thermal
+    /// collision's flux then relaxes with `1/(τ⁻₀ + ν_t/(c_s² Pr_t))`, its even part keeping Λ.
+    #[test]
+    fn the_eddy_viscosity_sets_the_turbulent_diffusivity() {
+        use crate::physics::{
+            eddy_viscosity, equilibrium, Bgk, Coefficients, Collision, CollisionOperator, FlowModel,
+        };
+        let mut flow = FlowModel::plain(Collision::BGK, 1.6);
+        flow.smagorinsky = Some(0.3);
+        let kf = Coefficients::new(&flow, |_, x| x);
+        // A sheared state: equilibrium plus a non-equilibrium part with a stress.
+        let mut g = equilibrium(0.01, [0.03, -0.01, 0.02]);
+        for (i, v) in g.iter_mut().enumerate() {
+            *v += 1e-3 * ((i as f64) * 0.7).sin();
+        }
+        let nu_t = eddy_viscosity(&g, &kf, None).unwrap();
+        assert!(nu_t > 1e-5, "ν_t = {nu_t}");
+        let feq = {
+            let m = macroscopic(&g, None);
+            equilibrium(m.rho - 1.0, m.u)
+        };
+        let mut after = g;
+        Bgk::collide(&mut after, &kf, None);
+        let omega = (g[7] - after[7]) / (g[7] - feq[7]);
+        let tau0 = 1.0 / 1.6;
+        assert!(
+            (nu_t - (1.0 / omega - tau0) / 3.0).abs() < 1e-12,
+            "{nu_t} vs ω {omega}"
+        );
+        let plain = FlowModel::plain(Collision::BGK, 1.6);
+        assert_eq!(
+            eddy_viscosity(&g, &Coefficients::new(&plain, |_, x| x), None),
+            None
+        );
+
+        let mut model = ThermalModel::new(0.013, 0.0, [0.0; 3]);
+        model.turbulent_prandtl = Some(0.85);
+        let k = ThermalCoefficients::new(&model, |_, x| x);
+        let h0 = [0.31, -0.02, 0.05, 0.11, 0.07, -0.04, 0.09];
+        let u = [0.03, -0.05, 0.02];
+        let theta = temperature(&h0);
+        let mut h = h0;
+        collide_thermal(&mut h, u, &k, Some(nu_t));
+        let tau = 1.0 / model.omega + 4.0 * nu_t / 0.85;
+        let wm = 1.0 / tau;
+        let wp = 1.0 / (0.5 + 0.25 / (tau - 0.5));
+        for a in 0..3 {
+            let (p, m) = (2 * a + 1, 2 * a + 2);
+            let flux = |h: &[f64; QT]| h[p] - h[m];
+            // Odd part: (h_p − h_m)/2 relaxes towards w θ u_a / c_s² = θ u_a / 2 with ω⁻.
+            let odd0 = 0.5 * flux(&h0);
+            let odd1 = 0.5 * flux(&h);
+            let target = 0.125 * theta * u[a] * 4.0;
+            assert!(
+                (odd1 - (odd0 + wm * (target - odd0))).abs() < 1e-15,
+                "axis {a}"
+            );
+            let even0 = 0.5 * (h0[p] + h0[m]);
+            let even1 = 0.5 * (h[p] + h[m]);
+            assert!((even1 - (even0 + wp * (0.125 * theta - even0))).abs() < 1e-15);
+        }
+        // Without ν_t (or without Pr_t) the constant rates.
+        let (mut a, mut b) = (h0, h0);
+        collide_thermal(&mut a, u, &k, None);
+        collide_thermal(&mut b, u, &coeff(0.013), Some(nu_t));
+        let mut c = h0;
+        collide_thermal(&mut c, u, &coeff(0.013), None);
+        assert_eq!(a, c);
+        assert_eq!(b, c);
     }
 
     /// Each pair's odd part (the flux of θ, on every axis) relaxes with ω⁻ towards θu and its even
@@ -263,7 +365,7 @@ mod tests {
         let flux =
             |h: &[f64; QT], a: usize| -> f64 { (0..QT).map(|i| h[i] * D3Q7.c[i][a] as f64).sum() };
         let mut h = h0;
-        collide_thermal(&mut h, u, &k);
+        collide_thermal(&mut h, u, &k, None);
         for a in 0..3 {
             let want = flux(&h0, a) + model.omega * (theta * u[a] - flux(&h0, a));
             assert!((flux(&h, a) - want).abs() < 1e-15, "axis {a}");
@@ -280,7 +382,7 @@ mod tests {
         };
         assert!((bgk.omega_plus() - bgk.omega).abs() < 1e-14);
         let mut h = h0;
-        collide_thermal(&mut h, u, &ThermalCoefficients::new(&bgk, |_, x| x));
+        collide_thermal(&mut h, u, &ThermalCoefficients::new(&bgk, |_, x| x), None);
         let eq = thermal_equilibrium_populations(theta, u);
         for i in 0..QT {
             let want = h0[i] + model.omega * (eq[i] - h0[i]);
@@ -347,7 +449,7 @@ mod tests {
             let k = ThermalCoefficients::new(&model, Sym::param);
             let mut h: [Sym; QT] = std::array::from_fn(|i| Sym::input(format!("h[{i}]")));
             let u: [Sym; 3] = std::array::from_fn(|a| Sym::input(format!("u[{a}]")));
-            collide_thermal(&mut h, u, &k);
+            collide_thermal(&mut h, u, &k, None);
             let f = buoyancy_force(temperature(&h), &k);
             let mut out = h.to_vec();
             out.extend(f);
@@ -372,7 +474,7 @@ mod tests {
         ) -> Vec<T> {
             let k = ThermalCoefficients::new(model, |_, x| T::of(x));
             let mut h = h0;
-            collide_thermal(&mut h, u0, &k);
+            collide_thermal(&mut h, u0, &k, None);
             let f = buoyancy_force(temperature(&h), &k);
             let mut out = h.to_vec();
             out.extend(f);
@@ -429,7 +531,7 @@ mod tests {
                     (true, Ends::Held(_, hi)) => -prev[n - 1][1] + dirichlet_term(T::of(hi)),
                     _ => prev[x + 1][2],
                 };
-                collide_thermal(&mut p, u, &k);
+                collide_thermal(&mut p, u, &k, None);
                 h[x] = p;
             }
         }
