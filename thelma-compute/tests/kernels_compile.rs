@@ -26,7 +26,8 @@ fn contains(hay: &[u8], needle: &str) -> bool {
 
 /// Every operator in both precisions, plain and with the eddy viscosity and a force (which change
 /// the printed collision), both block sizes the launch shape may take, both palette index widths,
-/// and with a temperature lattice (its fused step and export, each face closure once).
+/// and with a temperature lattice (its fused step and export, each face closure once, under the
+/// eddy viscosity and a turbulent Prandtl number).
 #[test]
 fn every_kernel_variant_compiles_for_sm_90() {
     if !nvrtc_or_skip() {
@@ -48,6 +49,7 @@ fn every_kernel_variant_compiles_for_sm_90() {
                     }
                     3 => {
                         p.model.force = Some([1e-6, 0.0, 0.0]);
+                        p.model.smagorinsky = Some(0.1);
                         p.thermal = Some(ThermalSetup {
                             model: ThermalModel::new(0.02, 1e-3, [0.0, 0.0, -1e-3]),
                             faces: [
@@ -60,6 +62,9 @@ fn every_kernel_variant_compiles_for_sm_90() {
                             ],
                             initial: 0.1,
                         });
+                        if let Some(t) = &mut p.thermal {
+                            t.model.turbulent_prandtl = Some(0.85);
+                        }
                     }
                     _ => {}
                 }
