@@ -326,6 +326,16 @@ fn step_args<'a>(b: &mut LaunchArgs<'a>, s: &'a StepArgs) {
         .arg(&s.periodic);
 }
 
+/// The grid of every step kernel: blocks of `block_x` threads along x, one per (x block, y, z).
+fn step_grid(s: &StepArgs) -> LaunchConfig {
+    let [nx, ny, nz] = s.size;
+    LaunchConfig {
+        grid_dim: ((nx as u32).div_ceil(s.block_x), ny as u32, nz as u32),
+        block_dim: (s.block_x, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
 /// Enqueues one collide-and-propagate step on `stream`.
 ///
 /// # Safety
@@ -339,12 +349,7 @@ pub unsafe fn collide_propagate(
     f: &CudaFunction,
     s: &StepArgs,
 ) -> Result<(), ComputeError> {
-    let [nx, ny, nz] = s.size;
-    let cfg = LaunchConfig {
-        grid_dim: ((nx as u32).div_ceil(s.block_x), ny as u32, nz as u32),
-        block_dim: (s.block_x, 1, 1),
-        shared_mem_bytes: 0,
-    };
+    let cfg = step_grid(s);
     let mut b = stream.launch_builder(f);
     step_args(&mut b, s);
     // SAFETY: the argument list matches THELMA_COLLIDE_ARGS in kernels/lbm_d3q19.cu (nine device
@@ -376,12 +381,7 @@ pub unsafe fn collide_open(
     pal_link: u64,
     inlets: &InletArgs,
 ) -> Result<(), ComputeError> {
-    let [nx, ny, nz] = s.size;
-    let cfg = LaunchConfig {
-        grid_dim: ((nx as u32).div_ceil(s.block_x), ny as u32, nz as u32),
-        block_dim: (s.block_x, 1, 1),
-        shared_mem_bytes: 0,
-    };
+    let cfg = step_grid(s);
     let mut b = stream.launch_builder(f);
     step_args(&mut b, s);
     b.arg(&pal_link).arg(&inlets.z0).arg(&inlets.nz_domain);
@@ -408,12 +408,7 @@ pub unsafe fn collide_thermal(
     inlets: &InletArgs,
     h: [u64; 2],
 ) -> Result<(), ComputeError> {
-    let [nx, ny, nz] = s.size;
-    let cfg = LaunchConfig {
-        grid_dim: ((nx as u32).div_ceil(s.block_x), ny as u32, nz as u32),
-        block_dim: (s.block_x, 1, 1),
-        shared_mem_bytes: 0,
-    };
+    let cfg = step_grid(s);
     let mut b = stream.launch_builder(f);
     step_args(&mut b, s);
     b.arg(&pal_link)
