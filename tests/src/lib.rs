@@ -30,15 +30,7 @@ pub fn domain(case: &CaseConfig) -> Domain {
 
 /// A runtime over `devices` CPU devices (one thread each, so that tests can run many at once).
 pub fn cpu_runtime(case: &CaseConfig, devices: usize) -> Runtime {
-    let factory: Arc<dyn ModuleFactory> = Arc::new(CpuFactory::new(model(case), devices, devices));
-    let ids: Vec<usize> = (0..devices).collect();
-    Runtime::start(
-        factory,
-        domain(case),
-        &ids,
-        Arc::new(AtomicBool::new(false)),
-    )
-    .expect("runtime starts")
+    Module::Cpu.runtime_with(model(case), case, &Module::Cpu.slab_ids(devices))
 }
 
 /// The number of GPUs, or `None` (with a note) where there is no driver or GPU. With
@@ -61,10 +53,7 @@ fn no_gpu(why: String) -> Option<usize> {
 
 /// A runtime over the CUDA module on the GPUs `ids` (repeat an id for several slabs on one GPU).
 pub fn cuda_runtime(case: &CaseConfig, ids: &[usize]) -> Runtime {
-    let factory: Arc<dyn ModuleFactory> =
-        Arc::new(CudaFactory::new(model(case)).expect("CUDA is present"));
-    Runtime::start(factory, domain(case), ids, Arc::new(AtomicBool::new(false)))
-        .expect("CUDA runtime starts")
+    Module::Cuda.runtime_with(model(case), case, ids)
 }
 
 /// The compute modules a test body can run on, by their names in `thelma_compute::BACKENDS`.
@@ -85,10 +74,26 @@ impl Module {
 
     /// A runtime of `slabs` slabs (CPU devices, or slabs sharing GPU 0).
     pub fn runtime(self, case: &CaseConfig, slabs: usize) -> Runtime {
+        self.runtime_with(model(case), case, &self.slab_ids(slabs))
+    }
+
+    /// The devices of `slabs` slabs: CPU devices 0..slabs, or GPU 0 for each.
+    pub fn slab_ids(self, slabs: usize) -> Vec<usize> {
         match self {
-            Module::Cpu => cpu_runtime(case, slabs),
-            Module::Cuda => cuda_runtime(case, &vec![0; slabs]),
+            Module::Cpu => (0..slabs).collect(),
+            Module::Cuda => vec![0; slabs],
         }
+    }
+
+    /// A runtime of the module with `params` (a case's model, or one with something added, such
+    /// as a temperature lattice) over `case`'s domain, one slab per entry of `ids`.
+    pub fn runtime_with(self, params: ModelParams, case: &CaseConfig, ids: &[usize]) -> Runtime {
+        let factory: Arc<dyn ModuleFactory> = match self {
+            Module::Cpu => Arc::new(CpuFactory::new(params, ids.len(), ids.len())),
+            Module::Cuda => Arc::new(CudaFactory::new(params).expect("CUDA is present")),
+        };
+        Runtime::start(factory, domain(case), ids, Arc::new(AtomicBool::new(false)))
+            .unwrap_or_else(|e| panic!("{} runtime starts: {e}", self.name()))
     }
 
     /// A runtime with one slab per entry of `ids` (CPU devices are virtual: only the count counts).

@@ -32,6 +32,22 @@ fn run(args: &[&str]) -> anyhow::Result<Outcome> {
     )
 }
 
+/// Resumes the run checkpointed in `dir` up to step `steps` on `devices` devices of `backend`.
+fn resume(dir: &Path, steps: u64, devices: usize, backend: &str) -> Outcome {
+    let (steps, devices) = (steps.to_string(), devices.to_string());
+    run(&[
+        "--resume",
+        s(dir),
+        "--steps",
+        &steps,
+        "--devices",
+        &devices,
+        "--backend",
+        backend,
+    ])
+    .unwrap()
+}
+
 fn s(p: &Path) -> &str {
     p.to_str().expect("utf-8 temporary path")
 }
@@ -75,19 +91,7 @@ fn restart_is_bit_exact(backend: &str, first: usize, resumed: usize, numerics: &
     let args = common(&split, N, first);
     run(&args.iter().map(String::as_str).collect::<Vec<_>>()).unwrap();
     assert_eq!(checkpoint::read_header(&split).unwrap().step, N);
-    let devices = resumed.to_string();
-    let steps = (2 * N).to_string();
-    let b = run(&[
-        "--resume",
-        s(&split),
-        "--steps",
-        &steps,
-        "--devices",
-        &devices,
-        "--backend",
-        backend,
-    ])
-    .unwrap();
+    let b = resume(&split, 2 * N, resumed, backend);
 
     assert_eq!(a.summary.steps, 2 * N);
     assert_eq!(b.summary.steps, 2 * N);
@@ -287,18 +291,7 @@ fn thermal_restart_is_bit_exact(backend: &str, first: usize, resumed: usize) {
     go(&split, N);
     let header = checkpoint::read_header(&split).unwrap();
     assert_eq!((header.step, header.stencil.as_str()), (N, "D3Q19+D3Q7"));
-    let (steps, devices) = ((2 * N).to_string(), resumed.to_string());
-    let b = run(&[
-        "--resume",
-        s(&split),
-        "--steps",
-        &steps,
-        "--devices",
-        &devices,
-        "--backend",
-        backend,
-    ])
-    .unwrap();
+    let b = resume(&split, 2 * N, resumed, backend);
     let (ca, cb) = (
         checkpoint::load(&straight).unwrap(),
         checkpoint::load(&split).unwrap(),

@@ -5,18 +5,14 @@
 //! CPU module runs them all in CI; the CUDA module runs conduction, the slabs, the cavity and a
 //! comparison with the CPU module on a GPU host (`--ignored`).
 
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
-
-use thelma_compute::cuda::CudaFactory;
-use thelma_compute::{CpuFactory, ModelParams};
+use thelma_compute::ModelParams;
 use thelma_core::physics::d3q19::Q;
 use thelma_core::physics::{
     equilibrium, thermal_equilibrium_populations, Collision, ThermalFace, ThermalModel,
     ThermalSetup, QT,
 };
-use thelma_core::{CaseConfig, ModuleFactory, Precision, Runtime};
-use thelma_tests::{box_case, domain, model, per_module, Module};
+use thelma_core::{CaseConfig, Precision, Runtime};
+use thelma_tests::{box_case, model, per_module, Module};
 
 /// A CPU runtime of `slabs` slabs for `case` with the temperature lattice `setup`.
 fn runtime(case: &CaseConfig, setup: &ThermalSetup, slabs: usize) -> Runtime {
@@ -29,23 +25,7 @@ fn runtime_on(m: Module, case: &CaseConfig, setup: &ThermalSetup, slabs: usize) 
         thermal: Some(setup.clone()),
         ..model(case)
     };
-    let (factory, ids): (Arc<dyn ModuleFactory>, Vec<usize>) = match m {
-        Module::Cpu => (
-            Arc::new(CpuFactory::new(params, slabs, slabs)),
-            (0..slabs).collect(),
-        ),
-        Module::Cuda => (
-            Arc::new(CudaFactory::new(params).expect("CUDA is present")),
-            vec![0; slabs],
-        ),
-    };
-    Runtime::start(
-        factory,
-        domain(case),
-        &ids,
-        Arc::new(AtomicBool::new(false)),
-    )
-    .expect("runtime starts")
+    m.runtime_with(params, case, &m.slab_ids(slabs))
 }
 
 fn setup(alpha: f64, beta_g: [f64; 3], faces: [ThermalFace; 6]) -> ThermalSetup {

@@ -927,13 +927,15 @@ impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
 
     /// With a temperature lattice: the force of the `len` nodes at slab offset `at` (from their θ,
     /// set by the thermal pull) instead of the uniform one, and the velocity that advects θ, from
-    /// their pulled populations under that force, kept for the thermal collision. Without one, the
+    /// their pulled populations under that force, kept for the thermal collision (with the eddy
+    /// viscosity under the run constants `k`, for a turbulent Prandtl number). Without one, the
     /// uniform force as it is.
     #[inline(always)]
     fn couple<const L: usize>(
         &self,
         f: &[Lanes<T, L>; Q],
         force: Option<[Lanes<T, L>; 3]>,
+        k: &Coefficients<Lanes<T, L>>,
         at: usize,
         len: usize,
     ) -> Option<[Lanes<T, L>; 3]> {
@@ -956,8 +958,7 @@ impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
             }
         }
         if let Some(nu) = c.nu {
-            let k = self.coeff.map(Lanes::<T, L>::splat);
-            if let Some(v) = eddy_viscosity(f, &k, Some(fl)) {
+            if let Some(v) = eddy_viscosity(f, k, Some(fl)) {
                 for x in 0..len {
                     // SAFETY: as above.
                     unsafe { *nu.0.add(at + x) = v.0[x] };
@@ -1001,7 +1002,7 @@ impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
                 let mut f = [Lanes::splat(T::zero()); Q];
                 let any_solid = self.gather(&mut f, &sources, row0, x0, len);
                 let force = if EXTRA {
-                    self.couple(&f, force, row0 + x0, len)
+                    self.couple(&f, force, &k, row0 + x0, len)
                 } else {
                     force
                 };
@@ -1053,7 +1054,7 @@ impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
             let mut f = load(x0);
             if plain {
                 let force = if EXTRA {
-                    self.couple(&f, force, row0 + x0, len)
+                    self.couple(&f, force, &k, row0 + x0, len)
                 } else {
                     force
                 };
@@ -1061,7 +1062,7 @@ impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
             } else {
                 let any_solid = self.patch(&mut f, &starts, row0, x0, len);
                 let force = if EXTRA {
-                    self.couple(&f, force, row0 + x0, len)
+                    self.couple(&f, force, &k, row0 + x0, len)
                 } else {
                     force
                 };

@@ -462,6 +462,16 @@ pub unsafe fn export_faces(
         .map_err(launch_err("export_faces"))
 }
 
+/// The grid of a reduction over the nodes: `blocks` blocks of 256 threads striding over them (the
+/// kernels' shared arrays hold 256 values).
+fn reduction_grid(blocks: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (blocks, 1, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
 /// Blocks of the watchdog's reduction (each writes three doubles).
 pub const HEALTH_BLOCKS: u32 = 1024;
 
@@ -480,11 +490,7 @@ pub unsafe fn health(
     nodes: u64,
     out: u64,
 ) -> Result<(), ComputeError> {
-    let cfg = LaunchConfig {
-        grid_dim: (HEALTH_BLOCKS, 1, 1),
-        block_dim: (256, 1, 1),
-        shared_mem_bytes: 0,
-    };
+    let cfg = reduction_grid(HEALTH_BLOCKS);
     let mut b = stream.launch_builder(f);
     b.arg(&a).arg(&index).arg(&pal_mask).arg(&nodes).arg(&out);
     // SAFETY: matches health_d3q19's parameters; the buffers are as the caller promises.
@@ -516,11 +522,7 @@ pub unsafe fn velocity_change(
     compare: bool,
     out: u64,
 ) -> Result<(), ComputeError> {
-    let cfg = LaunchConfig {
-        grid_dim: (CHANGE_BLOCKS, 1, 1),
-        block_dim: (256, 1, 1),
-        shared_mem_bytes: 0,
-    };
+    let cfg = reduction_grid(CHANGE_BLOCKS);
     let compare = i32::from(compare);
     let mut b = stream.launch_builder(f);
     b.arg(&a)

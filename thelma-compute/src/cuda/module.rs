@@ -449,26 +449,15 @@ where
     }
 
     fn sync(&self) -> Result<(), ComputeError> {
-        self.stream
-            .synchronize()
-            .map_err(dev_err("the device reported an error"))
+        sync_stream(&self.stream)
     }
 
     fn upload(&mut self, vals: &[T]) -> Result<(), ComputeError> {
-        self.stream
-            .memcpy_htod(vals, &mut self.lattices[self.cur])
-            .map_err(dev_err("copy to the device"))?;
-        self.sync()
+        to_device(&self.stream, vals, &mut self.lattices[self.cur])
     }
 
     fn download(&self) -> Result<Vec<T>, ComputeError> {
-        self.sync()?;
-        let mut out = vec![T::zero(); self.lattices[self.cur].len()];
-        self.stream
-            .memcpy_dtoh(&self.lattices[self.cur], &mut out)
-            .map_err(dev_err("copy from the device"))?;
-        self.sync()?;
-        Ok(out)
+        to_host(&self.stream, &self.lattices[self.cur])
     }
 
     /// Byte offset of buffer `up[parity]`/`down[parity]` inside an interface.
@@ -590,9 +579,7 @@ where
                     .memcpy_htod(&plane, &mut dst)
                     .map_err(dev_err("copy to the device"))?;
             }
-            stream
-                .synchronize()
-                .map_err(dev_err("the device reported an error"))?;
+            sync_stream(stream)?;
         }
         let ptrs = [raw(&a, stream), raw(&b, stream)];
         Ok(Self {
@@ -601,36 +588,39 @@ where
             export,
         })
     }
+}
 
-    /// Lattice `cur` on the host.
-    fn download(&self, stream: &Arc<CudaStream>, cur: usize) -> Result<Vec<T>, ComputeError> {
-        stream
-            .synchronize()
-            .map_err(dev_err("the device reported an error"))?;
-        let mut out = vec![T::zero(); self.lattices[cur].len()];
-        stream
-            .memcpy_dtoh(&self.lattices[cur], &mut out)
-            .map_err(dev_err("copy from the device"))?;
-        stream
-            .synchronize()
-            .map_err(dev_err("the device reported an error"))?;
-        Ok(out)
-    }
+/// Waits for the work enqueued on `stream`; an error it reports is the device's.
+fn sync_stream(stream: &CudaStream) -> Result<(), ComputeError> {
+    stream
+        .synchronize()
+        .map_err(dev_err("the device reported an error"))
+}
 
-    /// Replaces lattice `cur` from the host.
-    fn upload(
-        &mut self,
-        stream: &Arc<CudaStream>,
-        cur: usize,
-        vals: &[T],
-    ) -> Result<(), ComputeError> {
-        stream
-            .memcpy_htod(vals, &mut self.lattices[cur])
-            .map_err(dev_err("copy to the device"))?;
-        stream
-            .synchronize()
-            .map_err(dev_err("the device reported an error"))
-    }
+/// `buf` on the host, once the work enqueued before has finished.
+fn to_host<T: Real + DeviceRepr>(
+    stream: &Arc<CudaStream>,
+    buf: &CudaSlice<T>,
+) -> Result<Vec<T>, ComputeError> {
+    sync_stream(stream)?;
+    let mut out = vec![T::zero(); buf.len()];
+    stream
+        .memcpy_dtoh(buf, &mut out)
+        .map_err(dev_err("copy from the device"))?;
+    sync_stream(stream)?;
+    Ok(out)
+}
+
+/// Replaces the start of `buf` with `vals` and waits for the copy.
+fn to_device<T: Real + DeviceRepr>(
+    stream: &Arc<CudaStream>,
+    vals: &[T],
+    buf: &mut CudaSlice<T>,
+) -> Result<(), ComputeError> {
+    stream
+        .memcpy_htod(vals, buf)
+        .map_err(dev_err("copy to the device"))?;
+    sync_stream(stream)
 }
 
 /// The raw device address of a buffer (event tracking is off, so no synchronisation is attached).
@@ -751,7 +741,7 @@ where
         let mut fields =
             fields_from_populations(&self.slab, &g, |p| self.host_solid[p], self.force);
         if let Some(th) = &self.thermal {
-            let h = th.download(&self.stream, self.cur)?;
+            let h = to_host(&self.stream, &th.lattices[self.cur])?;
             let n = self.slab.nodes();
             fields.temperature = (0..n)
                 .map(|p| temperature(&std::array::from_fn(|i| h[i * n + p])).to_f64())
@@ -856,7 +846,8 @@ where
     fn read_populations(&mut self) -> Result<Vec<u8>, ComputeError> {
         let mut bytes = bytemuck::cast_slice(&self.download()?).to_vec();
         if let Some(th) = &self.thermal {
-            bytes.extend_from_slice(bytemuck::cast_slice(&th.download(&self.stream, self.cur)?));
+            let h = to_host(&self.stream, &th.lattices[self.cur])?;
+            bytes.extend_from_slice(bytemuck::cast_slice(&h));
         }
         Ok(bytes)
     }
@@ -917,7 +908,11 @@ where
         };
         self.upload(&values(&bytes[..flow]))?;
         if let Some(th) = &mut self.thermal {
-            th.upload(&self.stream, self.cur, &values(&bytes[flow..]))?;
+            to_device(
+                &self.stream,
+                &values(&bytes[flow..]),
+                &mut th.lattices[self.cur],
+            )?;
         }
         self.u_prev_valid = false;
         self.publish(((next_step + 1) % 2) as usize)
