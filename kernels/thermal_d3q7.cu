@@ -150,4 +150,17 @@ extern "C" __global__ void THELMA_NAME(export_faces_d3q7)(const real *__restrict
     }
 }
 
+// The 7 thermal populations of each of `count` slab-local nodes into out[k·7 + i] (probes'
+// temperature), as gather_nodes_d3q19 does for the flow's.
+extern "C" __global__ void THELMA_NAME(gather_nodes_d3q7)(const real *__restrict__ h,
+                                                          const unsigned int *__restrict__ nodes,
+                                                          int count, unsigned long long n,
+                                                          real *out) {
+    const int k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= count) return;
+    const size_t p = nodes[k];
+#pragma unroll
+    for (int i = 0; i < THELMA_QT; i++) out[(size_t)k * THELMA_QT + i] = h[(size_t)i * n + p];
+}
+
 #endif

@@ -1,6 +1,7 @@
 //! Checkpoint and restart: a run of 2N steps equals a run of N steps, a resume from its checkpoint,
 //! and N more, bit for bit, on the same or a different device count. One test body serves every
-//! backend; the CUDA cases run on a GPU host (`--ignored`).
+//! backend; the CUDA cases run on a GPU host (`--ignored`). Beside them, on the same heated case,
+//! a probe's temperature.
 
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
@@ -336,3 +337,51 @@ fn thermal_restarts(m: Module) {
 
 per_module!(thermal_restarts => a_thermal_restart_is_bit_exact_on_the_cpu_module,
     a_thermal_restart_is_bit_exact_on_the_cuda_module);
+
+/// A probe of a case with a temperature lattice reads its temperature, `T = t0 + θ` in the case's
+/// unit: the column `<name>_T` holds, at the last sample, the θ the run's fields report at the
+/// probe's node (beside the hot wall, warmed above t0 by then).
+fn a_probe_reads_the_temperature(m: Module) {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("probed.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "{HEATED}[[probe]]\nat = [0.0, 4.0, 6.0]\nname = \"hot\"\n\
+             [output]\nprobe_every = 10\n"
+        ),
+    )
+    .unwrap();
+    let out = tmp.path().join("out");
+    let o = run(&[
+        "--config",
+        s(&config),
+        "--backend",
+        m.name(),
+        "--steps",
+        "30",
+        "-o",
+        s(&out),
+    ])
+    .unwrap();
+    let text = std::fs::read_to_string(out.join("probes.csv")).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some("step,time,hot_p,hot_ux,hot_uy,hot_uz,hot_T"),
+        "{text}"
+    );
+    let last: Vec<f64> = lines
+        .last()
+        .unwrap()
+        .split(',')
+        .map(|v| v.parse().unwrap())
+        .collect();
+    assert_eq!(last[0], 30.0, "{text}");
+    let want = 20.0 + o.fields.temperature[o.fields.idx(0, 4, 6)];
+    assert!((last[6] - want).abs() < 1e-5, "T {} vs {want}", last[6]);
+    assert!(last[6] > 20.01 && last[6] < 21.0, "{text}");
+}
+
+per_module!(a_probe_reads_the_temperature => a_probe_reads_the_temperature_on_the_cpu_module,
+    a_probe_reads_the_temperature_on_the_cuda_module);

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use thelma_core::physics::d3q19::Q;
-use thelma_core::physics::{macroscopic, momentum_exchange};
+use thelma_core::physics::{macroscopic, momentum_exchange, temperature, QT};
 use thelma_core::{CaseConfig, Runtime, SlabSpec};
 use thelma_geometry::{BodyLinks, Geometry};
 use thelma_results::{line_plot, ForceMean, Mark, Series, XAxis};
@@ -91,6 +91,9 @@ pub struct Samples {
     force: Option<[f64; 3]>,
     /// Seconds per step with `[units]`.
     dt: Option<f64>,
+    /// With a temperature lattice, its reference temperature `t0`: the probes then report
+    /// `T = t0 + θ`, in the case's own temperature unit.
+    t0: Option<f64>,
     /// Factors from lattice units to what the CSVs hold: velocity (m/s with `[units]`), pressure
     /// and force (Pa and N with `units.density`), each 1 otherwise.
     to_velocity: f64,
@@ -199,6 +202,9 @@ impl Samples {
             let mut h = format!("step,{time}");
             for n in &names {
                 h += &format!(",{n}_p{p_unit},{n}_ux{u_unit},{n}_uy{u_unit},{n}_uz{u_unit}");
+                if case.thermal.is_some() {
+                    h += &format!(",{n}_T");
+                }
             }
             Some(Csv::open(&dir.join("probes.csv"), &h, resume)?)
         } else {
@@ -221,6 +227,7 @@ impl Samples {
             coefficients,
             force: case.flow_model(&case.validate()?).force,
             dt: case.unit_scales().map(|s| s.dt),
+            t0: case.thermal.as_ref().map(|t| t.t0),
             to_velocity,
             to_pressure,
             to_force,
@@ -254,8 +261,10 @@ impl Samples {
         }
         let values = rt.read_nodes(&self.lists)?;
         let time = self.dt.map_or(step as f64, |dt| step as f64 * dt);
+        // Per node the flow's Q populations, then the temperature lattice's QT when there is one.
+        let stride = Q + if self.t0.is_some() { QT } else { 0 };
         let node =
-            |s: usize, k: usize| -> [f64; Q] { std::array::from_fn(|i| values[s][k * Q + i]) };
+            |s: usize, k: usize| -> [f64; Q] { std::array::from_fn(|i| values[s][k * stride + i]) };
         if forces {
             let mut per = vec![[0.0; 3]; self.bodies];
             for (s, links) in self.links.iter().enumerate() {
@@ -286,6 +295,11 @@ impl Samples {
                 let p = m.drho / 3.0 * self.to_pressure;
                 let u = m.u.map(|v| v * self.to_velocity);
                 row += &format!(",{p:e},{:e},{:e},{:e}", u[0], u[1], u[2]);
+                if let Some(t0) = self.t0 {
+                    let at = k * stride + Q;
+                    let h: [f64; QT] = std::array::from_fn(|i| values[s][at + i]);
+                    row += &format!(",{:e}", t0 + temperature(&h));
+                }
             }
             if let Some(csv) = &mut self.probes_csv {
                 csv.row(&row)?;

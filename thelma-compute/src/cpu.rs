@@ -1195,9 +1195,17 @@ impl<T: Real + Arith<Scalar = T>> ComputeModule for CpuModule<T> {
             )));
         }
         let a = &self.a;
+        // The temperature lattice's populations after the flow's, per node.
+        let h: &[T] = self.thermal.as_ref().map_or(&[], |th| &th.ha);
+        let qt = h.len() / n;
         Ok(nodes
             .iter()
-            .flat_map(|&p| (0..Q).map(move |i| a[i * n + p as usize].to_f64()))
+            .flat_map(|&p| {
+                let p = p as usize;
+                (0..Q)
+                    .map(move |i| a[i * n + p].to_f64())
+                    .chain((0..qt).map(move |i| h[i * n + p].to_f64()))
+            })
             .collect())
     }
 

@@ -78,7 +78,11 @@ fn every_kernel_variant_compiles_for_sm_90() {
                     Kernel::VelocityChange,
                     Kernel::GatherNodes,
                 ];
-                let thermal = [Kernel::CollideThermal(collision), Kernel::ExportThermal];
+                let thermal = [
+                    Kernel::CollideThermal(collision),
+                    Kernel::ExportThermal,
+                    Kernel::GatherThermal,
+                ];
                 for k in kernels.into_iter().chain(thermal) {
                     let name = k.name(precision);
                     // The temperature lattice's kernels are compiled only for a case with one.
@@ -90,7 +94,7 @@ fn every_kernel_variant_compiles_for_sm_90() {
     }
     assert_eq!(
         Kernel::all().iter().filter(|k| k.in_lbm_source()).count(),
-        3 * OPERATORS.len() + 5
+        3 * OPERATORS.len() + 6
     );
     let cubin = compile(BANDWIDTH_SOURCE, "bandwidth.cu", "sm_90").expect("bandwidth kernel");
     assert!(contains(

@@ -214,8 +214,9 @@ pub trait ComputeModule {
     fn read_populations(&mut self) -> Result<Vec<u8>, ComputeError>;
 
     /// The current populations of the slab-local nodes `nodes` (index `(z · ny + y) · nx + x`),
-    /// `Q` values per node in the order given, widened to `f64`, as stored (shifted, `g = f − w`):
-    /// what forces on bodies and probes are computed from, on the host, every few steps.
+    /// `Q` values per node in the order given, widened to `f64`, as stored (shifted, `g = f − w`),
+    /// and with a temperature lattice its 7 after them (`Q + 7` per node): what forces on bodies
+    /// and probes are computed from, on the host, every few steps.
     fn read_nodes(&mut self, nodes: &[u32]) -> Result<Vec<f64>, ComputeError>;
 
     /// Replaces the current populations (same layout as [`read_populations`](Self::read_populations)) and

@@ -47,6 +47,8 @@ pub enum Kernel {
     ExportFaces,
     /// The export of the temperature lattice's crossing populations.
     ExportThermal,
+    /// The temperature lattice's populations of listed nodes (probes).
+    GatherThermal,
     Health,
     /// The convergence measure: the velocity's change since the previous measure, summed.
     VelocityChange,
@@ -71,6 +73,7 @@ impl Kernel {
             .chain([
                 Kernel::ExportFaces,
                 Kernel::ExportThermal,
+                Kernel::GatherThermal,
                 Kernel::Health,
                 Kernel::VelocityChange,
                 Kernel::GatherNodes,
@@ -91,6 +94,7 @@ impl Kernel {
             Kernel::CollideThermal(c) => format!("collide_thermal_d3q19_{c}_{suffix}"),
             Kernel::ExportFaces => format!("export_faces_d3q19_{suffix}"),
             Kernel::ExportThermal => format!("export_faces_d3q7_{suffix}"),
+            Kernel::GatherThermal => format!("gather_nodes_d3q7_{suffix}"),
             Kernel::Health => format!("health_d3q19_{suffix}"),
             Kernel::VelocityChange => format!("velocity_change_d3q19_{suffix}"),
             Kernel::GatherNodes => format!("gather_nodes_d3q19_{suffix}"),
@@ -105,7 +109,10 @@ impl Kernel {
 
     /// Whether the kernel is compiled only for a case with a temperature lattice.
     pub fn thermal(self) -> bool {
-        matches!(self, Kernel::CollideThermal(_) | Kernel::ExportThermal)
+        matches!(
+            self,
+            Kernel::CollideThermal(_) | Kernel::ExportThermal | Kernel::GatherThermal
+        )
     }
 }
 
@@ -540,7 +547,8 @@ pub unsafe fn velocity_change(
         .map_err(launch_err("velocity_change"))
 }
 
-/// Enqueues the gather of the populations of `count` listed nodes of lattice `a` into `out`.
+/// Enqueues the gather of the populations of `count` listed nodes of lattice `a` into `out`: the
+/// flow's (`gather_nodes_d3q19`, Q = 19) or the temperature lattice's (`gather_nodes_d3q7`, Q = 7).
 ///
 /// # Safety
 /// `f` is a gather kernel of the lattice's precision; `a` holds Q·`n` values, `nodes` `count`

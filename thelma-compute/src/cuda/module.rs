@@ -305,12 +305,13 @@ where
             Kernel::GatherNodes,
         ];
         if params.thermal.is_some() {
-            kernels.push(Kernel::ExportThermal);
+            kernels.extend([Kernel::ExportThermal, Kernel::GatherThermal]);
         }
         let names: Vec<String> = kernels.iter().map(|k| k.name(T::PRECISION)).collect();
         let (image, mut funcs) = launch::load(&stream, &cubin, &names)?;
-        let export_thermal = if params.thermal.is_some() {
-            funcs.pop()
+        let thermal_kernels = if params.thermal.is_some() {
+            let gather = funcs.pop();
+            funcs.pop().zip(gather)
         } else {
             None
         };
@@ -343,8 +344,10 @@ where
         };
         let a = stream.alloc_zeros::<T>(len).map_err(oom("lattice A"))?;
         let b = stream.alloc_zeros::<T>(len).map_err(oom("lattice B"))?;
-        let thermal = match (&params.thermal, export_thermal) {
-            (Some(setup), Some(export)) => Some(ThermalDevice::new(&stream, setup, n, export)?),
+        let thermal = match (&params.thermal, thermal_kernels) {
+            (Some(setup), Some((export, gather))) => {
+                Some(ThermalDevice::new(&stream, setup, n, export, gather)?)
+            }
             _ => None,
         };
         let index = stream.clone_htod(&index_host).map_err(oom("flag index"))?;
@@ -543,11 +546,12 @@ where
 }
 
 /// The temperature lattice of a CUDA module: two lattices of 7 populations per node (swapped with
-/// the flow's) and the kernel exporting their crossing populations.
+/// the flow's) and the kernels exporting their crossing populations and gathering listed nodes.
 struct ThermalDevice<T: Real + DeviceRepr> {
     lattices: [CudaSlice<T>; 2],
     ptrs: [u64; 2],
     export: CudaFunction,
+    gather: CudaFunction,
 }
 
 impl<T> ThermalDevice<T>
@@ -560,6 +564,7 @@ where
         setup: &ThermalSetup,
         n: usize,
         export: CudaFunction,
+        gather: CudaFunction,
     ) -> Result<Self, ComputeError> {
         let oom = |e: cudarc::driver::DriverError| {
             ComputeError::OutOfMemory(format!(
@@ -586,6 +591,7 @@ where
             lattices: [a, b],
             ptrs,
             export,
+            gather,
         })
     }
 }
@@ -866,26 +872,39 @@ where
             ComputeError::OutOfMemory(format!("nodes to read ({} nodes): {e}", nodes.len()))
         };
         let list = self.stream.clone_htod(nodes).map_err(oom)?;
-        let out = self.stream.alloc_zeros::<T>(nodes.len() * Q).map_err(oom)?;
-        // SAFETY: `gather_k` was loaded for this module's precision; the current lattice holds Q·n
-        // values, every listed index is below n (checked above), `out` has Q values per node, and
-        // both buffers outlive the launch (the copy below synchronises the stream).
-        unsafe {
-            launch::gather_nodes(
-                &self.stream,
-                &self.gather_k,
-                self.ptrs[self.cur],
-                raw(&list, &self.stream),
-                nodes.len() as i32,
-                n as u64,
-                raw(&out, &self.stream),
-            )
-        }?;
-        let vals = self
-            .stream
-            .clone_dtoh(&out)
-            .map_err(dev_err("cannot copy the nodes' populations back"))?;
-        Ok(vals.iter().map(|&v| Real::to_f64(v)).collect())
+        // The populations of lattice `a` (`q` per node) at the listed nodes, with gather kernel `f`.
+        let gather = |f: &CudaFunction, a: u64, q: usize| -> Result<Vec<T>, ComputeError> {
+            let out = self.stream.alloc_zeros::<T>(nodes.len() * q).map_err(oom)?;
+            // SAFETY: `f` was loaded for this module's precision and gathers from a lattice of q
+            // values per node of the slab, which `a` is (the flow's or the temperature's current
+            // one); every listed index is below n (checked above), `out` has q values per node,
+            // and both buffers outlive the launch (the copy below synchronises the stream).
+            unsafe {
+                launch::gather_nodes(
+                    &self.stream,
+                    f,
+                    a,
+                    raw(&list, &self.stream),
+                    nodes.len() as i32,
+                    n as u64,
+                    raw(&out, &self.stream),
+                )
+            }?;
+            self.stream
+                .clone_dtoh(&out)
+                .map_err(dev_err("cannot copy the nodes' populations back"))
+        };
+        let flow = gather(&self.gather_k, self.ptrs[self.cur], Q)?;
+        let Some(th) = &self.thermal else {
+            return Ok(flow.iter().map(|&v| Real::to_f64(v)).collect());
+        };
+        let heat = gather(&th.gather, th.ptrs[self.cur], QT)?;
+        Ok(flow
+            .chunks_exact(Q)
+            .zip(heat.chunks_exact(QT))
+            .flat_map(|(g, h)| g.iter().chain(h))
+            .map(|&v| Real::to_f64(v))
+            .collect())
     }
 
     fn write_populations(&mut self, bytes: &[u8], next_step: u64) -> Result<(), ComputeError> {
