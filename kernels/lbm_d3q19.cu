@@ -280,17 +280,26 @@ extern "C" __global__ void THELMA_NAME(export_faces_d3q19)(const real *__restric
     }
 }
 
+// The NQ populations of lattice a (NQ per node, stride n) at each of `count` slab-local nodes into
+// out[k·NQ + i], one thread per node: the gather kernels of the flow and the temperature lattice.
+template <int NQ>
+__device__ __forceinline__ void gather_nodes(const real *__restrict__ a,
+                                             const unsigned int *__restrict__ nodes, int count,
+                                             unsigned long long n, real *out) {
+    const int k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= count) return;
+    const size_t p = nodes[k];
+#pragma unroll
+    for (int i = 0; i < NQ; i++) out[(size_t)k * NQ + i] = a[(size_t)i * n + p];
+}
+
 // The Q populations of each of `count` slab-local nodes into out[k·Q + i]: what forces on bodies and
 // probes are computed from on the host.
 extern "C" __global__ void THELMA_NAME(gather_nodes_d3q19)(const real *__restrict__ a,
                                                            const unsigned int *__restrict__ nodes,
                                                            int count, unsigned long long n,
                                                            real *out) {
-    const int k = blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= count) return;
-    const size_t p = nodes[k];
-#pragma unroll
-    for (int i = 0; i < THELMA_Q; i++) out[(size_t)k * THELMA_Q + i] = a[(size_t)i * n + p];
+    gather_nodes<THELMA_Q>(a, nodes, count, n, out);
 }
 
 // The watchdog: per block, the smallest and largest density 1 + Σ g of finite fluid nodes (summed in

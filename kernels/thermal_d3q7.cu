@@ -156,11 +156,7 @@ extern "C" __global__ void THELMA_NAME(gather_nodes_d3q7)(const real *__restrict
                                                           const unsigned int *__restrict__ nodes,
                                                           int count, unsigned long long n,
                                                           real *out) {
-    const int k = blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= count) return;
-    const size_t p = nodes[k];
-#pragma unroll
-    for (int i = 0; i < THELMA_QT; i++) out[(size_t)k * THELMA_QT + i] = h[(size_t)i * n + p];
+    gather_nodes<THELMA_QT>(h, nodes, count, n, out);
 }
 
 #endif
