@@ -23,7 +23,8 @@
 template <typename T>
 __device__ __forceinline__ void pull_thermal(T* h, const T* __restrict__ ha, const T* below_in,
                                              const T* above_in, unsigned int mask, int nx, int ny,
-                                             int nz, int periodic, int x, int y, int z, size_t p) {
+                                             int nz, int periodic, int x, int y, int z, int z0,
+                                             size_t p) {
     const size_t plane = (size_t)nx * ny;
     const size_t n = plane * nz;
     h[0] = ha[p];
@@ -40,15 +41,16 @@ __device__ __forceinline__ void pull_thermal(T* h, const T* __restrict__ ha, con
         const bool wraps = ax < 2 && ((periodic >> ax) & 1);
         T v;
         if (outside && !wraps && !(across && buf != nullptr)) {
-            // Both faces' table entries are constants after unrolling; the side is a select.
-            const int kind = q < 0 ? thelma_tface_kind(2 * ax) : thelma_tface_kind(2 * ax + 1);
+            // Without patches both faces' table entries are constants after unrolling and the
+            // side is a select.
+            int kind;
+            double theta;
+            thelma_tface(2 * ax + (q < 0 ? 0 : 1), x, y, z0 + z, &kind, &theta);
             if (kind == 0) {
                 v = ha[(size_t)opp(i) * n + p];
             } else if (kind == 1) {
                 real t[1];
-                thelma_dirichlet_term(q < 0 ? (real)thelma_tface_theta(2 * ax)
-                                            : (real)thelma_tface_theta(2 * ax + 1),
-                                      t);
+                thelma_dirichlet_term((real)theta, t);
                 v = -ha[(size_t)opp(i) * n + p] + t[0];
             } else {
                 v = ha[(size_t)i * n + p];
@@ -115,7 +117,7 @@ THELMA_COLLIDE_THERMAL_NAME(THELMA_COLLIDE_ARGS, const unsigned int *__restrict_
 #pragma unroll
             for (int i = 0; i < THELMA_Q; i++) f[i] = a[(size_t)i * n + p];
         } else {
-            pull_thermal(h, ha, tbelow_in, tabove_in, mask, nx, ny, nz, periodic, x, y, z, p);
+            pull_thermal(h, ha, tbelow_in, tabove_in, mask, nx, ny, nz, periodic, x, y, z, z0, p);
             real theta[1];
             thelma_temperature(h, theta);
             real F[3];

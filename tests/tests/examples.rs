@@ -51,6 +51,7 @@ fn every_example_passes_the_checks_before_a_run() {
         "ahmed.toml",
         "body-in-channel.toml",
         "cavity.toml",
+        "ventilated-room.toml",
     ] {
         assert!(seen.iter().any(|s| s == name), "{name} not among {seen:?}");
     }

@@ -438,3 +438,92 @@ fn pressure_driven(m: Module) {
         }
     }
 }
+
+per_module!(vent => a_patch_opens_only_its_part_of_a_wall,
+    a_patch_opens_only_its_part_of_a_wall_on_cuda);
+
+/// A box of resting walls with a square inlet patch (4 × 4 nodes) in the x− wall and a larger
+/// pressure-outlet patch (8 × 8) in the x+ wall, over two slabs: the flow enters and leaves only
+/// through the patches. At steady state the mass flux through every cross-section is the same
+/// (0.1 %) and is the inlet's, `ρ u` through each of the patch's 16 nodes (0.5 %: at the patch's
+/// rim the diagonal links that leave it for the wall and those that enter it from beside cancel);
+/// the wall beside the patch passes nothing; and the outlet passes the stream only where it is
+/// open.
+fn vent(m: Module) {
+    use thelma_core::PatchConfig;
+    let (n, u) = (12usize, 0.04);
+    for (c, p) in [
+        (Collision::MRT, Precision::F32),
+        (Collision::TRT, Precision::F64),
+    ] {
+        let mut case = box_case([24, n, n], [false; 3], 0.05, c, p);
+        case.boundary = vec![
+            BoundaryConfig {
+                patch: Some(PatchConfig {
+                    min: [4.0, 4.0],
+                    max: [7.0, 7.0],
+                }),
+                ..inlet(u)
+            },
+            BoundaryConfig {
+                patch: Some(PatchConfig {
+                    min: [2.0, 2.0],
+                    max: [9.0, 9.0],
+                }),
+                ..face(Face::XPlus, BoundaryKind::Pressure)
+            },
+        ];
+        let mut rt = m.runtime(&case, 2);
+        rt.run(4000).unwrap();
+        let f = rt.fields().unwrap();
+        let section = |x: usize| -> f64 {
+            (0..n)
+                .flat_map(|z| (0..n).map(move |y| (y, z)))
+                .map(|(y, z)| f.rho[f.idx(x, y, z)] * f.ux[f.idx(x, y, z)])
+                .sum()
+        };
+        let fluxes: Vec<f64> = [0, 6, 12, 18, 23].map(section).to_vec();
+        let (lo, hi) = fluxes
+            .iter()
+            .fold((f64::MAX, f64::MIN), |(a, b), &v| (a.min(v), b.max(v)));
+        let imposed: f64 = (4..8)
+            .flat_map(|z| (4..8).map(move |y| (y, z)))
+            .map(|(y, z)| f.rho[f.idx(0, y, z)] * u)
+            .sum();
+        // The wall's nodes beside a patch (outside the square `r`, in the plane x).
+        let beside = |x: usize, r: std::ops::RangeInclusive<usize>| {
+            (0..n)
+                .flat_map(|z| (0..n).map(move |y| (y, z)))
+                .filter(|&(y, z)| !(r.contains(&y) && r.contains(&z)))
+                .map(|(y, z)| f.ux[f.idx(x, y, z)].abs())
+                .fold(0.0, f64::max)
+        };
+        // Two nodes clear of each patch.
+        let (wall_in, rim) = (beside(0, 2..=9), beside(23, 1..=10));
+        let open = (3..9)
+            .flat_map(|z| (3..9).map(move |y| (y, z)))
+            .map(|(y, z)| f.ux[f.idx(23, y, z)])
+            .fold(f64::MAX, f64::min);
+        eprintln!(
+            "{} {c} {p:?}: fluxes {fluxes:.5?}, imposed {imposed:.5}, |u| beside the inlet ≤ {wall_in:.2e}, on the outlet's rim ≤ {rim:.2e}, u ≥ {open:.2e} inside it",
+            m.name()
+        );
+        assert!(
+            lo > 0.0 && hi - lo < 1e-3 * hi,
+            "{c} {p:?}: fluxes {fluxes:?}"
+        );
+        assert!(
+            (fluxes[2] - imposed).abs() < 5e-3 * imposed,
+            "{c} {p:?}: flux {} for {imposed} imposed",
+            fluxes[2]
+        );
+        assert!(
+            wall_in < 0.02 * u,
+            "{c} {p:?}: |u| = {wall_in} beside the inlet"
+        );
+        assert!(
+            rim < 0.1 * open,
+            "{c} {p:?}: |u| = {rim} on the outlet's rim, ≥ {open} inside"
+        );
+    }
+}

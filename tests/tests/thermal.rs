@@ -32,6 +32,7 @@ fn setup(alpha: f64, beta_g: [f64; 3], faces: [ThermalFace; 6]) -> ThermalSetup 
     ThermalSetup {
         model: ThermalModel::new(alpha, 1.0, beta_g),
         faces,
+        patches: Vec::new(),
         initial: 0.0,
     }
 }
@@ -266,9 +267,12 @@ enum Mixed {
     Les,
     /// A velocity inlet at x− held at θ = 0.4 and a pressure outlet at x+ (zero gradient of θ).
     Open,
+    /// Patches instead of whole faces: a warm inlet in the x− wall and a pressure outlet in the
+    /// x+ wall, both across several slabs, and a cold patch in the warm z− wall.
+    Patches,
 }
 
-const MIXED: [Mixed; 3] = [Mixed::Plain, Mixed::Les, Mixed::Open];
+const MIXED: [Mixed; 4] = [Mixed::Plain, Mixed::Les, Mixed::Open, Mixed::Patches];
 
 /// The mixed case of the slab and module comparisons: held and adiabatic faces on the slabs' axis
 /// and across it, an outflow face, buoyancy with a component across gravity's axis, an obstacle,
@@ -282,8 +286,8 @@ fn mixed_case(
     slabs: usize,
     steps: u64,
 ) -> thelma_core::Fields {
-    use thelma_core::{BoundaryConfig, BoundaryKind, Face};
-    let open = v == Mixed::Open;
+    use thelma_core::{BoundaryConfig, BoundaryKind, Face, FacePatch, PatchConfig};
+    let open = matches!(v, Mixed::Open | Mixed::Patches);
     let mut case = box_case([7, 6, 15], [!open, false, false], 0.05, c, p);
     case.domain.obstacles = vec![thelma_core::Obstacle::Sphere {
         centre: [3.0, 3.0, 7.0],
@@ -307,7 +311,40 @@ fn mixed_case(
         faces[0] = ThermalFace::Held(0.4);
         faces[1] = ThermalFace::Outflow;
     }
+    let mut patches = Vec::new();
+    if v == Mixed::Patches {
+        // Patches in node coordinates (y, z on x faces; x, y on z faces).
+        let parts = [
+            (0, [1.0, 3.0], [3.0, 10.0], ThermalFace::Held(0.4)),
+            (1, [2.0, 5.0], [4.0, 12.0], ThermalFace::Outflow),
+            (4, [2.0, 1.0], [4.0, 3.0], ThermalFace::Held(-0.5)),
+        ];
+        for (b, (f, min, max, rule)) in case.boundary.iter_mut().zip(parts) {
+            b.patch = Some(PatchConfig { min, max });
+            let to = |v: [f64; 2]| v.map(|c| c as usize);
+            let face = Face::ALL[f];
+            patches.push((
+                FacePatch {
+                    face,
+                    lo: to(min),
+                    hi: to(max),
+                },
+                rule,
+            ));
+        }
+        case.boundary.push(BoundaryConfig {
+            patch: Some(PatchConfig {
+                min: [2.0, 1.0],
+                max: [4.0, 3.0],
+            }),
+            ..BoundaryConfig::new(Face::ZMinus, BoundaryKind::Wall)
+        });
+        faces[0] = ThermalFace::Adiabatic;
+        faces[1] = ThermalFace::Adiabatic;
+        case.validate().unwrap();
+    }
     let mut s = setup(0.02, [0.0, 1e-4, -3e-4], faces);
+    s.patches = patches;
     if v == Mixed::Les {
         case.numerics.smagorinsky = Some(0.2);
         s.model.turbulent_prandtl = Some(0.85);

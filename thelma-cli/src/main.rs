@@ -97,11 +97,16 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
                 note
             );
             // One line per group of quantities, each within the width a terminal shows whole.
+            // A box has no lid, so no Reynolds number of its own (its flows' are in their notes).
+            let re = if lattice.reynolds > 0.0 {
+                format!(", Re = {}", num(lattice.reynolds))
+            } else {
+                String::new()
+            };
             say!(
-                "lattice: L = {} nodes, U = {}, Re = {}, Mach = {}",
+                "lattice: L = {} nodes, U = {}{re}, Mach = {}",
                 num(lattice.length),
                 num(lattice.lid_speed),
-                num(lattice.reynolds),
                 num_sig(lattice.mach, 4)
             );
             say!(

@@ -25,7 +25,8 @@ pub(super) const THERMAL_SLOT: usize = thelma_core::physics::D3Q19.crossing();
 /// One slab's temperature lattice and its coupling arrays.
 pub(super) struct ThermalLattice<T> {
     k: ThermalCoefficients<T>,
-    faces: [ThermalFace; 6],
+    /// What closes the faces (and their patches).
+    setup: ThermalSetup,
     /// Lattice A (current) and B (being written), `[i][z][y][x]`.
     pub(super) ha: Vec<T>,
     hb: Vec<T>,
@@ -59,7 +60,7 @@ impl<T: Real + Arith<Scalar = T>> ThermalLattice<T> {
         }
         Self {
             k: ThermalCoefficients::new(&setup.model, |_, x| T::of(x)),
-            faces: setup.faces,
+            setup: setup.clone(),
             hb: ha.clone(),
             ha,
             force: std::array::from_fn(|_| vec![T::zero(); n]),
@@ -86,7 +87,8 @@ impl<T: Real + Arith<Scalar = T>> ThermalLattice<T> {
         let ha = &self.ha;
         let hb = SyncPtr(self.hb.as_mut_ptr());
         let force = self.force.each_mut().map(|f| SyncPtr(f.as_mut_ptr()));
-        let (k, faces, uniform) = (&self.k, &self.faces, self.uniform);
+        let (k, setup, uniform) = (&self.k, &self.setup, self.uniform);
+        let z0 = slab.z.start;
         (0..nz * ny).into_par_iter().for_each(|r| {
             let (z, y) = (r / ny, r % ny);
             for x in 0..nx {
@@ -109,7 +111,7 @@ impl<T: Real + Arith<Scalar = T>> ThermalLattice<T> {
                         };
                         let face =
                             if outside && !(a < 2 && periodic[a]) && !(across && buf.is_some()) {
-                                Some(faces[2 * a + usize::from(q >= 0)])
+                                Some(setup.face_at(2 * a + usize::from(q >= 0), [x, y, z + z0]))
                             } else {
                                 None
                             };

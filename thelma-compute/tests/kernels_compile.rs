@@ -60,6 +60,14 @@ fn every_kernel_variant_compiles_for_sm_90() {
                                 ThermalFace::Adiabatic,
                                 ThermalFace::Adiabatic,
                             ],
+                            patches: vec![(
+                                thelma_core::FacePatch {
+                                    face: thelma_core::Face::ZPlus,
+                                    lo: [1, 2],
+                                    hi: [3, 4],
+                                },
+                                ThermalFace::Held(0.25),
+                            )],
                             initial: 0.1,
                         });
                         if let Some(t) = &mut p.thermal {

@@ -23,11 +23,11 @@ pub use compute::{
 };
 pub use config::{
     Axis, BackendName, BodyConfig, BoundaryConfig, BoundaryKind, CaseConfig, CaseFileError,
-    CaseKind, ConfigError, DeviceSpec, DeviceSpecError, DomainConfig, Expression, Face,
+    CaseKind, ConfigError, DeviceSpec, DeviceSpecError, DomainConfig, Expression, Face, FacePatch,
     ForcesConfig, HardwareConfig, InitialConfig, InitialState, InletSchedule, LatticeParams,
-    NumericsConfig, Obstacle, OutputConfig, OutputField, PhysicalUnits, PhysicsConfig, ProbeConfig,
-    Profile, RunConfig, Scale, SlicePlane, SlicePlaneError, SyntaxError, ThermalConfig, UnitScales,
-    MAX_THREADS, WALL_SLOTS,
+    NumericsConfig, Obstacle, OutputConfig, OutputField, PatchConfig, PhysicalUnits, PhysicsConfig,
+    ProbeConfig, Profile, RunConfig, Scale, SlicePlane, SlicePlaneError, SyntaxError,
+    ThermalConfig, UnitScales, MAX_THREADS, WALL_SLOTS,
 };
 pub use domain::{partition, Domain, PartitionError, SlabSpec};
 pub use numfmt::{num, num_exact, num_sig, Num};

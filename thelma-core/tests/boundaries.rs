@@ -173,3 +173,130 @@ fn a_pressure_that_cannot_be_used_is_refused_naming_the_key() {
         "takes no density or pressure (only `pressure` does)",
     );
 }
+
+/// A case of the `BOX` head with `boundaries`, parsed and validated.
+fn case_of(boundaries: &str) -> CaseConfig {
+    let text = format!(
+        "[domain]\n{BOX}size = [16, 8, 8]\n[physics]\nviscosity = 0.05\n[run]\nsteps = 100\n{boundaries}"
+    );
+    let case = CaseConfig::parse(&text, false).expect("the case parses");
+    case.validate().expect("the case is valid");
+    case
+}
+
+#[test]
+fn a_patch_holds_the_nodes_whose_centres_lie_within_it() {
+    use thelma_core::{Face, FacePatch};
+    // On x− the corners are (y, z); y is periodic here but a patch spans it like any axis.
+    let case = case_of(
+        "[[boundary]]\nface = \"x-\"\nkind = \"velocity\"\nvelocity = [0.05, 0, 0]\n\
+         patch = { min = [1.5, 2], max = [4, 6.9] }\n",
+    );
+    let p = case.face_patch(&case.boundary[0]).unwrap();
+    assert_eq!(
+        p,
+        Some(FacePatch {
+            face: Face::XMinus,
+            lo: [2, 2],
+            hi: [4, 6]
+        })
+    );
+    assert_eq!(case.moving_walls()[0].3, p);
+    // Beyond the lattice a patch is clipped to it; on z+ the corners are (x, y).
+    let case = case_of(
+        "[[boundary]]\nface = \"z+\"\nkind = \"outflow\"\npatch = { min = [-3, 0], max = [40, 0.2] }\n",
+    );
+    let p = case.face_patch(&case.boundary[0]).unwrap().unwrap();
+    assert_eq!((p.lo, p.hi), ([0, 0], [15, 0]));
+    assert_eq!(case.open_faces()[0].3, Some(p));
+    // In metres with [units], from the box's corner: nodes 0.01 m apart, centres at 0.005 m + k dx.
+    let text = format!(
+        "[domain]\n{BOX}size = [16, 8, 8]\n[units]\nlength = 0.16\nvelocity = 0.01\nviscosity = 1e-5\n\
+         [run]\nsteps = 100\n[[boundary]]\nface = \"y-\"\npatch = {{ min = [0.02, 0.0], max = [0.05, 0.03] }}\n\
+         kind = \"pressure\"\n"
+    );
+    let case = CaseConfig::parse(
+        &text.replace("periodic = [false, true, false]\n", ""),
+        false,
+    )
+    .unwrap();
+    case.validate().unwrap();
+    let p = case.face_patch(&case.boundary[0]).unwrap().unwrap();
+    assert_eq!((p.lo, p.hi), ([2, 0], [4, 2]));
+}
+
+#[test]
+fn patches_that_cannot_hold_are_refused_naming_the_key() {
+    let inlet = |patch: &str| {
+        format!(
+            "[[boundary]]\nface = \"x-\"\nkind = \"velocity\"\nvelocity = [0.05, 0, 0]\npatch = {patch}\n"
+        )
+    };
+    refused(
+        validate(BOX, &inlet("{ min = [3, 3], max = [2, 5] }")),
+        "face x-: patch min [3.0, 3.0] exceeds max [2.0, 5.0]",
+    );
+    refused(
+        validate(BOX, &inlet("{ min = [2.2, 3], max = [2.8, 5] }")),
+        "holds no node centre",
+    );
+    refused(
+        validate(BOX, &inlet("{ min = [20, 3], max = [30, 5] }")),
+        "holds no node centre",
+    );
+    refused(
+        validate(
+            BOX,
+            &inlet("{ min = [1, 1], max = [3, 3] }\nprofile = \"parabolic\""),
+        ),
+        "a patch's inlet is uniform",
+    );
+    // Two patches of a face may not share a node; side by side they may.
+    let two = |second: &str| {
+        format!(
+            "{}[[boundary]]\nface = \"x-\"\nkind = \"outflow\"\npatch = {second}\n",
+            inlet("{ min = [1, 1], max = [3, 3] }")
+        )
+    };
+    refused(
+        validate(BOX, &two("{ min = [3, 3], max = [6, 6] }")),
+        "patches of a face must not share a node",
+    );
+    validate(BOX, &two("{ min = [4, 1], max = [6, 6] }")).unwrap();
+    // A face opens one way: an outflow patch in a pressure face is refused, a wall patch is not.
+    let face = "[[boundary]]\nface = \"x+\"\nkind = \"pressure\"\n";
+    refused(
+        validate(
+            BOX,
+            &format!("{face}[[boundary]]\nface = \"x+\"\nkind = \"outflow\"\npatch = {{ min = [1, 1], max = [3, 3] }}\n"),
+        ),
+        "face x+: its open parts must share one kind and density (here pressure and outflow)",
+    );
+    refused(
+        validate(
+            BOX,
+            &format!("{face}[[boundary]]\nface = \"x+\"\nkind = \"pressure\"\ndensity = 1.01\npatch = {{ min = [1, 1], max = [3, 3] }}\n"),
+        ),
+        "here densities 1 and 1.01",
+    );
+    validate(
+        BOX,
+        &format!("{face}[[boundary]]\nface = \"x+\"\npatch = {{ min = [1, 1], max = [3, 3] }}\n"),
+    )
+    .unwrap();
+    // A patch on a periodic axis's face, and on the cavity's lid.
+    refused(
+        validate(
+            BOX,
+            "[[boundary]]\nface = \"y+\"\npatch = { min = [1, 1], max = [3, 3] }\n",
+        ),
+        "the y axis is periodic",
+    );
+    refused(
+        validate(
+            "",
+            "[[boundary]]\nface = \"z+\"\npatch = { min = [1, 1], max = [3, 3] }\n",
+        ),
+        "is the cavity's lid",
+    );
+}

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use thelma_core::physics::d3q19::{C, Q};
 use thelma_core::Domain;
-use thelma_core::{BoundaryKind, CaseConfig, Face, Obstacle, Profile};
+use thelma_core::{BoundaryKind, CaseConfig, Face, FacePatch, Obstacle, Profile};
 
 use crate::flags::{moving_term, FlagPalette, LinkRule, NodeFlags, SlabFlags, MAX_PALETTE};
 use crate::mesh::{Mesh, MeshError};
@@ -46,6 +46,8 @@ pub enum GeometryError {
     PeriodicWall(&'static str),
     #[error("a node touches two pressure outlets of different density (faces meeting at an edge must share it)")]
     TwoPressures,
+    #[error("face {0} has open parts of two kinds ({1:?} and {2:?}); one face opens one way")]
+    TwoOpenKinds(&'static str, OpenKind, OpenKind),
     #[error("more than {0} moving walls")]
     TooManyWalls(usize),
     #[error("obstacle {0} lies entirely outside the domain")]
@@ -54,6 +56,16 @@ pub enum GeometryError {
     Stl { index: usize, error: MeshError },
     #[error("body[{0}] lies entirely outside the domain: no node centre is inside its mesh (check its scale, translate and the [units])")]
     BodyOutside(usize),
+}
+
+/// What closes a face, or a patch of one.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Closure {
+    Resting,
+    /// A wall (or an inlet) moving with the velocity of this slot.
+    Moving(usize),
+    /// Open, by the face's [`OpenKind`].
+    Open,
 }
 
 /// A solid of the geometry: an analytic shape, or a body voxelised from a mesh (shared, so that
@@ -71,7 +83,7 @@ pub struct Geometry {
     pub domain: Domain,
     /// Velocity of each wall slot.
     pub wall_velocities: Vec<[f64; 3]>,
-    /// The wall-velocity slot of each face ([`Face::ALL`] order) that moves.
+    /// What closes each face ([`Face::ALL`] order) outside its patches.
     ///
     /// A wall moves only over the lattice's own span: a position beyond several faces (an edge or a
     /// corner of the box) is a resting wall. Each point of a moving wall is then crossed by links in
@@ -80,8 +92,12 @@ pub struct Geometry {
     /// sink at the downstream one, a first-order error (it held the Re = 1000 cavity to first-order
     /// convergence). Mass is still conserved: the nodes at the two ends of each row get equal and
     /// opposite terms.
-    moving: [Option<usize>; 6],
-    /// The kind of each open face ([`Face::ALL`] order).
+    faces: [Closure; 6],
+    /// Patches of faces closed otherwise than the rest of their face, first match wins (the case
+    /// refuses overlapping ones).
+    patches: Vec<(FacePatch, Closure)>,
+    /// How the open parts of each face ([`Face::ALL`] order) let the flow through: one kind per
+    /// face, whether it opens whole or in patches.
     open: [Option<OpenKind>; 6],
     /// Per wall slot: whether it is a velocity inlet (its links use the node's density).
     inlet: Vec<bool>,
@@ -98,7 +114,8 @@ impl Geometry {
         Self {
             domain,
             wall_velocities: Vec::new(),
-            moving: [None; 6],
+            faces: [Closure::Resting; 6],
+            patches: Vec::new(),
             open: [None; 6],
             inlet: Vec::new(),
             profile_axes: Vec::new(),
@@ -114,32 +131,68 @@ impl Geometry {
             .expect("the lid needs a walled z axis")
     }
 
-    /// Makes `face` a wall moving with `velocity` (tangential to the face).
-    pub fn with_moving_wall(
+    /// Closes `face`, or only `patch` of it, with `c`.
+    fn close(
         mut self,
         face: Face,
-        velocity: [f64; 3],
+        patch: Option<FacePatch>,
+        c: Closure,
     ) -> Result<Self, GeometryError> {
         if self.domain.periodic[face.axis()] {
             return Err(GeometryError::PeriodicWall(face.name()));
         }
+        match patch {
+            None => self.faces[face as usize] = c,
+            Some(p) => {
+                debug_assert_eq!(p.face, face);
+                self.patches.push((p, c));
+            }
+        }
+        Ok(self)
+    }
+
+    /// A new wall-velocity slot for `velocity`.
+    fn slot(&mut self, velocity: [f64; 3], inlet: bool) -> Result<usize, GeometryError> {
         let slots = 1 << NodeFlags::SLOT_BITS;
         if self.wall_velocities.len() == slots {
             return Err(GeometryError::TooManyWalls(slots));
         }
-        self.moving[face as usize] = Some(self.wall_velocities.len());
         self.wall_velocities.push(velocity);
-        self.inlet.push(false);
+        self.inlet.push(inlet);
         self.profile_axes.push(0);
-        Ok(self)
+        Ok(self.wall_velocities.len() - 1)
+    }
+
+    /// Makes `face` a wall moving with `velocity` (tangential to the face).
+    pub fn with_moving_wall(self, face: Face, velocity: [f64; 3]) -> Result<Self, GeometryError> {
+        self.with_moving_part(face, None, velocity, false)
+    }
+
+    /// Makes `face` (or `patch` of it) a wall moving with `velocity`, or with `inlet` a velocity
+    /// inlet.
+    pub fn with_moving_part(
+        mut self,
+        face: Face,
+        patch: Option<FacePatch>,
+        velocity: [f64; 3],
+        inlet: bool,
+    ) -> Result<Self, GeometryError> {
+        if self.domain.periodic[face.axis()] {
+            return Err(GeometryError::PeriodicWall(face.name()));
+        }
+        let s = self.slot(velocity, inlet)?;
+        self.close(face, patch, Closure::Moving(s))
     }
 
     /// Makes `face` a velocity inlet: a wall moving with `velocity` (any direction), whose
     /// bounce-back term takes the node's density.
     pub fn with_inlet(self, face: Face, velocity: [f64; 3]) -> Result<Self, GeometryError> {
-        let mut g = self.with_moving_wall(face, velocity)?;
-        *g.inlet.last_mut().expect("a slot was added") = true;
-        Ok(g)
+        self.with_moving_part(face, None, velocity, true)
+    }
+
+    /// Makes `patch` of its face a resting wall (in a face that is otherwise open).
+    pub fn with_wall_patch(self, patch: FacePatch) -> Result<Self, GeometryError> {
+        self.close(patch.face, Some(patch), Closure::Resting)
     }
 
     /// Makes `face` a velocity inlet with Poiseuille's profile: `velocity` at the peak, times
@@ -159,13 +212,22 @@ impl Geometry {
     }
 
     /// Opens `face`: a pressure outlet, an outflow or a free-slip wall.
-    pub fn with_open_face(mut self, face: Face, kind: OpenKind) -> Result<Self, GeometryError> {
-        if self.domain.periodic[face.axis()] {
-            return Err(GeometryError::PeriodicWall(face.name()));
+    pub fn with_open_face(self, face: Face, kind: OpenKind) -> Result<Self, GeometryError> {
+        self.with_open_part(face, None, kind)
+    }
+
+    /// Opens `face`, or only `patch` of it. All open parts of a face open the same way.
+    pub fn with_open_part(
+        mut self,
+        face: Face,
+        patch: Option<FacePatch>,
+        kind: OpenKind,
+    ) -> Result<Self, GeometryError> {
+        match self.open[face as usize] {
+            Some(k) if k != kind => return Err(GeometryError::TwoOpenKinds(face.name(), k, kind)),
+            _ => self.open[face as usize] = Some(kind),
         }
-        self.moving[face as usize] = None;
-        self.open[face as usize] = Some(kind);
-        Ok(self)
+        self.close(face, patch, Closure::Open)
     }
 
     /// The kind of an open face, `None` for a wall.
@@ -192,22 +254,23 @@ impl Geometry {
         let domain = Domain::new(d.size, d.periodic);
         let mut g = Self::closed_box(domain);
         let profiles = case.wall_profiles();
-        for ((face, u, inlet), profile) in case.moving_walls().into_iter().zip(profiles) {
+        for ((face, u, inlet, patch), profile) in case.moving_walls().into_iter().zip(profiles) {
             g = if inlet && profile == Profile::Parabolic {
                 g.with_parabolic_inlet(face, u)?
-            } else if inlet {
-                g.with_inlet(face, u)?
             } else {
-                g.with_moving_wall(face, u)?
+                g.with_moving_part(face, patch, u, inlet)?
             };
         }
-        for (face, kind, rho) in case.open_faces() {
+        for (face, kind, rho, patch) in case.open_faces() {
             let kind = match kind {
                 BoundaryKind::Pressure => OpenKind::Pressure { drho: rho - 1.0 },
                 BoundaryKind::Outflow => OpenKind::Outflow,
                 _ => OpenKind::FreeSlip,
             };
-            g = g.with_open_face(face, kind)?;
+            g = g.with_open_part(face, patch, kind)?;
+        }
+        for patch in case.wall_patches() {
+            g = g.with_wall_patch(patch)?;
         }
         for (k, o) in case.lattice_obstacles().into_iter().enumerate() {
             g = g.with_obstacle(o);
@@ -354,8 +417,18 @@ impl Geometry {
         }
         match beyond.as_slice() {
             [] => {}
-            [face] if self.open[*face as usize].is_some() => return Some(Wall::Open(*face)),
-            [face] => return Some(self.moving[*face as usize].map_or(Wall::Resting, Wall::Moving)),
+            [face] => {
+                let c = self
+                    .patches
+                    .iter()
+                    .find(|(p, _)| p.face == *face && p.holds(q))
+                    .map_or(self.faces[*face as usize], |&(_, c)| c);
+                return Some(match c {
+                    Closure::Resting => Wall::Resting,
+                    Closure::Moving(s) => Wall::Moving(s),
+                    Closure::Open => Wall::Open(*face),
+                });
+            }
             // An edge or a corner of the box: at rest (see `moving`).
             _ => return Some(Wall::Resting),
         }
@@ -1033,6 +1106,48 @@ mod tests {
         let i = dir([-1, 0, 0]);
         assert_eq!(s.palette.links[k][i], LinkRule::AntiBounce { drho: 0.02 });
         assert_eq!(s.palette.moving_term[k][i], 0.02);
+    }
+
+    /// A patch closes its rectangle of a face, the rest keeps the face's closure: links leaving
+    /// its nodes through the face take its rule, links leaving the nodes beside it bounce back from
+    /// the wall, and a node whose links reach both takes each one's.
+    #[test]
+    fn a_patch_closes_only_its_rectangle_of_a_face() {
+        let domain = Domain::new([6, 7, 8], [false; 3]);
+        let inlet = FacePatch {
+            face: Face::XMinus,
+            lo: [2, 3],
+            hi: [4, 5],
+        };
+        let vent = FacePatch {
+            face: Face::XPlus,
+            lo: [0, 0],
+            hi: [6, 3],
+        };
+        let g = Geometry::closed_box(domain)
+            .with_moving_part(Face::XMinus, Some(inlet), [0.05, 0.0, 0.0], true)
+            .unwrap()
+            .with_open_part(Face::XPlus, Some(vent), OpenKind::Outflow)
+            .unwrap();
+        let dir = |c: [i32; 3]| C.iter().position(|&d| d == c).unwrap();
+        let rules = |x, y, z| g.links(g.node_flags(x, y, z).unwrap());
+        let east = dir([1, 0, 0]);
+        assert_eq!(rules(0, 3, 4)[east], LinkRule::Inlet);
+        assert_eq!(rules(0, 1, 4)[east], LinkRule::Bounce);
+        assert_eq!(rules(0, 3, 6)[east], LinkRule::Bounce);
+        // On the patch's rim: the diagonal from inside it is the inlet's, the one from beside a wall.
+        let r = rules(0, 4, 6);
+        assert_eq!(r[dir([1, 0, 1])], LinkRule::Inlet);
+        assert_eq!(r[dir([1, 0, -1])], LinkRule::Bounce);
+        let west = dir([-1, 0, 0]);
+        assert!(matches!(rules(5, 3, 3)[west], LinkRule::Shift { .. }));
+        assert_eq!(rules(5, 3, 4)[west], LinkRule::Bounce);
+        // A second open kind on a face is refused.
+        let e = g
+            .clone()
+            .with_open_part(Face::XPlus, None, OpenKind::FreeSlip)
+            .unwrap_err();
+        assert!(matches!(e, GeometryError::TwoOpenKinds("x+", ..)), "{e:?}");
     }
 
     /// A case's solids are numbered in one list, obstacles first, then `[[body]]` entries; a body

@@ -367,7 +367,14 @@ impl ProgressLine {
             s += &format!(", change/1000 steps {}", num_sig(c, 3));
         }
         if let Some(dt) = self.dt {
-            s += &format!(", t = {}", seconds(self.step as f64 * dt));
+            let t = self.step as f64 * dt;
+            s += &format!(", t = {}", seconds(t));
+            // Simulated time per wall second, from the rate (the steps before a resume ran
+            // earlier).
+            let steps_per_s = self.mlups * 1e6 / self.nodes.max(1) as f64;
+            if steps_per_s > 0.0 && steps_per_s.is_finite() {
+                s += &format!(" ({} x real time)", num_sig(steps_per_s * dt, 3));
+            }
         }
         s
     }
@@ -431,7 +438,7 @@ mod tests {
         assert_eq!(c.eta_s(), None);
         assert_eq!(
             c.line(),
-            "step 250: 10.0 MLUPS, change/1000 steps 3.25e-03, t = 0.5 s, elapsed 0:25"
+            "step 250: 10.0 MLUPS, change/1000 steps 3.25e-03, t = 0.5 s (0.02 x real time), elapsed 0:25"
         );
         let stalled = ProgressLine { mlups: 0.0, ..p };
         assert_eq!(stalled.eta_s(), None);

@@ -241,28 +241,42 @@ pub fn thermal_source(model: &FlowModel, setup: &ThermalSetup) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "#define THELMA_THERMAL 1");
     let _ = writeln!(s, "#define THELMA_QT {QT}");
-    let kinds: Vec<i32> = setup
-        .faces
-        .iter()
-        .map(|f| match f {
-            ThermalFace::Adiabatic => 0,
-            ThermalFace::Held(_) => 1,
-            ThermalFace::Outflow => 2,
+    let kind = |f: &ThermalFace| match f {
+        ThermalFace::Adiabatic => 0,
+        ThermalFace::Held(_) => 1,
+        ThermalFace::Outflow => 2,
+    };
+    let theta = |f: &ThermalFace| {
+        lit(if let ThermalFace::Held(t) = f {
+            *t
+        } else {
+            0.0
         })
-        .collect();
-    let held: Vec<String> = setup
-        .faces
-        .iter()
-        .map(|f| {
-            lit(if let ThermalFace::Held(t) = f {
-                *t
-            } else {
-                0.0
-            })
-        })
-        .collect();
+    };
+    let kinds: Vec<i32> = setup.faces.iter().map(kind).collect();
+    let held: Vec<String> = setup.faces.iter().map(theta).collect();
     table(&mut s, "int", "thelma_tface_kind", &kinds);
     table(&mut s, "double", "thelma_tface_theta", &held);
+    // The patches, as ThermalSetup::face_at reads them: first match wins.
+    let _ = writeln!(
+        s,
+        "// The closure of face f where the link of the node at global (x, y, z) crosses it.\n\
+         __device__ __forceinline__ void thelma_tface(int f, int x, int y, int z, int* kind, double* theta) {{"
+    );
+    for (p, rule) in &setup.patches {
+        let [a, b] = p.face.transverse();
+        let c = ["x", "y", "z"];
+        let _ = writeln!(
+            s,
+            "    if (f == {} && {} >= {} && {} <= {} && {} >= {} && {} <= {}) {{ *kind = {}; *theta = {}; return; }}",
+            p.face as usize, c[a], p.lo[0], c[a], p.hi[0], c[b], p.lo[1], c[b], p.hi[1],
+            kind(rule), theta(rule)
+        );
+    }
+    let _ = writeln!(
+        s,
+        "    *kind = thelma_tface_kind(f);\n    *theta = thelma_tface_theta(f);\n}}"
+    );
     let inputs = |name: &str, n: usize| -> Vec<Sym> {
         (0..n).map(|i| Sym::input(format!("{name}[{i}]"))).collect()
     };
@@ -541,6 +555,14 @@ mod tests {
                 ThermalFace::Outflow,
                 ThermalFace::Adiabatic,
             ],
+            patches: vec![(
+                thelma_core::FacePatch {
+                    face: thelma_core::Face::XMinus,
+                    lo: [2, 3],
+                    hi: [4, 5],
+                },
+                ThermalFace::Outflow,
+            )],
             initial: 0.0,
         });
         let s = prelude(&p);
@@ -555,6 +577,7 @@ mod tests {
             "void thelma_dirichlet_term(",
             "thelma_tface_kind(int i) { const int t[6] = {1, 1, 0, 0, 2, 0};",
             "thelma_tface_theta(int i) { const double t[6] = {5e-1, -2.5e-1, 0e0, 0e0, 0e0, 0e0};",
+            "if (f == 0 && y >= 2 && y <= 4 && z >= 3 && z <= 5) { *kind = 2; *theta = 0e0; return; }",
             "#define THELMA_K_omega_t ",
         ] {
             assert!(s.contains(head), "{head}");

@@ -42,6 +42,49 @@ impl Face {
     pub fn name(self) -> &'static str {
         ["x-", "x+", "y-", "y+", "z-", "z+"][self as usize]
     }
+    /// The two axes along the face, in increasing order (y, z on an x face).
+    pub fn transverse(self) -> [usize; 2] {
+        match self.axis() {
+            0 => [1, 2],
+            1 => [0, 2],
+            _ => [0, 1],
+        }
+    }
+}
+
+/// A rectangle of lattice positions on a face: along each of the face's
+/// [`transverse`](Face::transverse) axes, the positions `lo..=hi`. Positions beyond the face that
+/// a link from inside reaches keep the node's transverse coordinates, so a patch holds the links
+/// that leave the nodes of that rectangle through the face.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FacePatch {
+    pub face: Face,
+    pub lo: [usize; 2],
+    pub hi: [usize; 2],
+}
+
+impl FacePatch {
+    /// Whether the patch holds position `p` (global lattice coordinates; its coordinate along the
+    /// face's normal is not looked at).
+    pub fn holds(&self, p: [usize; 3]) -> bool {
+        let [a, b] = self.face.transverse();
+        (self.lo[0]..=self.hi[0]).contains(&p[a]) && (self.lo[1]..=self.hi[1]).contains(&p[b])
+    }
+    /// Whether the two patches share a position.
+    pub fn overlaps(&self, o: &FacePatch) -> bool {
+        self.face == o.face && (0..2).all(|k| self.lo[k] <= o.hi[k] && o.lo[k] <= self.hi[k])
+    }
+}
+
+/// The part of a face a `[[boundary]]` table closes when it is not the whole face: a rectangle
+/// given by two corners in the face's two [`transverse`](Face::transverse) axes (y and z on `x±`,
+/// x and z on `y±`, x and y on `z±`), in node coordinates, or metres from the box's corner with
+/// `[units]`. It holds the nodes whose centres lie within the rectangle, edges included.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PatchConfig {
+    pub min: [f64; 2],
+    pub max: [f64; 2],
 }
 
 /// The rule that closes a face. Each kind has one home per layer: its keys and checks here, the
@@ -69,6 +112,14 @@ pub enum BoundaryKind {
 }
 
 impl BoundaryKind {
+    /// Whether the kind opens the face (the flow's links cross it by a rule of the face rather than
+    /// bounce back): pressure outlets, outflows and free-slip walls.
+    pub fn is_open(self) -> bool {
+        matches!(
+            self,
+            BoundaryKind::Pressure | BoundaryKind::Outflow | BoundaryKind::FreeSlip
+        )
+    }
     /// The kind's name in case files.
     pub fn name(self) -> &'static str {
         match self {
@@ -112,6 +163,10 @@ pub struct BoundaryConfig {
     /// so they take none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f64>,
+    /// Only a rectangle of the face instead of all of it (an inlet or a vent in a wall); the rest
+    /// of the face keeps the table without a patch (a resting wall where there is none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub patch: Option<PatchConfig>,
 }
 
 impl BoundaryConfig {
@@ -126,6 +181,7 @@ impl BoundaryConfig {
             profile: Profile::Uniform,
             amplitude: None,
             temperature: None,
+            patch: None,
         }
     }
 }

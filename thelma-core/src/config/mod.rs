@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub use body::{BodyConfig, Scale};
-pub use boundary::{BoundaryConfig, BoundaryKind, Face, Profile};
+pub use boundary::{BoundaryConfig, BoundaryKind, Face, FacePatch, PatchConfig, Profile};
 use error::{bad, line_column};
 pub use error::{CaseFileError, ConfigError, SyntaxError};
 pub use fields::OutputField;
@@ -745,6 +745,7 @@ impl CaseConfig {
                 viscosity,
                 self.unit_scales().as_ref(),
                 &self.boundary,
+                &self.boundary_patches(),
                 d.periodic,
                 self.numerics.smagorinsky.is_some(),
             )?;
@@ -830,13 +831,32 @@ impl CaseConfig {
     fn validate_boundaries(&self) -> Result<(), ConfigError> {
         let d = &self.domain;
         let mut seen = Vec::new();
+        let mut patches = Vec::new();
         for b in &self.boundary {
             let face = b.face.name();
             let refuse = |m: String| Err(bad("boundary", "--config", format!("face {face}: {m}")));
-            if seen.contains(&b.face) {
-                return refuse("listed twice".into());
+            match self.face_patch(b) {
+                Err(m) => return refuse(m),
+                Ok(None) if seen.contains(&b.face) => return refuse("listed twice".into()),
+                Ok(None) => seen.push(b.face),
+                Ok(Some(p)) => {
+                    if let Some(o) = patches.iter().find(|o: &&FacePatch| o.overlaps(&p)) {
+                        return refuse(format!(
+                            "patch {p:?} overlaps patch {o:?} (nodes {:?} to {:?} along axes {:?}); patches of a face must not share a node",
+                            [p.lo[0].max(o.lo[0]), p.lo[1].max(o.lo[1])],
+                            [p.hi[0].min(o.hi[0]), p.hi[1].min(o.hi[1])],
+                            p.face.transverse().map(|a| ["x", "y", "z"][a]),
+                        ));
+                    }
+                    if b.profile != Profile::Uniform {
+                        return refuse(
+                            "a patch's inlet is uniform (profile = \"parabolic\" spans a whole face)"
+                                .into(),
+                        );
+                    }
+                    patches.push(p);
+                }
             }
-            seen.push(b.face);
             if d.periodic[b.face.axis()] {
                 return refuse(format!(
                     "the {} axis is periodic, so it has no face",
@@ -921,11 +941,39 @@ impl CaseConfig {
                 ));
             }
         }
+        for face in Face::ALL {
+            let open: Vec<(BoundaryKind, Option<f64>)> = self
+                .boundary
+                .iter()
+                .filter(|b| b.face == face && b.kind.is_open())
+                .map(|b| (b.kind, self.boundary_density(b).ok().flatten()))
+                .collect();
+            if let Some(&(k, rho)) = open.iter().find(|&&o| o != open[0]) {
+                let (k0, rho0) = open[0];
+                let what = if k == k0 {
+                    format!(
+                        "densities {} and {}",
+                        rho0.unwrap_or(1.0),
+                        rho.unwrap_or(1.0)
+                    )
+                } else {
+                    format!("{} and {}", k0.name(), k.name())
+                };
+                return Err(bad(
+                    "boundary",
+                    "--config",
+                    format!(
+                        "face {}: its open parts must share one kind and density (here {what}); make the others walls or inlets",
+                        face.name()
+                    ),
+                ));
+            }
+        }
         let schedule = self.inlet_schedule()?;
         // The amplitudes over the run (every step up to a million, evenly spaced beyond).
         let last = self.run.steps.unwrap_or(self.run.max_steps);
         let stride = (last / 1_000_000).max(1);
-        for (slot, (face, u, _)) in self.moving_walls().into_iter().enumerate() {
+        for (slot, (face, u, _, _)) in self.moving_walls().into_iter().enumerate() {
             let mut worst = (1.0f64, 0u64);
             if !schedule.is_constant_one() {
                 for t in (0..=last).step_by(stride as usize) {
@@ -1059,18 +1107,77 @@ impl CaseConfig {
 
     /// The moving walls of the case, in lattice units: the cavity's lid on z+, every `[[boundary]]`
     /// wall with a non-zero velocity and every velocity inlet (converted from m/s with `[units]`),
-    /// each with whether it is an inlet.
-    pub fn moving_walls(&self) -> Vec<(Face, [f64; 3], bool)> {
+    /// each with whether it is an inlet and the patch it covers (`None`: the whole face).
+    pub fn moving_walls(&self) -> Vec<(Face, [f64; 3], bool, Option<FacePatch>)> {
         let mut walls = Vec::new();
         if self.domain.case == CaseKind::Cavity {
-            walls.push((Face::ZPlus, [self.physics.lid_speed, 0.0, 0.0], false));
+            walls.push((Face::ZPlus, [self.physics.lid_speed, 0.0, 0.0], false, None));
         }
         let scale = self.unit_scales().map_or(1.0, |s| 1.0 / s.velocity);
         for b in self.moving_boundaries() {
             let inlet = b.kind == BoundaryKind::Velocity;
-            walls.push((b.face, b.velocity.map(|v| v * scale), inlet));
+            let patch = self.face_patch(b).ok().flatten();
+            walls.push((b.face, b.velocity.map(|v| v * scale), inlet, patch));
         }
         walls
+    }
+
+    /// The patch of each `[[boundary]]` table (call after [`Self::validate`]).
+    fn boundary_patches(&self) -> Vec<Option<FacePatch>> {
+        self.boundary
+            .iter()
+            .map(|b| self.face_patch(b).ok().flatten())
+            .collect()
+    }
+
+    /// The nodes a `[[boundary]]` table's `patch` holds, `None` for a table of the whole face; an
+    /// error says why the patch cannot be placed.
+    pub fn face_patch(&self, b: &BoundaryConfig) -> Result<Option<FacePatch>, String> {
+        let Some(p) = b.patch else {
+            return Ok(None);
+        };
+        let axes = b.face.transverse();
+        let names = axes.map(|a| ["x", "y", "z"][a]);
+        if p.min.iter().chain(&p.max).any(|c| !c.is_finite()) {
+            return Err(format!(
+                "patch corners {:?} and {:?} must be finite",
+                p.min, p.max
+            ));
+        }
+        if (0..2).any(|k| p.min[k] > p.max[k]) {
+            return Err(format!(
+                "patch min {:?} exceeds max {:?} (corners along {names:?})",
+                p.min, p.max
+            ));
+        }
+        let mut lo = [0; 2];
+        let mut hi = [0; 2];
+        for (k, &a) in axes.iter().enumerate() {
+            let node = |c: f64| {
+                let mut q = [0.0; 3];
+                q[a] = c;
+                self.node_coordinates(q)[a]
+            };
+            let n = self.domain.size[a] as f64;
+            // The nodes whose centres lie within [min, max], clipped to the lattice.
+            let (first, last) = (
+                node(p.min[k]).ceil().max(0.0),
+                node(p.max[k]).floor().min(n - 1.0),
+            );
+            if first > last {
+                let unit = if self.units.is_some() { " m" } else { "" };
+                return Err(format!(
+                    "patch spans {}..{}{unit} along {}, which holds no node centre of the lattice's {} (check min and max, given along {names:?})",
+                    p.min[k], p.max[k], names[k], self.domain.size[a]
+                ));
+            }
+            (lo[k], hi[k]) = (first as usize, last as usize);
+        }
+        Ok(Some(FacePatch {
+            face: b.face,
+            lo,
+            hi,
+        }))
     }
 
     /// The `[[boundary]]` faces that take a wall-velocity slot: inlets and moving walls.
@@ -1081,21 +1188,27 @@ impl CaseConfig {
         })
     }
 
-    /// The open faces of the case (pressure outlets, outflows, free-slip walls) with their kind and,
-    /// for a pressure outlet, its density.
-    pub fn open_faces(&self) -> Vec<(Face, BoundaryKind, f64)> {
+    /// The open faces of the case (pressure outlets, outflows, free-slip walls) with their kind,
+    /// for a pressure outlet its density, and the patch they cover (`None`: the whole face).
+    pub fn open_faces(&self) -> Vec<(Face, BoundaryKind, f64, Option<FacePatch>)> {
         self.boundary
             .iter()
-            .filter(|b| {
-                matches!(
-                    b.kind,
-                    BoundaryKind::Pressure | BoundaryKind::Outflow | BoundaryKind::FreeSlip
-                )
-            })
+            .filter(|b| b.kind.is_open())
             .map(|b| {
                 let rho = self.boundary_density(b).ok().flatten();
-                (b.face, b.kind, rho.unwrap_or(1.0))
+                let patch = self.face_patch(b).ok().flatten();
+                (b.face, b.kind, rho.unwrap_or(1.0), patch)
             })
+            .collect()
+    }
+
+    /// The patches of the case's faces that are resting walls (`[[boundary]]` tables of kind
+    /// `wall` at rest with a `patch`): they close their part of a face whose own table is open.
+    pub fn wall_patches(&self) -> Vec<FacePatch> {
+        self.boundary
+            .iter()
+            .filter(|b| b.kind == BoundaryKind::Wall && b.velocity == [0.0; 3])
+            .filter_map(|b| self.face_patch(b).ok().flatten())
             .collect()
     }
 
@@ -1148,6 +1261,7 @@ impl CaseConfig {
             lattice.viscosity,
             self.unit_scales().as_ref(),
             &self.boundary,
+            &self.boundary_patches(),
             self.domain.periodic,
             self.numerics.smagorinsky.is_some(),
         );

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::boundary::{BoundaryConfig, BoundaryKind};
+use super::boundary::{BoundaryConfig, BoundaryKind, FacePatch};
 use super::error::{bad, ConfigError};
 use super::units::UnitScales;
 use crate::numfmt::{num, num_exact};
@@ -104,6 +104,7 @@ impl ThermalConfig {
         viscosity: f64,
         scales: Option<&UnitScales>,
         boundary: &[BoundaryConfig],
+        patches_of: &[Option<FacePatch>],
         periodic: [bool; 3],
         les: bool,
     ) -> Result<ThermalSetup, ConfigError> {
@@ -125,7 +126,12 @@ impl ThermalConfig {
         let initial = self.initial.unwrap_or(self.t0);
         temperature(initial, self.t0, si).map_err(|m| bad("thermal.initial", "--config", m))?;
         let mut faces = [ThermalFace::Adiabatic; 6];
-        for b in boundary.iter().filter(|b| !periodic[b.face.axis()]) {
+        let mut patches = Vec::new();
+        for (b, patch) in boundary
+            .iter()
+            .zip(patches_of)
+            .filter(|(b, _)| !periodic[b.face.axis()])
+        {
             if let Some(t) = b.temperature {
                 temperature(t, self.t0, si).map_err(|m| {
                     bad(
@@ -136,7 +142,7 @@ impl ThermalConfig {
                 })?;
             }
             let theta = |t: f64| t - self.t0;
-            faces[b.face as usize] = match b.kind {
+            let rule = match b.kind {
                 BoundaryKind::Wall => b
                     .temperature
                     .map_or(ThermalFace::Adiabatic, |t| ThermalFace::Held(theta(t))),
@@ -146,10 +152,15 @@ impl ThermalConfig {
                 BoundaryKind::Pressure | BoundaryKind::Outflow => ThermalFace::Outflow,
                 BoundaryKind::FreeSlip => ThermalFace::Adiabatic,
             };
+            match patch {
+                Some(p) => patches.push((*p, rule)),
+                None => faces[b.face as usize] = rule,
+            }
         }
         Ok(ThermalSetup {
             model,
             faces,
+            patches,
             initial: initial - self.t0,
         })
     }
@@ -588,6 +599,19 @@ mod tests {
         let s = setup(cavity, &format!("[run]\nsteps = 100\n{p}{wall}"));
         assert_eq!(s.faces[Face::YMinus as usize], ThermalFace::Held(1.0));
         assert_eq!(s.faces[Face::ZPlus as usize], ThermalFace::Adiabatic);
+        // Patches keep their own rule: a warm panel in that wall, a cool one in the adiabatic y+.
+        let patches = "[[boundary]]\nface = \"y-\"\ntemperature = 3.0\n\
+                       patch = { min = [2, 2], max = [5, 4] }\n\
+                       [[boundary]]\nface = \"y+\"\ntemperature = -1.0\n\
+                       patch = { min = [0, 10], max = [15, 15] }\n";
+        let s = setup(cavity, &format!("[run]\nsteps = 100\n{p}{wall}{patches}"));
+        let (west, east) = (Face::YMinus as usize, Face::YPlus as usize);
+        assert_eq!(s.patches.len(), 2);
+        assert_eq!(s.face_at(west, [3, 0, 4]), ThermalFace::Held(3.0));
+        assert_eq!(s.face_at(west, [3, 0, 5]), ThermalFace::Held(1.0));
+        assert_eq!(s.face_at(west, [6, 0, 4]), ThermalFace::Held(1.0));
+        assert_eq!(s.face_at(east, [0, 15, 12]), ThermalFace::Held(-1.0));
+        assert_eq!(s.face_at(east, [0, 15, 9]), ThermalFace::Adiabatic);
     }
 
     #[test]

@@ -18,6 +18,7 @@ use super::arith::Arith;
 use super::collision::{macroscopic, Macroscopic};
 use super::d3q19::Q;
 use super::stencil::D3Q7;
+use crate::FacePatch;
 
 /// Populations of the temperature lattice (D3Q7: rest, then ±x, ±y, ±z as D3Q19's directions 0–6).
 pub const QT: usize = 7;
@@ -79,12 +80,26 @@ pub enum ThermalFace {
 }
 
 /// A case's temperature lattice: its model, what closes each face (in `Face` order: x−, x+, y−,
-/// y+, z−, z+) and the uniform θ it starts from. Bodies and obstacles are adiabatic.
+/// y+, z−, z+) outside its patches, the patches closed otherwise, and the uniform θ it starts
+/// from. Bodies and obstacles are adiabatic.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ThermalSetup {
     pub model: ThermalModel,
     pub faces: [ThermalFace; 6],
+    /// Parts of faces with their own rule (an inlet in a wall), first match wins.
+    pub patches: Vec<(FacePatch, ThermalFace)>,
     pub initial: f64,
+}
+
+impl ThermalSetup {
+    /// What closes face `face` (its index in `Face` order) where the link from the node at global
+    /// position `p` crosses it.
+    pub fn face_at(&self, face: usize, p: [usize; 3]) -> ThermalFace {
+        self.patches
+            .iter()
+            .find(|(patch, _)| patch.face as usize == face && patch.holds(p))
+            .map_or(self.faces[face], |&(_, rule)| rule)
+    }
 }
 
 /// The run constants of the temperature lattice in the lane type (named symbols when printed).
