@@ -397,3 +397,32 @@ THELMA_NAME(velocity_change_d3q19)(const real *__restrict__ a,
         out[2 * blockIdx.x + 1] = snorm[0];
     }
 }
+
+// The time average's sample: per fluid node ρ = 1 + δρ and u as the host reads them
+// (thelma_density_excess, thelma_velocity) and, with a temperature lattice `h`, θ
+// (thelma_temperature), each widened to double and added to its running sum in `sums`
+// ([field][node]: ρ, u_x, u_y, u_z, θ), as MeanSums::add adds them on the host.
+extern "C" __global__ void __launch_bounds__(256)
+THELMA_NAME(accumulate_means_d3q19)(const real *__restrict__ a, const real *__restrict__ h,
+                                    const thelma_index *__restrict__ index,
+                                    const unsigned int *__restrict__ pal_mask,
+                                    unsigned long long n, double *__restrict__ sums) {
+    for (unsigned long long p = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; p < n;
+         p += (unsigned long long)gridDim.x * blockDim.x) {
+        if (pal_mask[index[p]] & THELMA_SOLID_BIT) continue;
+        const thelma_node<real> g{a + p, (size_t)n};
+        real u[3];
+        thelma_velocity(g, u);
+        sums[p] += 1.0 + (double)thelma_density_excess(g);
+        sums[n + p] += (double)u[0];
+        sums[2 * n + p] += (double)u[1];
+        sums[3 * n + p] += (double)u[2];
+#ifdef THELMA_THERMAL
+        real hp[THELMA_QT], theta[1];
+#pragma unroll
+        for (int i = 0; i < THELMA_QT; i++) hp[i] = h[(size_t)i * n + p];
+        thelma_temperature(hp, theta);
+        sums[4 * n + p] += (double)theta[0];
+#endif
+    }
+}

@@ -10,8 +10,8 @@ use thelma_compute::CpuFactory;
 use thelma_core::CaseConfig;
 use thelma_core::SlabSpec;
 use thelma_core::{
-    ChangeSums, ComputeError, ComputeModule, Fields, Health, InterfaceMemory, ModuleFactory,
-    Placement,
+    ChangeSums, ComputeError, ComputeModule, Fields, Health, InterfaceMemory, MeanSums,
+    ModuleFactory, Placement,
 };
 use thelma_core::{Runtime, RuntimeError};
 use thelma_tests::{domain, model};
@@ -117,6 +117,15 @@ impl ComputeModule for FaultyModule {
     }
     fn velocity_change(&mut self) -> Result<Option<ChangeSums>, ComputeError> {
         self.inner.velocity_change()
+    }
+    fn accumulate_mean(&mut self) -> Result<(), ComputeError> {
+        self.inner.accumulate_mean()
+    }
+    fn read_mean_sums(&mut self) -> Result<MeanSums, ComputeError> {
+        self.inner.read_mean_sums()
+    }
+    fn write_mean_sums(&mut self, m: &MeanSums) -> Result<(), ComputeError> {
+        self.inner.write_mean_sums(m)
     }
     fn read_populations(&mut self) -> Result<Vec<u8>, ComputeError> {
         self.inner.read_populations()

@@ -259,11 +259,12 @@ fn a_stopped_run_checkpoints_where_it_stopped_and_resumes_bit_exact() {
 const HEATED: &str = "[domain]\nsize = [10, 8, 12]\n[physics]\nreynolds = 100.0\n\
     [thermal]\nprandtl = 0.71\nbeta = 0.5\ngravity = [0.0, 0.0, -1e-3]\nt0 = 20.0\n\
     [[boundary]]\nface = \"x-\"\ntemperature = 21.0\n\
-    [[boundary]]\nface = \"x+\"\ntemperature = 19.5\n";
+    [[boundary]]\nface = \"x+\"\ntemperature = 19.5\n\
+    [output]\naverage_from = 10\naverage_every = 3\n";
 
 /// The twin of [`restart_is_bit_exact`] with the temperature lattice: its populations are in the
 /// checkpoint with the flow's, so 2N steps equal N, a resume onto `resumed` slabs and N more, bit
-/// for bit, on `backend`.
+/// for bit, on `backend`; so do the time averages it samples across the checkpoint.
 fn thermal_restart_is_bit_exact(backend: &str, first: usize, resumed: usize) {
     const N: u64 = 30;
     let tmp = tempfile::tempdir().unwrap();
@@ -292,6 +293,8 @@ fn thermal_restart_is_bit_exact(backend: &str, first: usize, resumed: usize) {
     go(&split, N);
     let header = checkpoint::read_header(&split).unwrap();
     assert_eq!((header.step, header.stencil.as_str()), (N, "D3Q19+D3Q7"));
+    // Steps 10, 13, …, 28 sampled before it.
+    assert_eq!(header.means, Some(7));
     let b = resume(&split, 2 * N, resumed, backend);
     let (ca, cb) = (
         checkpoint::load(&straight).unwrap(),
@@ -302,6 +305,14 @@ fn thermal_restart_is_bit_exact(backend: &str, first: usize, resumed: usize) {
         ca.populations == cb.populations,
         "populations differ after a thermal restart ({first} → {resumed} slabs)"
     );
+    // Steps 10, 13, …, 58: the averages' sums (ρ, u, θ) continue across the resume bit for bit.
+    assert_eq!((ca.header.means, cb.header.means), (Some(17), Some(17)));
+    assert_eq!(ca.means.len(), 5 * 10 * 8 * 12);
+    assert!(
+        ca.means == cb.means,
+        "time averages differ after a thermal restart ({first} → {resumed} slabs)"
+    );
+    assert!(ca.means.iter().any(|v| *v != 0.0));
     assert_eq!(a.fields, b.fields);
     // Heat entered from both walls (the fields hold θ = T − t0) and the fluid moved: a restart of a
     // still, uniform state would prove nothing.
@@ -347,8 +358,8 @@ fn a_probe_reads_the_temperature(m: Module) {
     std::fs::write(
         &config,
         format!(
-            "{HEATED}[[probe]]\nat = [0.0, 4.0, 6.0]\nname = \"hot\"\n\
-             [output]\nprobe_every = 10\n"
+            "{}probe_every = 10\n[[probe]]\nat = [0.0, 4.0, 6.0]\nname = \"hot\"\n",
+            HEATED
         ),
     )
     .unwrap();

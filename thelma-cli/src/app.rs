@@ -116,6 +116,7 @@ pub fn run_case_from(
         e => e.into(),
     })?;
     out_dir.keep();
+    rt.set_averaging(case.averaging());
     // The last state known to be healthy on disk: the checkpoint resumed from, then each one saved.
     let mut saved: Option<(u64, PathBuf)> = None;
     if let Some((ck, path)) = resumed {

@@ -8,7 +8,11 @@
 //! the modules hold them (shifted by their weights, `g = f − w`) · CRC-32 (u32) of everything before
 //! it. The header names the case's lattices, from which the population count Q follows: `D3Q19`
 //! for the flow alone (Q = 19), `D3Q19+D3Q7` for the flow and its temperature lattice (Q = 26, the
-//! flow's 19 populations then the temperature's 7, as the modules read and write them).
+//! flow's 19 populations then the temperature's 7, as the modules read and write them). A run with
+//! time averages (`output.average_from`) that has sampled some appends their running sums after the
+//! populations, before the checksum: per field (ρ, u_x, u_y, u_z, and θ with `[thermal]`)
+//! `[z][y][x]` of the whole domain in f64, the header giving their sample count (`means`), so that
+//! a resumed run continues its averages bit for bit.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -17,7 +21,7 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use thelma_core::physics::{D3Q19, D3Q7};
 use thelma_core::Runtime;
-use thelma_core::{CaseConfig, Precision};
+use thelma_core::{CaseConfig, MeanSums, Precision};
 use thelma_core::{Domain, SlabSpec};
 
 /// The checkpoint's file name inside the output folder.
@@ -63,12 +67,29 @@ pub struct Header {
     pub data_bytes: u64,
     /// The case that produced it; a resumed run keeps its domain, physics and numerics.
     pub case: CaseConfig,
+    /// The states the time averages' sums after the populations hold; absent: no sums follow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub means: Option<u64>,
+}
+
+/// Fields of the time averages' sums for `case`: ρ, u_x, u_y, u_z, and θ with `[thermal]`.
+fn mean_fields(case: &CaseConfig) -> usize {
+    4 + usize::from(case.thermal.is_some())
+}
+
+/// Bytes of the time averages' sums after the populations.
+fn mean_bytes(h: &Header) -> u64 {
+    h.means.map_or(0, |_| {
+        (mean_fields(&h.case) * h.size.iter().product::<usize>() * 8) as u64
+    })
 }
 
 /// A loaded checkpoint: its header and the whole domain's populations `[i][z][y][x]` (little-endian).
 pub struct Checkpoint {
     pub header: Header,
     pub populations: Vec<u8>,
+    /// The time averages' sums of the whole domain, `[field][z][y][x]`, when it holds some.
+    pub means: Vec<f64>,
 }
 
 /// The checkpoint file named by `path`: the file itself, or [`FILE_NAME`] inside a folder.
@@ -113,7 +134,13 @@ pub fn write_to(
     case: &CaseConfig,
     step: u64,
     slabs: &[Vec<u8>],
+    means: &[MeanSums],
 ) -> std::io::Result<()> {
+    let means = if means.first().is_some_and(|m| m.samples > 0) {
+        means
+    } else {
+        &[]
+    };
     let precision = case.numerics.precision;
     let (stencil, q) = lattices(case);
     let header = Header {
@@ -123,6 +150,7 @@ pub fn write_to(
         data_bytes: data_bytes(case.domain.size, precision, q).unwrap_or(u64::MAX),
         stencil,
         case: case.clone(),
+        means: means.first().map(|m| m.samples),
     };
     let total: usize = slabs.iter().map(Vec::len).sum();
     if total as u64 != header.data_bytes || slabs.iter().any(|s| s.len() % q != 0) {
@@ -158,6 +186,19 @@ pub fn write_to(
             }
         }
     }
+    let fields = if means.is_empty() {
+        0
+    } else {
+        mean_fields(case)
+    };
+    for field in 0..fields {
+        for m in means {
+            let s = &m.sums;
+            let v = [&s.rho, &s.ux, &s.uy, &s.uz, &s.temperature][field];
+            let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+            h.write_all(&bytes)?;
+        }
+    }
     let crc = h.crc.finalize();
     h.inner.write_all(&crc.to_le_bytes())
 }
@@ -166,8 +207,13 @@ pub fn write_to(
 /// interruption at any point leaves the previous checkpoint as it was.
 pub fn save(dir: &Path, case: &CaseConfig, rt: &mut Runtime) -> Result<()> {
     let slabs = rt.read_populations()?;
+    let means = if case.output.average_from.is_some() {
+        rt.slab_mean_sums()?
+    } else {
+        Vec::new()
+    };
     let path = dir.join(FILE_NAME);
-    thelma_results::write_atomic(&path, |w| write_to(w, case, rt.step(), &slabs))
+    thelma_results::write_atomic(&path, |w| write_to(w, case, rt.step(), &slabs, &means))
         .with_context(|| format!("cannot write the checkpoint {}", path.display()))
 }
 
@@ -273,6 +319,22 @@ pub fn load(path: &Path) -> Result<Checkpoint> {
             );
         }
         crc.update(&populations);
+        let want = mean_bytes(&header);
+        let mut raw = Vec::new();
+        raw.try_reserve_exact(want as usize)
+            .context("not enough memory to load it")?;
+        (&mut f).take(want).read_to_end(&mut raw)?;
+        if raw.len() as u64 != want {
+            bail!(
+                "damaged: {} of {want} bytes of time-average sums",
+                raw.len()
+            );
+        }
+        crc.update(&raw);
+        let means = raw
+            .chunks_exact(8)
+            .map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes")))
+            .collect();
         let mut tail = Vec::new();
         f.read_to_end(&mut tail)?;
         if tail.len() != 4 {
@@ -291,6 +353,7 @@ pub fn load(path: &Path) -> Result<Checkpoint> {
         Ok(Checkpoint {
             header,
             populations,
+            means,
         })
     };
     inner().with_context(|| path.display().to_string())
@@ -317,10 +380,35 @@ impl Checkpoint {
             .collect()
     }
 
-    /// Loads the populations into `rt` (whatever its device count) and sets its step.
+    /// Loads the populations into `rt` (whatever its device count) and sets its step, and the
+    /// time averages' sums where it holds some.
     pub fn restore(&self, rt: &mut Runtime) -> Result<()> {
         let slabs: Vec<SlabSpec> = rt.devices().iter().map(|d| d.slab.clone()).collect();
         rt.write_populations(self.slabs(&slabs), self.header.step)?;
+        let Some(samples) = self.header.means else {
+            return Ok(());
+        };
+        let n: usize = self.header.size.iter().product();
+        let plane = self.header.size[0] * self.header.size[1];
+        let mut sums = rt.slab_mean_sums()?;
+        for (m, slab) in sums.iter_mut().zip(&slabs) {
+            let (from, to) = (slab.z.start * plane, slab.z.end * plane);
+            let s = &mut m.sums;
+            let fields = [
+                &mut s.rho,
+                &mut s.ux,
+                &mut s.uy,
+                &mut s.uz,
+                &mut s.temperature,
+            ];
+            for (k, v) in fields.into_iter().enumerate() {
+                if !v.is_empty() {
+                    v.copy_from_slice(&self.means[k * n + from..k * n + to]);
+                }
+            }
+            m.samples = samples;
+        }
+        rt.write_mean_sums(sums)?;
         Ok(())
     }
 }
@@ -373,7 +461,7 @@ mod tests {
         let c = case();
         let (whole, parts) = slabs(FLOW, 1.0);
         let path = dir.path().join(FILE_NAME);
-        thelma_results::write_atomic(&path, |w| write_to(w, &c, 77, &parts)).unwrap();
+        thelma_results::write_atomic(&path, |w| write_to(w, &c, 77, &parts, &[])).unwrap();
         let ck = load(dir.path()).unwrap();
         assert_eq!(ck.header.step, 77);
         assert_eq!(ck.header.case, c);
@@ -432,7 +520,7 @@ mod tests {
         };
         let path = dir.path().join(FILE_NAME);
         let parts = [cut(0, 3), cut(3, 4)];
-        thelma_results::write_atomic(&path, |w| write_to(w, &c, 12, &parts)).unwrap();
+        thelma_results::write_atomic(&path, |w| write_to(w, &c, 12, &parts, &[])).unwrap();
         let ck = load(&path).unwrap();
         assert_eq!(ck.header.stencil, "D3Q19+D3Q7");
         assert_eq!(ck.header.data_bytes, (THERMAL * n * 4) as u64);
@@ -451,7 +539,7 @@ mod tests {
         }
         // Flow-sized slabs do not make a thermal checkpoint.
         let (_, flow) = slabs(FLOW, 1.0);
-        let e = write_to(&mut Vec::new(), &c, 12, &flow).unwrap_err();
+        let e = write_to(&mut Vec::new(), &c, 12, &flow, &[]).unwrap_err();
         assert!(e.to_string().contains("D3Q19+D3Q7"), "{e}");
     }
 
@@ -462,9 +550,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (flow, thermal) = (dir.path().join("flow"), dir.path().join("thermal"));
         let (_, parts) = slabs(FLOW, 1.0);
-        thelma_results::write_atomic(&flow, |w| write_to(w, &case(), 3, &parts)).unwrap();
+        thelma_results::write_atomic(&flow, |w| write_to(w, &case(), 3, &parts, &[])).unwrap();
         let (_, parts) = slabs(THERMAL, 1.0);
-        thelma_results::write_atomic(&thermal, |w| write_to(w, &thermal_case(), 3, &parts))
+        thelma_results::write_atomic(&thermal, |w| write_to(w, &thermal_case(), 3, &parts, &[]))
             .unwrap();
         let flow = read_header(&flow).unwrap();
         let thermal = read_header(&thermal).unwrap();
@@ -485,7 +573,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(FILE_NAME);
         let (_, parts) = slabs(FLOW, 1.0);
-        thelma_results::write_atomic(&path, |w| write_to(w, &case(), 5, &parts)).unwrap();
+        thelma_results::write_atomic(&path, |w| write_to(w, &case(), 5, &parts, &[])).unwrap();
         let good = std::fs::read(&path).unwrap();
         // One flipped bit in the populations, a cut-off tail, a foreign file.
         let mut flipped = good.clone();
@@ -528,7 +616,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(FILE_NAME);
         let (first, parts) = slabs(FLOW, 1.0);
-        thelma_results::write_atomic(&path, |w| write_to(w, &case(), 10, &parts)).unwrap();
+        thelma_results::write_atomic(&path, |w| write_to(w, &case(), 10, &parts, &[])).unwrap();
         let (_, newer) = slabs(FLOW, 2.0);
         let err = thelma_results::write_atomic(&path, |w| {
             write_to(
@@ -539,6 +627,7 @@ mod tests {
                 &case(),
                 20,
                 &newer,
+                &[],
             )
         });
         assert!(err.is_err());

@@ -6,9 +6,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use thelma_core::Fields;
 use thelma_core::Runtime;
 use thelma_core::{CaseConfig, CaseKind, LatticeParams, OutputConfig, OutputField, Precision};
+use thelma_core::{Fields, MeanSums};
 use thelma_results::profile_plot;
 use thelma_results::seconds;
 use thelma_results::vtk::{self, Piece, Scalar, Scales, VtkOptions};
@@ -55,8 +55,16 @@ impl Outputs {
                         .arrays()
                         .unwrap_or_else(|_| OutputField::DEFAULT.into());
                     // A case with a temperature lattice writes it with the default arrays.
-                    if case.thermal.is_some() && a == OutputField::DEFAULT {
+                    let default = a == OutputField::DEFAULT;
+                    if case.thermal.is_some() && default {
                         a.push(OutputField::Temperature);
+                    }
+                    // Averages join the arrays unless the list names some already.
+                    if case.output.average_from.is_some() && !a.iter().any(|f| f.is_mean()) {
+                        a.extend([OutputField::MeanVelocity, OutputField::MeanPressure]);
+                        if case.thermal.is_some() {
+                            a.push(OutputField::MeanTemperature);
+                        }
                     }
                     a
                 },
@@ -131,11 +139,22 @@ impl Outputs {
             return Ok(());
         }
         let t0 = Instant::now();
-        let slabs = if self.cfg.vtk_pieces {
+        let mut slabs = if self.cfg.vtk_pieces {
             rt.slab_fields()?
         } else {
             vec![rt.fields()?]
         };
+        if self.cfg.average_from.is_some() {
+            let sums = rt.slab_mean_sums()?;
+            let sums = if self.cfg.vtk_pieces {
+                sums
+            } else {
+                vec![MeanSums::concat(sums)]
+            };
+            for (f, m) in slabs.iter_mut().zip(sums) {
+                f.mean = m.mean().map(Box::new);
+            }
+        }
         self.time += t0.elapsed();
         self.write_slabs(rt.step(), &slabs)
     }
@@ -146,7 +165,7 @@ impl Outputs {
         if self.last == Some(rt.step()) || !self.fields_wanted() {
             return Ok(());
         }
-        if self.cfg.vtk_pieces {
+        if self.cfg.vtk_pieces || (self.cfg.average_from.is_some() && fields.mean.is_none()) {
             self.write(rt)
         } else {
             self.write_slabs(rt.step(), std::slice::from_ref(fields))
@@ -157,6 +176,23 @@ impl Outputs {
     pub fn write_slabs(&mut self, step: u64, slabs: &[Fields]) -> Result<()> {
         let t0 = Instant::now();
         let dir = self.cfg.dir.clone();
+        // Before the averages' first sample their arrays are left out.
+        let full = self.vtk.clone();
+        if slabs.iter().any(|s| s.mean.is_none()) {
+            self.vtk.arrays.retain(|f| !f.is_mean());
+        }
+        let r = self.write_slabs_with(step, slabs, t0, &dir);
+        self.vtk = full;
+        r
+    }
+
+    fn write_slabs_with(
+        &mut self,
+        step: u64,
+        slabs: &[Fields],
+        t0: Instant,
+        dir: &std::path::Path,
+    ) -> Result<()> {
         let time = self.dt.map_or(step as f64, |dt| step as f64 * dt);
         if self.cfg.vtk {
             let stem = format!("fields_{step:08}");

@@ -29,11 +29,19 @@ pub fn check(
     let precision = case.numerics.precision;
     let size = fmt_size(case.domain.size);
     let thermal = case.thermal.is_some();
-    // The flow's lattices and, with [thermal], the temperature's.
+    // The flow's lattices and, with [thermal], the temperature's; with time averages their sums
+    // (f64 per field and node: ρ, u, and θ with [thermal]).
+    let fields = 4 + u64::from(thermal);
+    let averages = case.output.average_from.is_some();
     let lattice_bytes = |slab: &SlabSpec| {
         slab_bytes(slab, &D3Q19, precision)
             + if thermal {
                 thermal_slab_bytes(slab, precision)
+            } else {
+                0
+            }
+            + if averages {
+                8 * fields * slab.nodes() as u64
             } else {
                 0
             }

@@ -25,12 +25,12 @@ use thelma_core::Real;
 use thelma_core::SlabSpec;
 use thelma_core::{
     interface_offset, ChangeSums, ComputeError, ComputeModule, Fields, Health, InterfaceMemory,
-    ModuleFactory, Placement, WALL_SLOTS,
+    MeanSums, ModuleFactory, Placement, WALL_SLOTS,
 };
 use thelma_geometry::{LinkRule, NodeFlags};
 
 use crate::fields::{
-    fields_from_populations, health_of_populations, initial_populations,
+    check_mean_shape, fields_from_populations, health_of_populations, initial_populations,
     velocity_change_of_populations,
 };
 use crate::params::ModelParams;
@@ -309,6 +309,8 @@ pub struct CpuModule<T: Real + Arith<Scalar = T>> {
     /// whether it belongs to the current run of states (loading populations starts a new one).
     u_prev: Vec<T>,
     u_prev_valid: bool,
+    /// The running sums of the time average, made at the first sample.
+    means: Option<MeanSums>,
 }
 
 impl<T: Real + Arith<Scalar = T>> CpuModule<T> {
@@ -374,6 +376,7 @@ impl<T: Real + Arith<Scalar = T>> CpuModule<T> {
             wide: avx512_available(),
             u_prev: Vec::new(),
             u_prev_valid: false,
+            means: None,
             thermal: params
                 .thermal
                 .as_ref()
@@ -1177,6 +1180,28 @@ impl<T: Real + Arith<Scalar = T>> ComputeModule for CpuModule<T> {
         );
         self.u_prev_valid = true;
         Ok(compare.then_some(sums))
+    }
+
+    fn accumulate_mean(&mut self) -> Result<(), ComputeError> {
+        let f = self.read_fields()?;
+        self.means
+            .get_or_insert_with(|| MeanSums::empty(&f))
+            .add(&f);
+        Ok(())
+    }
+
+    fn read_mean_sums(&mut self) -> Result<MeanSums, ComputeError> {
+        match &self.means {
+            Some(m) => Ok(m.clone()),
+            None => Ok(MeanSums::empty(&self.read_fields()?)),
+        }
+    }
+
+    fn write_mean_sums(&mut self, sums: &MeanSums) -> Result<(), ComputeError> {
+        let shape = MeanSums::empty(&self.read_fields()?);
+        check_mean_shape(&shape, sums)?;
+        self.means = Some(sums.clone());
+        Ok(())
     }
 
     fn read_populations(&mut self) -> Result<Vec<u8>, ComputeError> {

@@ -7,7 +7,7 @@ use thelma_core::physics::{equilibrium, macroscopic, Arith};
 use thelma_core::InitialState;
 use thelma_core::Real;
 use thelma_core::SlabSpec;
-use thelma_core::{ChangeSums, ComputeError, Fields, Health};
+use thelma_core::{ChangeSums, ComputeError, Fields, Health, MeanSums};
 
 /// The shifted populations `[i][z][y][x]` of a slab starting at the equilibrium of `init`'s state
 /// at every node (solid nodes too: they are never updated, and the value is harmless).
@@ -33,6 +33,24 @@ pub(crate) fn initial_populations<T: Real + Arith<Scalar = T>>(
         }
     }
     Ok(g)
+}
+
+/// Refuses running sums of a time average that do not fit the slab whose sums are shaped like
+/// `shape` (a restart's checkpoint of another case).
+pub(crate) fn check_mean_shape(shape: &MeanSums, got: &MeanSums) -> Result<(), ComputeError> {
+    let (a, b) = (&shape.sums, &got.sums);
+    if a.size != b.size || a.z0 != b.z0 || a.temperature.len() != b.temperature.len() {
+        return Err(ComputeError::Invalid(format!(
+            "time-average sums of a slab {:?} at z {} (θ: {}) for a slab {:?} at z {} (θ: {})",
+            b.size,
+            b.z0,
+            !b.temperature.is_empty(),
+            a.size,
+            a.z0,
+            !a.temperature.is_empty()
+        )));
+    }
+    Ok(())
 }
 
 /// ρ and u of every node of a slab from its shifted populations `g` (`[i][z][y][x]`), solid nodes

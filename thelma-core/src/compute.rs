@@ -29,6 +29,9 @@ pub struct Fields {
     pub solid: Vec<bool>,
     /// θ = T − T₀ of every node, where the case couples a temperature lattice; empty otherwise.
     pub temperature: Vec<f64>,
+    /// The time averages of the same fields (ρ, u and θ over the states sampled since
+    /// `output.average_from`), where the outputs carry them; `None` otherwise.
+    pub mean: Option<Box<Fields>>,
 }
 
 impl Fields {
@@ -43,6 +46,7 @@ impl Fields {
             uz: vec![0.0; n],
             solid: vec![false; n],
             temperature: Vec::new(),
+            mean: None,
         }
     }
     /// Index of local node (x, y, z).
@@ -63,6 +67,10 @@ impl Fields {
             all.uz.extend(s.uz);
             all.solid.extend(s.solid);
             all.temperature.extend(s.temperature);
+            all.mean = match (all.mean.take(), s.mean) {
+                (Some(a), Some(b)) => Some(Box::new(Fields::concat(vec![*a, *b]))),
+                _ => None,
+            };
         }
         all
     }
@@ -74,6 +82,76 @@ impl Fields {
             .filter(|(_, s)| !**s)
             .map(|(r, _)| r)
             .sum()
+    }
+}
+
+/// The running sums of a slab's time average: over `samples` sampled states, the sum of each
+/// field as [`ComputeModule::read_fields`] reports it (ρ, u, and θ with a temperature lattice),
+/// added node by node in f64 in the order sampled, so that every module and slab layout sums the
+/// same values to the same bits.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct MeanSums {
+    pub samples: u64,
+    /// The sums, in a `Fields` of the slab's shape (its `solid` the slab's mask).
+    pub sums: Fields,
+}
+
+impl MeanSums {
+    /// No samples yet, over a slab shaped like `f` (θ's sum where `f` has a temperature).
+    pub fn empty(f: &Fields) -> Self {
+        let mut sums = Fields::zeros(f.size, f.z0);
+        sums.solid.clone_from(&f.solid);
+        if !f.temperature.is_empty() {
+            sums.temperature = vec![0.0; f.rho.len()];
+        }
+        Self { samples: 0, sums }
+    }
+    /// Adds one state (its fluid nodes' values; solid nodes keep 0).
+    pub fn add(&mut self, f: &Fields) {
+        let s = &mut self.sums;
+        let add = |sum: &mut [f64], v: &[f64]| {
+            for ((a, b), &solid) in sum.iter_mut().zip(v).zip(&f.solid) {
+                if !solid {
+                    *a += *b;
+                }
+            }
+        };
+        add(&mut s.rho, &f.rho);
+        add(&mut s.ux, &f.ux);
+        add(&mut s.uy, &f.uy);
+        add(&mut s.uz, &f.uz);
+        add(&mut s.temperature, &f.temperature);
+        self.samples += 1;
+    }
+    /// The sums of several slabs, in z order.
+    pub fn concat(slabs: Vec<MeanSums>) -> MeanSums {
+        let samples = slabs.first().map_or(0, |m| m.samples);
+        debug_assert!(
+            slabs.iter().all(|m| m.samples == samples),
+            "slabs sampled apart"
+        );
+        MeanSums {
+            samples,
+            sums: Fields::concat(slabs.into_iter().map(|m| m.sums).collect()),
+        }
+    }
+    /// The averages (`None` before the first sample).
+    pub fn mean(&self) -> Option<Fields> {
+        if self.samples == 0 {
+            return None;
+        }
+        let k = self.samples as f64;
+        let mut m = self.sums.clone();
+        for v in [
+            &mut m.rho,
+            &mut m.ux,
+            &mut m.uy,
+            &mut m.uz,
+            &mut m.temperature,
+        ] {
+            v.iter_mut().for_each(|x| *x /= k);
+        }
+        Some(m)
     }
 }
 
@@ -218,6 +296,18 @@ pub trait ComputeModule {
     /// and with a temperature lattice its 7 after them (`Q + 7` per node): what forces on bodies
     /// and probes are computed from, on the host, every few steps.
     fn read_nodes(&mut self, nodes: &[u32]) -> Result<Vec<f64>, ComputeError>;
+
+    /// Adds the current state to the running sums of the time average ([`MeanSums`]), kept where
+    /// the populations are (made at the first call). Enqueued like a step: ordered after the steps
+    /// before it, and it may return before it is done.
+    fn accumulate_mean(&mut self) -> Result<(), ComputeError>;
+
+    /// The running sums of the time average (no samples before the first
+    /// [`accumulate_mean`](Self::accumulate_mean)).
+    fn read_mean_sums(&mut self) -> Result<MeanSums, ComputeError>;
+
+    /// Replaces the running sums (a restart; the slab's shape, θ's sum with a temperature lattice).
+    fn write_mean_sums(&mut self, sums: &MeanSums) -> Result<(), ComputeError>;
 
     /// Replaces the current populations (same layout as [`read_populations`](Self::read_populations)) and
     /// republishes the boundary layers so that the next step `t` reads them (parity `(t + 1) % 2`).

@@ -18,8 +18,8 @@ mod runtime;
 pub use affinity::{bind_current_thread, core_count, pci_locality, AffinityError, Binding};
 pub use compute::{
     interface_bytes_per_step, interface_offset, slab_bytes, thermal_slab_bytes, ChangeSums,
-    ComputeError, ComputeModule, Fields, Health, InterfaceMemory, MemoryInfo, ModuleFactory,
-    Placement,
+    ComputeError, ComputeModule, Fields, Health, InterfaceMemory, MeanSums, MemoryInfo,
+    ModuleFactory, Placement,
 };
 pub use config::{
     Axis, BackendName, BodyConfig, BoundaryConfig, BoundaryKind, CaseConfig, CaseFileError,
@@ -32,4 +32,6 @@ pub use config::{
 pub use domain::{partition, Domain, PartitionError, SlabSpec};
 pub use numfmt::{num, num_exact, num_sig, Num};
 pub use real::{Precision, Real};
-pub use runtime::{Aborted, DeviceInfo, RunStats, Runtime, RuntimeError, StepBarrier, WorkerTimes};
+pub use runtime::{
+    Aborted, Averaging, DeviceInfo, RunStats, Runtime, RuntimeError, StepBarrier, WorkerTimes,
+};

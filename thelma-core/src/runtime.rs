@@ -17,7 +17,8 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::affinity::{bind_current_thread, AffinityError, Binding};
 use crate::compute::{
-    ChangeSums, ComputeError, ComputeModule, Fields, Health, InterfaceMemory, ModuleFactory,
+    ChangeSums, ComputeError, ComputeModule, Fields, Health, InterfaceMemory, MeanSums,
+    ModuleFactory,
 };
 use crate::domain::{Domain, PartitionError, SlabSpec};
 
@@ -129,8 +130,11 @@ enum Command {
         t0: u64,
         steps: u64,
         exchange: bool,
+        averaging: Option<Averaging>,
     },
     Fields,
+    ReadMeans,
+    WriteMeans(Box<MeanSums>),
     Health,
     VelocityChange,
     ReadPopulations,
@@ -151,6 +155,7 @@ enum Reply {
     Attached,
     Ran(WorkerTimes),
     Fields(Box<Fields>),
+    Means(Box<MeanSums>),
     Health(Health),
     Change(Option<ChangeSums>),
     Populations(Vec<u8>),
@@ -186,6 +191,22 @@ pub struct DeviceInfo {
     pub binding: Result<Binding, AffinityError>,
 }
 
+/// Which states the time average samples: those at steps `from`, `from + every`, … (the state at
+/// step t being the one the first t steps make; a state is sampled as the step that makes it ends,
+/// so the starting state of a run is never sampled).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Averaging {
+    pub from: u64,
+    pub every: u64,
+}
+
+impl Averaging {
+    /// Whether the state at step `t` (after `t` steps) is sampled.
+    pub fn samples(&self, t: u64) -> bool {
+        t >= self.from && (t - self.from).is_multiple_of(self.every)
+    }
+}
+
 /// Statistics of one [`Runtime::run`].
 #[derive(Clone, Debug)]
 pub struct RunStats {
@@ -215,6 +236,7 @@ pub struct Runtime {
     /// The next step to run.
     step: u64,
     failed: bool,
+    averaging: Option<Averaging>,
 }
 
 impl Runtime {
@@ -273,6 +295,7 @@ impl Runtime {
             devices: Vec::new(),
             step: 0,
             failed: false,
+            averaging: None,
         };
 
         // Creation: each worker reports its module and the interface above it.
@@ -333,9 +356,43 @@ impl Runtime {
         self.stop.clone()
     }
 
-    /// Runs `steps` steps on every device (fewer if the stop flag is raised).
+    /// Samples the time average from now on as `a` says (`None`: no longer).
+    pub fn set_averaging(&mut self, a: Option<Averaging>) {
+        self.averaging = a;
+    }
+
+    /// The running sums of the time average of the whole domain, gathered from every slab.
+    pub fn mean_sums(&mut self) -> Result<MeanSums, RuntimeError> {
+        Ok(MeanSums::concat(self.slab_mean_sums()?))
+    }
+
+    /// The running sums of the time average of each slab, in slab order.
+    pub fn slab_mean_sums(&mut self) -> Result<Vec<MeanSums>, RuntimeError> {
+        self.broadcast(|| Command::ReadMeans)?;
+        self.collect(|_, r| match r {
+            Reply::Means(m) => Ok(*m),
+            other => Err(other),
+        })
+    }
+
+    /// Replaces the running sums of the time average of each slab (slab order).
+    pub fn write_mean_sums(&mut self, slabs: Vec<MeanSums>) -> Result<(), RuntimeError> {
+        assert_eq!(slabs.len(), self.workers.len(), "one set of sums per slab");
+        for (s, m) in slabs.into_iter().enumerate() {
+            self.send(s, Command::WriteMeans(Box::new(m)))?;
+        }
+        self.collect(|_, r| match r {
+            Reply::Written => Ok(()),
+            other => Err(other),
+        })?;
+        Ok(())
+    }
+
+    /// Runs `steps` steps on every device (fewer if the stop flag is raised), sampling the time
+    /// average where [`Self::set_averaging`] says.
     pub fn run(&mut self, steps: u64) -> Result<RunStats, RuntimeError> {
         let exchange = self.workers.len() > 1;
+        let averaging = self.averaging;
         let t0 = self.step;
         let start = Instant::now();
         for s in 0..self.workers.len() {
@@ -345,6 +402,7 @@ impl Runtime {
                     t0,
                     steps,
                     exchange,
+                    averaging,
                 },
             )?;
         }
@@ -679,8 +737,11 @@ fn serve(
             t0,
             steps,
             exchange,
-        } => return run_steps(module, t0, steps, exchange, barrier, stop),
+            averaging,
+        } => return run_steps(module, t0, steps, exchange, averaging, barrier, stop),
         Command::Fields => module.read_fields().map(|f| Reply::Fields(Box::new(f))),
+        Command::ReadMeans => module.read_mean_sums().map(|m| Reply::Means(Box::new(m))),
+        Command::WriteMeans(m) => module.write_mean_sums(&m).map(|_| Reply::Written),
         Command::Health => module.health().map(Reply::Health),
         Command::VelocityChange => module.velocity_change().map(Reply::Change),
         Command::ReadPopulations => module.read_populations().map(Reply::Populations),
@@ -698,6 +759,7 @@ fn run_steps(
     t0: u64,
     steps: u64,
     exchange: bool,
+    averaging: Option<Averaging>,
     barrier: &StepBarrier,
     stop: &AtomicBool,
 ) -> Reply {
@@ -708,6 +770,12 @@ fn run_steps(
         let tic = Instant::now();
         if let Err(e) = module.step(t) {
             return Reply::Failed(e);
+        }
+        // The state step t made is that of step t + 1.
+        if averaging.is_some_and(|a| a.samples(t + 1)) {
+            if let Err(e) = module.accumulate_mean() {
+                return Reply::Failed(e);
+            }
         }
         if exchange {
             // Neighbours read this step's interface stores in the next step: finish before the barrier.

@@ -117,11 +117,15 @@ impl VtkOptions {
         let label = |physical: bool, unit| Some(if physical { unit } else { "lattice units" });
         match f {
             OutputField::Density | OutputField::Solid => None,
-            OutputField::Velocity | OutputField::Speed => label(si, "m/s"),
-            OutputField::Pressure => label(pa, "Pa"),
+            OutputField::Velocity | OutputField::Speed | OutputField::MeanVelocity => {
+                label(si, "m/s")
+            }
+            OutputField::Pressure | OutputField::MeanPressure => label(pa, "Pa"),
             OutputField::Vorticity => label(si, "1/s"),
             OutputField::QCriterion => label(si, "1/s^2"),
-            OutputField::Temperature => Some("the case's temperature unit"),
+            OutputField::Temperature | OutputField::MeanTemperature => {
+                Some("the case's temperature unit")
+            }
         }
     }
 
@@ -222,12 +226,60 @@ fn write_array(
 ) -> io::Result<()> {
     let slab = lattice.slab(k);
     let n = slab.rho.len();
+    let scalar = opts.scalar;
+    let scales = opts.scales;
+    // A velocity derivative in lattice units is per step; with units, per second.
+    let rate = scales.velocity / scales.spacing;
+    match f {
+        OutputField::Solid => {
+            w.write_all(&(n as u64).to_le_bytes())?;
+            let mask: Vec<u8> = slab.solid.iter().map(|&s| u8::from(s)).collect();
+            w.write_all(&mask)
+        }
+        OutputField::Vorticity => {
+            let omega = lattice
+                .gradients(k)
+                .flat_map(|g| vorticity(&g).map(|c| c * rate));
+            write_block(w, scalar, 3 * n, omega)
+        }
+        OutputField::QCriterion => {
+            let q = lattice.gradients(k).zip(&slab.solid).map(|(g, &solid)| {
+                if solid {
+                    0.0
+                } else {
+                    q_criterion(&g) * rate * rate
+                }
+            });
+            write_block(w, scalar, n, q)
+        }
+        OutputField::MeanVelocity | OutputField::MeanPressure | OutputField::MeanTemperature => {
+            let mean = slab
+                .mean
+                .as_deref()
+                .ok_or_else(|| io::Error::other(format!("{f}: the slab has no averages")))?;
+            let plain = match f {
+                OutputField::MeanVelocity => OutputField::Velocity,
+                OutputField::MeanPressure => OutputField::Pressure,
+                _ => OutputField::Temperature,
+            };
+            write_point_array(w, plain, mean, opts)
+        }
+        _ => write_point_array(w, f, slab, opts),
+    }
+}
+
+/// The appended block of array `f` of `slab`, one of the arrays of each node's own values.
+fn write_point_array(
+    w: &mut dyn Write,
+    f: OutputField,
+    slab: &Fields,
+    opts: &VtkOptions,
+) -> io::Result<()> {
+    let n = slab.rho.len();
     let fluid = |p: usize| !slab.solid[p];
     let scalar = opts.scalar;
     let scales = opts.scales;
     let v = scales.velocity;
-    // A velocity derivative in lattice units is per step; with units, per second.
-    let rate = scales.velocity / scales.spacing;
     match f {
         OutputField::Density => {
             let density = (0..n).map(|p| if fluid(p) { slab.rho[p] } else { 0.0 });
@@ -260,17 +312,6 @@ fn write_array(
             });
             write_block(w, scalar, n, pressure)
         }
-        OutputField::Solid => {
-            w.write_all(&(n as u64).to_le_bytes())?;
-            let mask: Vec<u8> = slab.solid.iter().map(|&s| u8::from(s)).collect();
-            w.write_all(&mask)
-        }
-        OutputField::Vorticity => {
-            let omega = lattice
-                .gradients(k)
-                .flat_map(|g| vorticity(&g).map(|c| c * rate));
-            write_block(w, scalar, 3 * n, omega)
-        }
         OutputField::Temperature => {
             let t = (0..n).map(|p| {
                 if fluid(p) {
@@ -281,16 +322,9 @@ fn write_array(
             });
             write_block(w, scalar, n, t)
         }
-        OutputField::QCriterion => {
-            let q = lattice.gradients(k).zip(&slab.solid).map(|(g, &solid)| {
-                if solid {
-                    0.0
-                } else {
-                    q_criterion(&g) * rate * rate
-                }
-            });
-            write_block(w, scalar, n, q)
-        }
+        _ => Err(io::Error::other(format!(
+            "{f} is not an array of the nodes' own values"
+        ))),
     }
 }
 

@@ -54,6 +54,8 @@ pub enum Kernel {
     VelocityChange,
     /// The populations of listed nodes (forces and probes).
     GatherNodes,
+    /// The time average's sample: the fields added to their running sums.
+    AccumulateMeans,
     BandwidthCopy,
 }
 
@@ -77,6 +79,7 @@ impl Kernel {
                 Kernel::Health,
                 Kernel::VelocityChange,
                 Kernel::GatherNodes,
+                Kernel::AccumulateMeans,
                 Kernel::BandwidthCopy,
             ])
             .collect()
@@ -98,6 +101,7 @@ impl Kernel {
             Kernel::Health => format!("health_d3q19_{suffix}"),
             Kernel::VelocityChange => format!("velocity_change_d3q19_{suffix}"),
             Kernel::GatherNodes => format!("gather_nodes_d3q19_{suffix}"),
+            Kernel::AccumulateMeans => format!("accumulate_means_d3q19_{suffix}"),
             Kernel::BandwidthCopy => "bandwidth_copy".to_string(),
         }
     }
@@ -545,6 +549,41 @@ pub unsafe fn velocity_change(
     unsafe { b.launch(cfg) }
         .map(|_| ())
         .map_err(launch_err("velocity_change"))
+}
+
+/// Enqueues the time average's sample of lattice `a` (and the temperature lattice `h`, or 0) into
+/// `sums`.
+///
+/// # Safety
+/// `f` is an accumulate-means kernel of the lattices' precision, compiled with a temperature
+/// lattice exactly when `h` is not 0; `a` holds 19·`nodes` values, `h` 7·`nodes`, `index` `nodes`
+/// entries below the length of the palette `pal_mask`, and `sums` 4·`nodes` doubles (5·`nodes`
+/// with `h`), all on the device and allocated until the stream has finished the launch.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn accumulate_means(
+    stream: &CudaStream,
+    f: &CudaFunction,
+    a: u64,
+    h: u64,
+    index: u64,
+    pal_mask: u64,
+    nodes: u64,
+    sums: u64,
+) -> Result<(), ComputeError> {
+    let cfg = reduction_grid(CHANGE_BLOCKS);
+    let mut b = stream.launch_builder(f);
+    b.arg(&a)
+        .arg(&h)
+        .arg(&index)
+        .arg(&pal_mask)
+        .arg(&nodes)
+        .arg(&sums);
+    // SAFETY: matches accumulate_means_d3q19's parameters (four device addresses, an unsigned
+    // 64-bit count, a device address); the buffers are as the caller promises. Every thread
+    // strides over the nodes, so each node's sums are written by one thread only.
+    unsafe { b.launch(cfg) }
+        .map(|_| ())
+        .map_err(launch_err("accumulate_means"))
 }
 
 /// Enqueues the gather of the populations of `count` listed nodes of lattice `a` into `out`: the

@@ -20,14 +20,14 @@ use thelma_core::Real;
 use thelma_core::SlabSpec;
 use thelma_core::{
     interface_offset, ChangeSums, ComputeError, ComputeModule, Fields, Health, InletSchedule,
-    InterfaceMemory, MemoryInfo, ModuleFactory, Placement, WALL_SLOTS,
+    InterfaceMemory, MeanSums, MemoryInfo, ModuleFactory, Placement, WALL_SLOTS,
 };
 
 use super::device;
 use super::launch::{self, InletArgs, Kernel, StepArgs, CHANGE_BLOCKS, HEALTH_BLOCKS};
 use super::prelude::{PreludeParams, OPEN_BIT, SOLID_BIT};
 use super::shape::LaunchShape;
-use crate::fields::{fields_from_populations, initial_populations};
+use crate::fields::{check_mean_shape, fields_from_populations, initial_populations};
 use crate::params::ModelParams;
 
 fn dev_err(what: &str) -> impl FnOnce(cudarc::driver::DriverError) -> ComputeError + '_ {
@@ -209,6 +209,9 @@ pub struct CudaModule<T: Real + DeviceRepr> {
     /// Whether `change` holds the velocity of a state of the current run of steps (loading
     /// populations starts a new one).
     u_prev_valid: bool,
+    /// The time average's running sums (`[field][node]` doubles: ρ, u_x, u_y, u_z and θ with a
+    /// temperature lattice) and the samples they hold; made at the first sample.
+    means: Option<(CudaSlice<f64>, u64)>,
     /// Addresses of the index, the palette masks and terms, the watchdog's output and the palette's
     /// link words.
     addr: [u64; 5],
@@ -229,6 +232,7 @@ pub struct CudaModule<T: Real + DeviceRepr> {
     health_k: CudaFunction,
     change_k: CudaFunction,
     gather_k: CudaFunction,
+    means_k: CudaFunction,
     _image: Arc<CuModule>,
     shape: LaunchShape,
     describe: String,
@@ -303,6 +307,7 @@ where
             Kernel::Health,
             Kernel::VelocityChange,
             Kernel::GatherNodes,
+            Kernel::AccumulateMeans,
         ];
         if params.thermal.is_some() {
             kernels.extend([Kernel::ExportThermal, Kernel::GatherThermal]);
@@ -315,10 +320,9 @@ where
         } else {
             None
         };
-        let [collide, export, health_k, change_k, gather_k]: [CudaFunction; 5] =
-            funcs
-                .try_into()
-                .map_err(|_| ComputeError::Device("the image lacks a kernel".into()))?;
+        let [collide, export, health_k, change_k, gather_k, means_k]: [CudaFunction; 6] = funcs
+            .try_into()
+            .map_err(|_| ComputeError::Device("the image lacks a kernel".into()))?;
         let amplitude_symbol = {
             let view = image
                 .get_global("thelma_amplitude", &stream)
@@ -413,6 +417,7 @@ where
             health_out,
             change: None,
             u_prev_valid: false,
+            means: None,
             addr,
             below: None,
             above: None,
@@ -423,6 +428,7 @@ where
             health_k,
             change_k,
             gather_k,
+            means_k,
             _image: image,
             shape,
             describe: format!(
@@ -847,6 +853,98 @@ where
             })
             .collect();
         Ok(compare.then(|| ChangeSums::total(&blocks)))
+    }
+
+    fn accumulate_mean(&mut self) -> Result<(), ComputeError> {
+        let n = self.slab.nodes();
+        let fields = 4 + usize::from(self.thermal.is_some());
+        if self.means.is_none() {
+            let sums = self.stream.alloc_zeros::<f64>(fields * n).map_err(|e| {
+                ComputeError::OutOfMemory(format!(
+                    "time-average sums ({} MiB): {e}",
+                    (fields * n * 8) >> 20
+                ))
+            })?;
+            self.means = Some((sums, 0));
+        }
+        let h = self.thermal.as_ref().map_or(0, |th| th.ptrs[self.cur]);
+        let Some((sums, samples)) = &mut self.means else {
+            unreachable!("made above")
+        };
+        // SAFETY: `means_k` was compiled for this module's precision and temperature lattice; the
+        // current lattices hold 19·n and 7·n values, the palette index n entries below the length
+        // of its mask, and `sums` fields·n doubles, all owned by the module until it drops (which
+        // synchronises the stream first).
+        unsafe {
+            launch::accumulate_means(
+                &self.stream,
+                &self.means_k,
+                self.ptrs[self.cur],
+                h,
+                self.addr[0],
+                self.addr[1],
+                n as u64,
+                raw(sums, &self.stream),
+            )
+        }?;
+        *samples += 1;
+        Ok(())
+    }
+
+    fn read_mean_sums(&mut self) -> Result<MeanSums, ComputeError> {
+        let n = self.slab.nodes();
+        let mut shape = Fields::zeros(
+            [self.slab.nx(), self.slab.ny(), self.slab.nz()],
+            self.slab.z.start,
+        );
+        shape.solid.clone_from(&self.host_solid);
+        if self.thermal.is_some() {
+            shape.temperature = vec![0.0; n];
+        }
+        let mut m = MeanSums::empty(&shape);
+        if let Some((sums, samples)) = &self.means {
+            let host = self
+                .stream
+                .clone_dtoh(sums)
+                .map_err(dev_err("copy from the device"))?;
+            self.sync()?;
+            let s = &mut m.sums;
+            for (k, v) in [
+                &mut s.rho,
+                &mut s.ux,
+                &mut s.uy,
+                &mut s.uz,
+                &mut s.temperature,
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                if !v.is_empty() {
+                    v.copy_from_slice(&host[k * n..(k + 1) * n]);
+                }
+            }
+            m.samples = *samples;
+        }
+        Ok(m)
+    }
+
+    fn write_mean_sums(&mut self, sums: &MeanSums) -> Result<(), ComputeError> {
+        let shape = self.read_mean_sums()?;
+        check_mean_shape(&shape, sums)?;
+        let s = &sums.sums;
+        let host: Vec<f64> = [&s.rho, &s.ux, &s.uy, &s.uz, &s.temperature]
+            .into_iter()
+            .flat_map(|v| v.iter().copied())
+            .collect();
+        let dev = self.stream.clone_htod(&host).map_err(|e| {
+            ComputeError::OutOfMemory(format!(
+                "time-average sums ({} MiB): {e}",
+                (host.len() * 8) >> 20
+            ))
+        })?;
+        self.sync()?;
+        self.means = Some((dev, sums.samples));
+        Ok(())
     }
 
     fn read_populations(&mut self) -> Result<Vec<u8>, ComputeError> {

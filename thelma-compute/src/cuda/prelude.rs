@@ -214,6 +214,18 @@ pub fn velocity_source(model: &FlowModel) -> String {
     let outputs: Vec<(String, Sym)> = (0..3).map(|a| (format!("u[{a}]"), u[a])).collect();
     s.push_str(&rec.emit_c(&outputs, PARAM_PREFIX, "    "));
     s.push_str("}\n");
+    // The density beside it, for the time average: δρ as the host's `macroscopic` sums it.
+    let (drho, rec) = symbolic::record(|| {
+        let g: [Sym; Q] = std::array::from_fn(|i| Sym::input(format!("g[{i}]")));
+        macroscopic(&g, None).drho
+    });
+    s.push_str(
+        "// A node's δρ = ρ − 1, printed from thelma_core::physics::macroscopic.\n\
+         template <typename G>\n\
+         __device__ __forceinline__ real thelma_density_excess(const G& g) {\n    real drho[1];\n",
+    );
+    s.push_str(&rec.emit_c(&[("drho[0]".into(), drho)], PARAM_PREFIX, "    "));
+    s.push_str("    return drho[0];\n}\n");
     s
 }
 

@@ -24,11 +24,17 @@ pub enum OutputField {
     /// T = T₀ + θ, in the unit `[thermal]` gives its temperatures in (cases with a temperature
     /// lattice: added to the default arrays, or named in `output.fields`).
     Temperature,
+    /// The time-averaged velocity (`output.average_from`: added to the arrays, or named).
+    MeanVelocity,
+    /// The time-averaged pressure.
+    MeanPressure,
+    /// The time-averaged temperature (with a temperature lattice).
+    MeanTemperature,
 }
 
 impl OutputField {
     /// Every array, in the order of the names listed in messages and help.
-    pub const ALL: [OutputField; 8] = [
+    pub const ALL: [OutputField; 11] = [
         OutputField::Density,
         OutputField::Velocity,
         OutputField::Speed,
@@ -37,6 +43,9 @@ impl OutputField {
         OutputField::Vorticity,
         OutputField::QCriterion,
         OutputField::Temperature,
+        OutputField::MeanVelocity,
+        OutputField::MeanPressure,
+        OutputField::MeanTemperature,
     ];
 
     /// What a file holds unless `output.fields` says otherwise.
@@ -59,15 +68,26 @@ impl OutputField {
             OutputField::Vorticity => "vorticity",
             OutputField::QCriterion => "q_criterion",
             OutputField::Temperature => "temperature",
+            OutputField::MeanVelocity => "mean_velocity",
+            OutputField::MeanPressure => "mean_pressure",
+            OutputField::MeanTemperature => "mean_temperature",
         }
     }
 
     /// Components per node: 3 for vectors, 1 for scalars.
     pub fn components(self) -> usize {
         match self {
-            OutputField::Velocity | OutputField::Vorticity => 3,
+            OutputField::Velocity | OutputField::Vorticity | OutputField::MeanVelocity => 3,
             _ => 1,
         }
+    }
+
+    /// Whether the array is a time average.
+    pub fn is_mean(self) -> bool {
+        matches!(
+            self,
+            OutputField::MeanVelocity | OutputField::MeanPressure | OutputField::MeanTemperature
+        )
     }
 
     /// The array named `name`, if there is one.

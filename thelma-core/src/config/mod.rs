@@ -304,6 +304,13 @@ pub struct OutputConfig {
     pub slice: SlicePlane,
     /// Steps between probe samples (`probes.csv`), when the case has `[[probe]]`s.
     pub probe_every: u64,
+    /// Time-averaged fields from this time on (steps, or seconds with `[units]`): mean velocity,
+    /// pressure and temperature join the VTK files (`mean_velocity`, `mean_pressure`,
+    /// `mean_temperature`) once sampled. Absent: no averages.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub average_from: Option<f64>,
+    /// Steps between the states the averages sample.
+    pub average_every: u64,
 }
 
 impl Default for OutputConfig {
@@ -317,6 +324,8 @@ impl Default for OutputConfig {
             images: true,
             slice: SlicePlane::default(),
             probe_every: 100,
+            average_from: None,
+            average_every: 10,
         }
     }
 }
@@ -1037,6 +1046,50 @@ impl CaseConfig {
                 ))
             }
         }
+        if let Some(from) = self.output.average_from {
+            let unit = if self.units.is_some() { " s" } else { " steps" };
+            if !(from.is_finite() && from >= 0.0) {
+                return Err(bad(
+                    "output.average_from",
+                    "--config",
+                    format!("{}{unit} must be a finite time ≥ 0", num_exact(from)),
+                ));
+            }
+            if self.output.average_every == 0 {
+                return Err(bad(
+                    "output.average_every",
+                    "--config",
+                    "the averages need an interval > 0 between their samples",
+                ));
+            }
+            let first = self.averaging().map_or(0, |a| a.from);
+            if let Some(steps) = self.run.steps.filter(|&n| first > n) {
+                return Err(bad(
+                    "output.average_from",
+                    "--config",
+                    format!(
+                        "{}{unit} is step {first}, after the run's last ({steps}): nothing would be averaged",
+                        num_exact(from)
+                    ),
+                ));
+            }
+        }
+        for f in self.output.arrays()? {
+            if f.is_mean() && self.output.average_from.is_none() {
+                return Err(bad(
+                    "output.fields",
+                    "--fields",
+                    format!("`{f}` needs output.average_from (the time the averages start)"),
+                ));
+            }
+            if f == OutputField::MeanTemperature && self.thermal.is_none() {
+                return Err(bad(
+                    "output.fields",
+                    "--fields",
+                    format!("`{f}` needs a [thermal] section (the temperature lattice)"),
+                ));
+            }
+        }
         if !self.probe.is_empty() && self.output.probe_every == 0 {
             return Err(bad(
                 "output.probe_every",
@@ -1376,6 +1429,17 @@ impl CaseConfig {
         })
     }
 
+    /// Which states the time averages sample (`output.average_from` converted to the first step,
+    /// rounded up, and `output.average_every`), `None` without averages.
+    pub fn averaging(&self) -> Option<crate::Averaging> {
+        let from = self.output.average_from?;
+        let steps = self.unit_scales().map_or(from, |s| from / s.dt);
+        Some(crate::Averaging {
+            from: steps.ceil().max(0.0) as u64,
+            every: self.output.average_every,
+        })
+    }
+
     /// Steps between convergence checks: the configured value, or about one convective time `L/U`
     /// rounded to a multiple of 100 (at least 100).
     pub fn resolved_check_every(&self) -> u64 {
@@ -1647,6 +1711,59 @@ mod tests {
             assert_eq!(e.flag, flag, "{e}");
             assert!(e.to_string().starts_with(flag));
         }
+    }
+
+    /// `output.average_from` gives the first sampled step (seconds with `[units]`, rounded up);
+    /// a time that is not one, no interval, a start after the run and mean arrays without
+    /// averages are refused naming their key.
+    #[test]
+    fn averages_start_where_average_from_says_or_are_refused_naming_the_key() {
+        let mut c = CaseConfig::default();
+        c.run.steps = Some(1000);
+        c.output.average_from = Some(250.0);
+        c.output.average_every = 4;
+        c.validate().unwrap();
+        assert_eq!(
+            c.averaging(),
+            Some(crate::Averaging {
+                from: 250,
+                every: 4
+            })
+        );
+        c.units = Some(PhysicalUnits {
+            length: 0.1,
+            velocity: 0.01,
+            viscosity: 1e-6,
+            density: None,
+        });
+        c.output.average_from = Some(0.5);
+        // dt = U_lb dx / U = 0.1 · (0.1/48) / 0.01 s = 1/48 s: 0.5 s is step 24.
+        c.domain.size = [48, 48, 48];
+        c.validate().unwrap();
+        assert_eq!(c.averaging().unwrap().from, 24);
+        let refused = |c: &CaseConfig, key: &str, says: &str| {
+            let e = c.validate().unwrap_err();
+            assert_eq!(e.key, key, "{e}");
+            assert!(e.message.contains(says), "{e}");
+        };
+        let mut d = CaseConfig::default();
+        d.run.steps = Some(1000);
+        for bad in [-1.0, f64::NAN] {
+            d.output.average_from = Some(bad);
+            refused(&d, "output.average_from", "must be a finite time ≥ 0");
+        }
+        d.output.average_from = Some(2000.0);
+        refused(&d, "output.average_from", "after the run's last (1000)");
+        d.output.average_from = Some(10.0);
+        d.output.average_every = 0;
+        refused(&d, "output.average_every", "interval > 0");
+        let mut e = CaseConfig::default();
+        e.output.fields = vec!["mean_velocity".into()];
+        refused(
+            &e,
+            "output.fields",
+            "`mean_velocity` needs output.average_from",
+        );
     }
 
     #[test]
