@@ -126,11 +126,12 @@ THELMA_COLLIDE_THERMAL_NAME(THELMA_COLLIDE_ARGS, const unsigned int *__restrict_
                                   nz, periodic, x, y, z, p, z0, nz_domain);
             real u[3];
             thelma_advecting_velocity(f, F, u);
-            real nut[1];
-            thelma_eddy_viscosity(f, F, nut);
+            // The eddy viscosity's relaxation time, evaluated once for both collisions.
+            real nut[1], tau[1];
+            thelma_eddy_viscosity(f, F, nut, tau);
             thelma_collide_thermal(h, u, nut[0]);
             store_thermal(h, hb, tabove_out, tbelow_out, nx, ny, nz, x, y, z, p);
-            thelma_collide_forced(f, F);
+            thelma_collide_forced(f, F, tau[0]);
         }
     }
     store_node(f, b, above_out, below_out, nx, ny, nz, x, y, z, p);

@@ -18,8 +18,8 @@ use rayon::prelude::*;
 use thelma_core::physics::d3q19::W;
 use thelma_core::physics::d3q19::{C, DOWN, OPP, Q, UP};
 use thelma_core::physics::{
-    advecting_velocity, dispatch, eddy_viscosity, node_density, parabola, pressure_terms, Arith,
-    Coefficients, CollisionOperator, OperatorVisitor, D3Q19,
+    advecting_velocity, dispatch, eddy_of, node_density, parabola, pressure_terms,
+    smagorinsky_relaxation, Arith, Coefficients, CollisionOperator, OperatorVisitor, D3Q19,
 };
 use thelma_core::Real;
 use thelma_core::SlabSpec;
@@ -931,8 +931,8 @@ impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
     /// With a temperature lattice: the force of the `len` nodes at slab offset `at` (from their θ,
     /// set by the thermal pull) instead of the uniform one, and the velocity that advects θ, from
     /// their pulled populations under that force, kept for the thermal collision (with the eddy
-    /// viscosity under the run constants `k`, for a turbulent Prandtl number). Without one, the
-    /// uniform force as it is.
+    /// viscosity under the run constants `k`, for a turbulent Prandtl number, whose relaxation
+    /// time it returns for the flow's collision). Without one, the uniform force as it is.
     #[inline(always)]
     fn couple<const L: usize>(
         &self,
@@ -941,9 +941,9 @@ impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
         k: &Coefficients<Lanes<T, L>>,
         at: usize,
         len: usize,
-    ) -> Option<[Lanes<T, L>; 3]> {
+    ) -> (Option<[Lanes<T, L>; 3]>, Option<Lanes<T, L>>) {
         let Some(c) = &self.coupling else {
-            return force;
+            return (force, None);
         };
         let fl: [Lanes<T, L>; 3] = std::array::from_fn(|a| {
             let mut l = Lanes::splat(T::zero());
@@ -960,15 +960,20 @@ impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
                 unsafe { *c.u[a].0.add(at + x) = u[a].0[x] };
             }
         }
+        // The eddy viscosity's relaxation time, evaluated once: the temperature's diffusivity
+        // follows it, and the flow collides with it.
+        let mut tau = None;
         if let Some(nu) = c.nu {
-            if let Some(v) = eddy_viscosity(f, k, Some(fl)) {
+            if let Some(t) = smagorinsky_relaxation(f, k, Some(fl)) {
+                let v = eddy_of(t, k);
                 for x in 0..len {
                     // SAFETY: as above.
                     unsafe { *nu.0.add(at + x) = v.0[x] };
                 }
+                tau = Some(t);
             }
         }
-        Some(fl)
+        (Some(fl), tau)
     }
 
     /// One row (z, y): bundles of `L` nodes along x are pulled, collided and stored to lattice B
@@ -1004,12 +1009,12 @@ impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
                 // costs nothing on these units) but never stored.
                 let mut f = [Lanes::splat(T::zero()); Q];
                 let any_solid = self.gather(&mut f, &sources, row0, x0, len);
-                let force = if EXTRA {
+                let (force, tau) = if EXTRA {
                     self.couple(&f, force, &k, row0 + x0, len)
                 } else {
-                    force
+                    (force, None)
                 };
-                O::collide(&mut f, &k, force);
+                O::collide_with(&mut f, &k, force, tau);
                 if any_solid {
                     self.keep_solids(&mut f, row0, x0, len);
                 }
@@ -1056,20 +1061,20 @@ impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
             // they are collided but never stored.
             let mut f = load(x0);
             if plain {
-                let force = if EXTRA {
+                let (force, tau) = if EXTRA {
                     self.couple(&f, force, &k, row0 + x0, len)
                 } else {
-                    force
+                    (force, None)
                 };
-                O::collide(&mut f, &k, force);
+                O::collide_with(&mut f, &k, force, tau);
             } else {
                 let any_solid = self.patch(&mut f, &starts, row0, x0, len);
-                let force = if EXTRA {
+                let (force, tau) = if EXTRA {
                     self.couple(&f, force, &k, row0 + x0, len)
                 } else {
-                    force
+                    (force, None)
                 };
-                O::collide(&mut f, &k, force);
+                O::collide_with(&mut f, &k, force, tau);
                 if any_solid {
                     self.keep_solids(&mut f, row0, x0, len);
                 }

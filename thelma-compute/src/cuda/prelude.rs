@@ -11,10 +11,10 @@ use super::shape::{LaunchShape, DEFAULT_BLOCK_X};
 use thelma_core::physics::d3q19::Q;
 use thelma_core::physics::Arith as _;
 use thelma_core::physics::{
-    advecting_velocity, collide_thermal, coupled_force, dirichlet_term, dispatch, eddy_viscosity,
-    macroscopic, node_density, parabola, pressure_terms, symbolic, temperature, Coefficients,
-    Collision, CollisionOperator, FlowModel, OperatorVisitor, Stencil, Sym, ThermalCoefficients,
-    ThermalFace, ThermalSetup, D3Q19, QT,
+    advecting_velocity, collide_thermal, coupled_force, dirichlet_term, dispatch, eddy_of,
+    macroscopic, node_density, parabola, pressure_terms, smagorinsky_relaxation, symbolic,
+    temperature, Coefficients, Collision, CollisionOperator, FlowModel, OperatorVisitor, Stencil,
+    Sym, ThermalCoefficients, ThermalFace, ThermalSetup, D3Q19, QT,
 };
 use thelma_core::WALL_SLOTS;
 use thelma_geometry::{LinkRule, NodeFlags};
@@ -83,8 +83,9 @@ pub fn collision_source(model: &FlowModel) -> String {
 }
 
 /// The collision of `model` as `thelma_collide` or, with `per_node_force`, as
-/// `thelma_collide_forced(real g[Q], const real F[3])`, whose force is the node's own (the
-/// temperature lattice's coupled force) instead of the uniform run constant.
+/// `thelma_collide_forced(real g[Q], const real F[3], real tau)`, whose force is the node's own
+/// (the temperature lattice's coupled force) instead of the uniform run constant and whose
+/// Smagorinsky relaxation time is `tau` (unused without the model).
 fn collision_function(model: &FlowModel, per_node_force: bool) -> String {
     struct Print<'a>(&'a FlowModel, bool);
     impl OperatorVisitor for Print<'_> {
@@ -105,7 +106,9 @@ fn collision_function(model: &FlowModel, per_node_force: bool) -> String {
                     })
                 };
                 let mut g: [Sym; Q] = std::array::from_fn(|i| Sym::input(format!("g[{i}]")));
-                O::collide(&mut g, &k, force);
+                // The coupled step evaluates the Smagorinsky relaxation time once, for both lattices.
+                let tau = (per_node && model.smagorinsky.is_some()).then(|| Sym::input("tau"));
+                O::collide_with(&mut g, &k, force, tau);
                 g
             });
             let mut s = String::new();
@@ -128,7 +131,7 @@ fn collision_function(model: &FlowModel, per_node_force: bool) -> String {
                 let _ = writeln!(
                     s,
                     "__device__ __forceinline__ void thelma_collide_forced(real* __restrict__ g, \
-                     const real* __restrict__ F) {{"
+                     const real* __restrict__ F, real tau) {{"
                 );
             } else {
                 let _ = writeln!(
@@ -343,16 +346,21 @@ pub fn thermal_source(model: &FlowModel, setup: &ThermalSetup) -> String {
     );
     function(
         &mut s,
-        "The flow's eddy viscosity at a node (0 without the Smagorinsky model), printed from \
-         thelma_core::physics::eddy_viscosity.",
+        "The flow's Smagorinsky relaxation time at a node and its eddy viscosity (0 without the \
+         model), printed from thelma_core::physics::smagorinsky_relaxation and eddy_of.",
         "void thelma_eddy_viscosity(const real* __restrict__ g, const real* __restrict__ F, \
-         real* __restrict__ nut)",
+         real* __restrict__ nut, real* __restrict__ tau)",
         &|| {
             let g: [Sym; Q] = inputs("g", Q).try_into().expect("Q inputs");
             let f: [Sym; 3] = inputs("F", 3).try_into().expect("3 inputs");
             let kf = Coefficients::new(model, Sym::param);
-            let nu = eddy_viscosity(&g, &kf, Some(f)).unwrap_or(Sym::c(0.0));
-            vec![("nut[0]".into(), nu)]
+            match smagorinsky_relaxation(&g, &kf, Some(f)) {
+                Some(t) => vec![("nut[0]".into(), eddy_of(t, &kf)), ("tau[0]".into(), t)],
+                None => vec![
+                    ("nut[0]".into(), Sym::c(0.0)),
+                    ("tau[0]".into(), Sym::c(0.0)),
+                ],
+            }
         },
     );
     function(
@@ -581,7 +589,7 @@ mod tests {
         for head in [
             "#define THELMA_THERMAL 1",
             "void thelma_collide(real* __restrict__ g)",
-            "void thelma_collide_forced(real* __restrict__ g, const real* __restrict__ F)",
+            "void thelma_collide_forced(real* __restrict__ g, const real* __restrict__ F, real tau)",
             "void thelma_temperature(",
             "void thelma_coupled_force(real theta, real* __restrict__ F)",
             "void thelma_advecting_velocity(",

@@ -191,7 +191,19 @@ pub trait CollisionOperator: 'static {
     const NAME: &'static str;
     /// One line for `--help` and the docs.
     const SUMMARY: &'static str;
-    fn collide<V: Arith>(g: &mut [V; Q], k: &Coefficients<V>, force: Option<[V; 3]>);
+    fn collide<V: Arith>(g: &mut [V; Q], k: &Coefficients<V>, force: Option<[V; 3]>) {
+        Self::collide_with(g, k, force, None);
+    }
+    /// The same collision, under the Smagorinsky model with the relaxation time `tau` when it is
+    /// given (the node's [`smagorinsky_relaxation`], computed once for the flow and a lattice
+    /// coupled to it) instead of its own evaluation of the stress. Without the model `tau` is not
+    /// read.
+    fn collide_with<V: Arith>(
+        g: &mut [V; Q],
+        k: &Coefficients<V>,
+        force: Option<[V; 3]>,
+        tau: Option<V>,
+    );
 }
 
 /// Code that needs the operator as a type (to monomorphise a CPU loop, to print a kernel).
@@ -438,6 +450,27 @@ pub fn eddy_viscosity<V: Arith>(
     k: &Coefficients<V>,
     force: Option<[V; 3]>,
 ) -> Option<V> {
+    smagorinsky_relaxation(g, k, force).map(|tau| eddy_of(tau, k))
+}
+
+/// The eddy viscosity `ν_t = c_s² (τ − τ₀)` of a node's Smagorinsky relaxation time.
+#[inline(always)]
+pub fn eddy_of<V: Arith>(tau: V, k: &Coefficients<V>) -> V {
+    V::c(1.0 / 3.0) * (tau - k.tau)
+}
+
+/// The Smagorinsky model's local relaxation time at a node's pulled populations under its force
+/// (from BGK's stress, the pair sums of `g − g_eq`), or `None` without the model: what
+/// [`eddy_viscosity`] follows, and what a coupled step hands to
+/// [`CollisionOperator::collide_with`] so that the stress is evaluated once per node.
+// `seq!` unrolls `2 * P + 1` into literal index arithmetic such as `2 * 0 + 1`.
+#[allow(clippy::identity_op, clippy::erasing_op)]
+#[inline(always)]
+pub fn smagorinsky_relaxation<V: Arith>(
+    g: &[V; Q],
+    k: &Coefficients<V>,
+    force: Option<[V; 3]>,
+) -> Option<V> {
     let cs = k.smagorinsky?;
     let m = macroscopic(g, force);
     let eq = equilibrium_pairs(&m);
@@ -445,8 +478,7 @@ pub fn eddy_viscosity<V: Arith>(
     seq!(P in 0..9 {
         neq[P] = (g[2 * P + 1] + g[2 * P + 2]) - V::c(2.0) * eq.even[P];
     });
-    let tau = smagorinsky_tau(stress_from_pairs(&neq), m.rho, k.tau, cs);
-    Some(V::c(1.0 / 3.0) * (tau - k.tau))
+    Some(smagorinsky_tau(stress_from_pairs(&neq), m.rho, k.tau, cs))
 }
 
 /// `Π_neq` (xx, yy, zz, xy, yz, xz) from the pair sums of `g − g_eq`.
@@ -477,12 +509,18 @@ impl CollisionOperator for Bgk {
     // `seq!` unrolls `2 * P + 1` into literal index arithmetic such as `2 * 0 + 1`.
     #[allow(clippy::identity_op, clippy::erasing_op)]
     #[inline(always)]
-    fn collide<V: Arith>(g: &mut [V; Q], k: &Coefficients<V>, force: Option<[V; 3]>) {
+    fn collide_with<V: Arith>(
+        g: &mut [V; Q],
+        k: &Coefficients<V>,
+        force: Option<[V; 3]>,
+        tau: Option<V>,
+    ) {
         let m = macroscopic(g, force);
         let eq = equilibrium_pairs(&m);
-        let omega = match k.smagorinsky {
-            None => k.omega,
-            Some(cs) => {
+        let omega = match (k.smagorinsky, tau) {
+            (None, _) => k.omega,
+            (Some(_), Some(t)) => V::c(1.0) / t,
+            (Some(cs), None) => {
                 let mut neq = eq.even;
                 seq!(P in 0..9 {
                     neq[P] = (g[2 * P + 1] + g[2 * P + 2]) - V::c(2.0) * eq.even[P];
@@ -515,7 +553,12 @@ impl CollisionOperator for Trt {
     // `seq!` unrolls `2 * P + 1` into literal index arithmetic such as `2 * 0 + 1`.
     #[allow(clippy::identity_op, clippy::erasing_op)]
     #[inline(always)]
-    fn collide<V: Arith>(g: &mut [V; Q], k: &Coefficients<V>, force: Option<[V; 3]>) {
+    fn collide_with<V: Arith>(
+        g: &mut [V; Q],
+        k: &Coefficients<V>,
+        force: Option<[V; 3]>,
+        tau: Option<V>,
+    ) {
         let m = macroscopic(g, force);
         let eq = equilibrium_pairs(&m);
         let half = V::c(0.5);
@@ -529,8 +572,13 @@ impl CollisionOperator for Trt {
         let (wp, wm) = match k.smagorinsky {
             None => (k.omega, k.omega_minus),
             Some(cs) => {
-                let twice = ne.map(|v| V::c(2.0) * v);
-                let wp = smagorinsky_omega(stress_from_pairs(&twice), m.rho, k.tau, cs);
+                let wp = match tau {
+                    Some(t) => V::c(1.0) / t,
+                    None => {
+                        let twice = ne.map(|v| V::c(2.0) * v);
+                        smagorinsky_omega(stress_from_pairs(&twice), m.rho, k.tau, cs)
+                    }
+                };
                 let wm = V::c(1.0) / (half + k.trt_magic / (V::c(1.0) / wp - half));
                 (wp, wm)
             }
@@ -667,7 +715,12 @@ impl CollisionOperator for Mrt {
     // `seq!` unrolls `2 * P + 1` into literal index arithmetic such as `2 * 0 + 1`.
     #[allow(clippy::identity_op, clippy::erasing_op)]
     #[inline(always)]
-    fn collide<V: Arith>(g: &mut [V; Q], k: &Coefficients<V>, force: Option<[V; 3]>) {
+    fn collide_with<V: Arith>(
+        g: &mut [V; Q],
+        k: &Coefficients<V>,
+        force: Option<[V; 3]>,
+        tau: Option<V>,
+    ) {
         let mut sum = [g[0]; 9];
         let mut dif = [g[0]; 9];
         seq!(P in 0..9 {
@@ -690,9 +743,13 @@ impl CollisionOperator for Mrt {
             }
         });
         // The shear rate and its forcing factor: constant, or the Smagorinsky model's local rate.
-        let (shear, shear_keep) = match k.smagorinsky {
-            None => (None, None),
-            Some(cs) => {
+        let (shear, shear_keep) = match (k.smagorinsky, tau) {
+            (None, _) => (None, None),
+            (Some(_), Some(t)) => {
+                let w = V::c(1.0) / t;
+                (Some(w), Some(V::c(1.0) - V::c(0.5) * w))
+            }
+            (Some(cs), None) => {
                 // Π_neq from the deviations: tr Π = d_e/19 (δρ_neq = 0), 3Π_xx − tr = d_3pxx,
                 // Π_yy − Π_zz = d_pww, and the off-diagonal moments are Π_xy, Π_yz, Π_xz.
                 let tr = d[1] * V::c(1.0 / 19.0);

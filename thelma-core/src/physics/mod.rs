@@ -19,10 +19,10 @@ mod thermal;
 pub use arith::{term, Arith};
 pub use boundary::{momentum_exchange, node_density, parabola, pressure_terms};
 pub use collision::{
-    density_momentum, dispatch, eddy_viscosity, equilibrium, equilibrium_moments,
-    equilibrium_pairs, guo_source, macroscopic, Bgk, Coefficients, Collision, CollisionOperator,
-    FlowModel, Macroscopic, Mrt, MrtRates, OperatorVisitor, Pairs, Trt, DEFAULT_TRT_MAGIC,
-    OPERATORS,
+    density_momentum, dispatch, eddy_of, eddy_viscosity, equilibrium, equilibrium_moments,
+    equilibrium_pairs, guo_source, macroscopic, smagorinsky_relaxation, Bgk, Coefficients,
+    Collision, CollisionOperator, FlowModel, Macroscopic, Mrt, MrtRates, OperatorVisitor, Pairs,
+    Trt, DEFAULT_TRT_MAGIC, OPERATORS,
 };
 pub use error::PhysicsError;
 pub use stencil::{Stencil, D3Q19, D3Q7, MAX_SPEED};
