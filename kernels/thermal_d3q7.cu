@@ -41,11 +41,16 @@ __device__ __forceinline__ void pull_thermal(T* h, const T* __restrict__ ha, con
         const bool wraps = ax < 2 && ((periodic >> ax) & 1);
         T v;
         if (outside && !wraps && !(across && buf != nullptr)) {
-            // Without patches both faces' table entries are constants after unrolling and the
-            // side is a select.
+            // The face is a constant after unrolling on either side (its table entries and
+            // patches fold): a face index computed at run time would read the tables from local
+            // memory.
             int kind;
             double theta;
-            thelma_tface(2 * ax + (q < 0 ? 0 : 1), x, y, z0 + z, &kind, &theta);
+            if (q < 0) {
+                thelma_tface(2 * ax, x, y, z0 + z, &kind, &theta);
+            } else {
+                thelma_tface(2 * ax + 1, x, y, z0 + z, &kind, &theta);
+            }
             if (kind == 0) {
                 v = ha[(size_t)opp(i) * n + p];
             } else if (kind == 1) {
