@@ -85,6 +85,7 @@ fn every_kernel_variant_compiles_for_sm_90() {
                     Kernel::Health,
                     Kernel::VelocityChange,
                     Kernel::GatherNodes,
+                    Kernel::AccumulateMeans,
                 ];
                 let thermal = [
                     Kernel::CollideThermal(collision),
@@ -102,7 +103,7 @@ fn every_kernel_variant_compiles_for_sm_90() {
     }
     assert_eq!(
         Kernel::all().iter().filter(|k| k.in_lbm_source()).count(),
-        3 * OPERATORS.len() + 6
+        3 * OPERATORS.len() + 7
     );
     let cubin = compile(BANDWIDTH_SOURCE, "bandwidth.cu", "sm_90").expect("bandwidth kernel");
     assert!(contains(

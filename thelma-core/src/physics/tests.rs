@@ -295,7 +295,11 @@ fn a_given_smagorinsky_time_is_the_collisions_own() {
                 m.smagorinsky = cs;
                 let own = dispatch(c, With(&m, g0, force, false));
                 let given = dispatch(c, With(&m, g0, force, true));
-                let tol = if c == Collision::BGK || cs.is_none() { 0.0 } else { 1e-15 };
+                let tol = if c == Collision::BGK || cs.is_none() {
+                    0.0
+                } else {
+                    1e-15
+                };
                 for i in 0..Q {
                     assert!(
                         (own[i] - given[i]).abs() <= tol,
