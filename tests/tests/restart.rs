@@ -396,3 +396,52 @@ fn a_probe_reads_the_temperature(m: Module) {
 
 per_module!(a_probe_reads_the_temperature => a_probe_reads_the_temperature_on_the_cpu_module,
     a_probe_reads_the_temperature_on_the_cuda_module);
+
+/// The VTK files of a run with time averages (the heated case samples from step 10 on) hold the
+/// mean arrays from the first sample on, and leave them out before it; the summary holds the
+/// Nusselt numbers `[thermal] nusselt` asks for (heat enters at the warm wall, leaves at the cool).
+#[test]
+fn the_vtk_files_hold_the_averages_once_sampled() {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("heated.toml");
+    let case = HEATED.replace("[thermal]\n", "[thermal]\nnusselt = [\"x-\", \"x+\"]\n");
+    std::fs::write(&config, case).unwrap();
+    let out = tmp.path().join("out");
+    let o = run(&[
+        "--config",
+        s(&config),
+        "--backend",
+        "cpu",
+        "--steps",
+        "15",
+        "--output-every",
+        "5",
+        "-o",
+        s(&out),
+    ])
+    .unwrap();
+    let nu: Vec<(&str, f64)> = o
+        .summary
+        .nusselt
+        .iter()
+        .map(|n| (n.face.name(), n.nusselt))
+        .collect();
+    assert!(
+        matches!(nu.as_slice(), [("x-", a), ("x+", b)] if *a > 0.0 && *b < 0.0),
+        "{nu:?}"
+    );
+    let names = |step: u64| {
+        let bytes = std::fs::read(out.join(format!("fields_{step:08}.vti"))).unwrap();
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        [
+            "mean_velocity",
+            "mean_pressure",
+            "mean_temperature",
+            "temperature",
+        ]
+        .map(|n| text.contains(&format!("Name=\"{n}\"")))
+    };
+    assert_eq!(names(5), [false, false, false, true]);
+    assert_eq!(names(10), [true, true, true, true]);
+    assert_eq!(names(15), [true, true, true, true]);
+}

@@ -8,14 +8,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use thelma_compute::ModelParams;
-use thelma_core::physics::D3Q19;
+use thelma_core::physics::{ThermalFace, D3Q19};
 use thelma_core::{interface_bytes_per_step, ComputeError, Fields};
 use thelma_core::{BoundaryKind, CaseConfig, CaseKind, LatticeParams};
 use thelma_core::{DeviceInfo, Runtime, RuntimeError};
 use thelma_core::{Domain, SlabSpec};
 use thelma_geometry::Geometry;
 use thelma_results::Comparison;
-use thelma_results::Profile;
+use thelma_results::{wall_nusselt, Profile, WallNusselt};
 use thelma_results::{DeviceSummary, RunSummary, StopReason, Timings, UnitsReport};
 
 use crate::outputs::Outputs;
@@ -287,6 +287,7 @@ pub fn run_case_from(
     };
     let mut summary = tally.summary(&rt, stop_reason, mass1, validation, &outputs);
     summary.forces = samples.finish()?;
+    summary.nusselt = nusselt_walls(case, &lattice, &fields);
     let last = summary.outputs.len() - 1;
     summary
         .outputs
@@ -300,6 +301,35 @@ pub fn run_case_from(
         fields,
         profiles,
     })
+}
+
+/// The Nusselt number of each face `[thermal] nusselt` names, from the fields' θ: the box's
+/// extent normal to the face as the length, the spread of the held faces' θ as the difference.
+fn nusselt_walls(case: &CaseConfig, lattice: &LatticeParams, f: &Fields) -> Vec<WallNusselt> {
+    let (Some(t), Some(setup)) = (&case.thermal, case.thermal_setup(lattice)) else {
+        return Vec::new();
+    };
+    let held: Vec<f64> = setup
+        .faces
+        .iter()
+        .filter_map(|r| match r {
+            ThermalFace::Held(v) => Some(*v),
+            _ => None,
+        })
+        .collect();
+    let delta =
+        held.iter().fold(f64::MIN, |a, &b| a.max(b)) - held.iter().fold(f64::MAX, |a, &b| a.min(b));
+    t.nusselt
+        .iter()
+        .filter_map(|&face| {
+            let ThermalFace::Held(theta_w) = setup.faces[face as usize] else {
+                return None;
+            };
+            let length = case.domain.size[face.axis()] as f64;
+            wall_nusselt(f, face, theta_w, length, delta)
+                .map(|nusselt| WallNusselt { face, nusselt })
+        })
+        .collect()
 }
 
 /// What the run loop has measured so far: the summary is made of it when the run ends, and when it
@@ -410,6 +440,7 @@ impl Tally<'_> {
                 .chain(["summary.json".to_string()])
                 .collect(),
             forces: Vec::new(),
+            nusselt: Vec::new(),
         }
     }
 }

@@ -28,9 +28,11 @@ use thelma_core::{Domain, SlabSpec};
 pub const FILE_NAME: &str = "checkpoint.thelma";
 
 const MAGIC: &[u8; 8] = b"THELMACP";
-/// Format 2: populations shifted by their weights and the stencil in the header. Format 1 held
-/// unshifted populations and is refused, not misread.
-const VERSION: u32 = 2;
+/// Format 3: format 2 (populations shifted by their weights, the stencil in the header) with the
+/// time averages' sums after the populations where the header counts some; a format 2 file has
+/// none and reads as one of format 3 without them. Format 1 held unshifted populations and is
+/// refused, not misread.
+const VERSION: u32 = 3;
 
 /// The lattices of `case`, as the header names them (`D3Q19`, `D3Q19+D3Q7` with `[thermal]`), and
 /// the populations per node they hold together.
@@ -225,9 +227,9 @@ fn read_header_from(r: &mut dyn Read) -> Result<(Header, Vec<u8>)> {
         bail!("not a thelma checkpoint");
     }
     let version = u32::from_le_bytes(fixed[8..12].try_into().expect("4 bytes"));
-    if version != VERSION {
+    if version != VERSION && version != 2 {
         bail!(
-            "checkpoint format {version}, this build reads format {VERSION}{}",
+            "checkpoint format {version}, this build reads formats 2 and {VERSION}{}",
             if version == 1 {
                 " (format 1 stored unshifted populations; rerun the case to make a new one)"
             } else {

@@ -87,8 +87,9 @@ impl Fields {
 
 /// The running sums of a slab's time average: over `samples` sampled states, the sum of each
 /// field as [`ComputeModule::read_fields`] reports it (ρ, u, and θ with a temperature lattice),
-/// added node by node in f64 in the order sampled, so that every module and slab layout sums the
-/// same values to the same bits.
+/// added node by node in f64 in the order sampled, so that every slab layout sums the same values
+/// to the same bits, and every module too but for the last bit of the CUDA module's f64 velocity
+/// (its device division).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct MeanSums {
     pub samples: u64,

@@ -40,7 +40,7 @@ pub enum OpenKind {
 pub enum GeometryError {
     #[error("slab z {0:?} has more than {MAX_PALETTE} distinct node-flag values; simplify the obstacles or use more slabs")]
     PaletteFull(Range<usize>),
-    #[error("node ({0}, {1}, {2}) touches two moving walls of different velocity, which one node cannot represent")]
+    #[error("node ({0}, {1}, {2}) touches two moving walls or inlets (faces, or patches less than two nodes apart), which one node cannot represent")]
     TwoMovingWalls(usize, usize, usize),
     #[error("face {0} moves or is open, but its axis is periodic")]
     PeriodicWall(&'static str),

@@ -11,6 +11,7 @@
 mod convergence;
 mod gradient;
 mod image;
+mod nusselt;
 mod output;
 mod plot;
 mod profiles;
@@ -20,6 +21,7 @@ pub mod vtk;
 
 pub use convergence::relative_change;
 pub use image::{write_slice_png, Slice, SliceStyle};
+pub use nusselt::{wall_nusselt, WallNusselt};
 pub use output::{write_atomic, write_bytes_atomic};
 pub use plot::{line_plot, profile_plot, DrawError, Mark, Series, XAxis};
 pub use profiles::{cavity_centrelines, write_csv, Profile};

@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use thelma_core::{num, num_sig, CaseConfig, LatticeParams, UnitScales};
 
+use crate::nusselt::WallNusselt;
 use crate::reference::Comparison;
 
 /// One device's share of a run.
@@ -96,6 +97,9 @@ pub struct RunSummary {
     /// The mean force on each obstacle over the second half of the run's samples.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub forces: Vec<ForceMean>,
+    /// The Nusselt number of each face `[thermal] nusselt` names, at the run's last state.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub nusselt: Vec<WallNusselt>,
 }
 
 /// The time-mean force on one obstacle (`forces.csv`'s columns averaged over the second half of the
@@ -194,6 +198,14 @@ impl RunSummary {
                 num_sig(change, 3)
             )
         };
+        if !self.nusselt.is_empty() {
+            let faces: Vec<String> = self
+                .nusselt
+                .iter()
+                .map(|n| format!("{} {}", n.face.name(), num_sig(n.nusselt, 4)))
+                .collect();
+            s += &format!("Nusselt (heat into the fluid): {}\n", faces.join(", "));
+        }
         if let Some(u) = &self.units {
             s += &format!(
                 "simulated {} of physical time in {}: {} x real time\n  dt = {}, dx = {} m\n",
@@ -523,6 +535,7 @@ mod tests {
             },
             outputs: vec!["fields_00001000.vti".into()],
             forces: Vec::new(),
+            nusselt: Vec::new(),
         };
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("summary.json");

@@ -850,6 +850,11 @@ mod tests {
                     }
                 }
             }
+            // Averages unlike the state, so that the mean arrays are told apart.
+            let mut mean = f.clone();
+            mean.ux.iter_mut().for_each(|u| *u *= 0.5);
+            mean.rho.iter_mut().for_each(|r| *r += 1e-3);
+            f.mean = Some(Box::new(mean));
             f
         };
         let whole = slab(0, 9);

@@ -53,9 +53,10 @@ impl Face {
 }
 
 /// A rectangle of lattice positions on a face: along each of the face's
-/// [`transverse`](Face::transverse) axes, the positions `lo..=hi`. Positions beyond the face that
-/// a link from inside reaches keep the node's transverse coordinates, so a patch holds the links
-/// that leave the nodes of that rectangle through the face.
+/// [`transverse`](Face::transverse) axes, the positions `lo..=hi`. A link that leaves the box
+/// through the face takes the patch's rule where the position it comes from (`x − c_i`, one
+/// spacing beyond the face) lies in the rectangle, so along a patch's rim a node's diagonal links
+/// may take the patch's rule and the face's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct FacePatch {
     pub face: Face,

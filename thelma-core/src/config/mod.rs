@@ -1433,7 +1433,10 @@ impl CaseConfig {
     /// rounded up, and `output.average_every`), `None` without averages.
     pub fn averaging(&self) -> Option<crate::Averaging> {
         let from = self.output.average_from?;
-        let steps = self.unit_scales().map_or(from, |s| from / s.dt);
+        // A time that is a whole number of steps but whose quotient rounds up stays that step.
+        let steps = self
+            .unit_scales()
+            .map_or(from, |s| from / s.dt * (1.0 - 4.0 * f64::EPSILON));
         Some(crate::Averaging {
             from: steps.ceil().max(0.0) as u64,
             every: self.output.average_every,

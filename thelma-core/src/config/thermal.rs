@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::boundary::{BoundaryConfig, BoundaryKind, FacePatch};
+use super::boundary::{BoundaryConfig, BoundaryKind, Face, FacePatch};
 use super::error::{bad, ConfigError};
 use super::units::UnitScales;
 use crate::numfmt::{num, num_exact};
@@ -59,6 +59,11 @@ pub struct ThermalConfig {
     /// with the model; refused without it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub turbulent_prandtl: Option<f64>,
+    /// Faces held at a temperature whose Nusselt number the run reports (`["x-", "x+"]`): the
+    /// mean heat flux into the fluid over the face, in units of conduction across the box's extent
+    /// normal to the face at the difference between the highest and lowest held temperatures.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub nusselt: Vec<Face>,
 }
 
 /// The turbulent Prandtl number taken under the Smagorinsky model when the case gives none (the
@@ -76,6 +81,7 @@ impl Default for ThermalConfig {
             initial: None,
             magic: DEFAULT_THERMAL_MAGIC,
             turbulent_prandtl: None,
+            nusselt: Vec::new(),
         }
     }
 }
@@ -155,6 +161,34 @@ impl ThermalConfig {
             match patch {
                 Some(p) => patches.push((*p, rule)),
                 None => faces[b.face as usize] = rule,
+            }
+        }
+        let held: Vec<f64> = faces
+            .iter()
+            .filter_map(|f| match f {
+                ThermalFace::Held(t) => Some(*t),
+                _ => None,
+            })
+            .collect();
+        let spread = held.iter().fold(f64::MIN, |a, &b| a.max(b))
+            - held.iter().fold(f64::MAX, |a, &b| a.min(b));
+        for face in &self.nusselt {
+            if !matches!(faces[*face as usize], ThermalFace::Held(_)) {
+                return Err(bad(
+                    "thermal.nusselt",
+                    "--config",
+                    format!(
+                        "face {} is not held at a temperature (a [[boundary]] wall of the whole face with `temperature`)",
+                        face.name()
+                    ),
+                ));
+            }
+            if !(spread > 0.0) {
+                return Err(bad(
+                    "thermal.nusselt",
+                    "--config",
+                    "needs two faces held at different temperatures (the reference difference)",
+                ));
             }
         }
         Ok(ThermalSetup {
@@ -599,6 +633,20 @@ mod tests {
         let s = setup(cavity, &format!("[run]\nsteps = 100\n{p}{wall}"));
         assert_eq!(s.faces[Face::YMinus as usize], ThermalFace::Held(1.0));
         assert_eq!(s.faces[Face::ZPlus as usize], ThermalFace::Adiabatic);
+        // Nusselt numbers are of held faces, against a spread of held temperatures.
+        let nusselt = |faces: &str| format!("[thermal]\nprandtl = 0.71\nnusselt = {faces}\n");
+        refused(
+            cavity,
+            &format!("[run]\nsteps = 100\n{}{wall}", nusselt("[\"x-\"]")),
+            "thermal.nusselt",
+            "face x- is not held at a temperature",
+        );
+        refused(
+            cavity,
+            &format!("[run]\nsteps = 100\n{}{wall}", nusselt("[\"y-\"]")),
+            "thermal.nusselt",
+            "needs two faces held at different temperatures",
+        );
         // Patches keep their own rule: a warm panel in that wall, a cool one in the adiabatic y+.
         let patches = "[[boundary]]\nface = \"y-\"\ntemperature = 3.0\n\
                        patch = { min = [2, 2], max = [5, 4] }\n\
