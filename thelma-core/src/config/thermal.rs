@@ -183,7 +183,7 @@ impl ThermalConfig {
                     ),
                 ));
             }
-            if !(spread > 0.0) {
+            if spread <= 0.0 {
                 return Err(bad(
                     "thermal.nusselt",
                     "--config",
