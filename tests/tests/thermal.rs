@@ -604,7 +604,7 @@ per_module!(the_heated_cavity_transfers_de_vahl_davis_heat =>
 /// exponential phase, is nearly linear in Ra about the onset; interpolating between Ra = 1600 and
 /// 1800 gives the critical number, 1707.76 for rigid plates (Chandrasekhar), within 3 %. H = 16;
 /// the perturbation (10⁻⁷ of ΔT) stays linear. Found: σ = −2.05e-4 and +1.64e-4 per step, Ra_c =
-/// 1711.1 (+0.2 %) on the CPU module.
+/// 1711.1 (+0.2 %) on the CPU module, and the same on the CUDA module (H100).
 fn rayleigh_benard_onset(m: Module) {
     let h = 16usize;
     let (pr, nu) = (0.71, 0.05);
