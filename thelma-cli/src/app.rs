@@ -309,16 +309,9 @@ fn nusselt_walls(case: &CaseConfig, lattice: &LatticeParams, f: &Fields) -> Vec<
     let (Some(t), Some(setup)) = (&case.thermal, case.thermal_setup(lattice)) else {
         return Vec::new();
     };
-    let held: Vec<f64> = setup
-        .faces
-        .iter()
-        .filter_map(|r| match r {
-            ThermalFace::Held(v) => Some(*v),
-            _ => None,
-        })
-        .collect();
-    let delta =
-        held.iter().fold(f64::MIN, |a, &b| a.max(b)) - held.iter().fold(f64::MAX, |a, &b| a.min(b));
+    let Some(delta) = setup.held_spread() else {
+        return Vec::new();
+    };
     t.nusselt
         .iter()
         .filter_map(|&face| {

@@ -31,7 +31,7 @@ use thelma_geometry::{LinkRule, NodeFlags};
 
 use crate::fields::{
     check_mean_shape, fields_from_populations, health_of_populations, initial_populations,
-    velocity_change_of_populations,
+    no_means, velocity_change_of_populations,
 };
 use crate::params::ModelParams;
 
@@ -1198,13 +1198,16 @@ impl<T: Real + Arith<Scalar = T>> ComputeModule for CpuModule<T> {
     fn read_mean_sums(&mut self) -> Result<MeanSums, ComputeError> {
         match &self.means {
             Some(m) => Ok(m.clone()),
-            None => Ok(MeanSums::empty(&self.read_fields()?)),
+            None => Ok(no_means(
+                &self.slab,
+                |p| self.palette[self.index[p] as usize].solid,
+                self.thermal.is_some(),
+            )),
         }
     }
 
     fn write_mean_sums(&mut self, sums: &MeanSums) -> Result<(), ComputeError> {
-        let shape = MeanSums::empty(&self.read_fields()?);
-        check_mean_shape(&shape, sums)?;
+        check_mean_shape(&self.slab, self.thermal.is_some(), sums)?;
         self.means = Some(sums.clone());
         Ok(())
     }

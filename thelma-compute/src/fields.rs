@@ -35,19 +35,39 @@ pub(crate) fn initial_populations<T: Real + Arith<Scalar = T>>(
     Ok(g)
 }
 
-/// Refuses running sums of a time average that do not fit the slab whose sums are shaped like
-/// `shape` (a restart's checkpoint of another case).
-pub(crate) fn check_mean_shape(shape: &MeanSums, got: &MeanSums) -> Result<(), ComputeError> {
-    let (a, b) = (&shape.sums, &got.sums);
-    if a.size != b.size || a.z0 != b.z0 || a.temperature.len() != b.temperature.len() {
+/// The running sums of a slab's time average before its first sample: zeros over the slab's
+/// nodes (θ's too with a temperature lattice), its solid nodes marked.
+pub(crate) fn no_means(slab: &SlabSpec, solid: impl Fn(usize) -> bool, thermal: bool) -> MeanSums {
+    let mut f = Fields::zeros([slab.nx(), slab.ny(), slab.nz()], slab.z.start);
+    for (p, s) in f.solid.iter_mut().enumerate() {
+        *s = solid(p);
+    }
+    if thermal {
+        f.temperature = vec![0.0; slab.nodes()];
+    }
+    MeanSums {
+        samples: 0,
+        sums: f,
+    }
+}
+
+/// Refuses running sums of a time average that do not fit `slab` (with a temperature lattice's
+/// θ where `thermal`): a restart's checkpoint of another case.
+pub(crate) fn check_mean_shape(
+    slab: &SlabSpec,
+    thermal: bool,
+    got: &MeanSums,
+) -> Result<(), ComputeError> {
+    let b = &got.sums;
+    let size = [slab.nx(), slab.ny(), slab.nz()];
+    let theta = if thermal { slab.nodes() } else { 0 };
+    if b.size != size || b.z0 != slab.z.start || b.temperature.len() != theta {
         return Err(ComputeError::Invalid(format!(
-            "time-average sums of a slab {:?} at z {} (θ: {}) for a slab {:?} at z {} (θ: {})",
+            "time-average sums of a slab {:?} at z {} (θ: {}) for a slab {size:?} at z {} (θ: {thermal})",
             b.size,
             b.z0,
             !b.temperature.is_empty(),
-            a.size,
-            a.z0,
-            !a.temperature.is_empty()
+            slab.z.start,
         )));
     }
     Ok(())

@@ -58,6 +58,8 @@ impl Fields {
     pub fn concat(slabs: Vec<Fields>) -> Fields {
         let mut it = slabs.into_iter();
         let mut all = it.next().unwrap_or_default();
+        // The slabs' averages, concatenated once at the end (all or none).
+        let mut means: Option<Vec<Fields>> = all.mean.take().map(|m| vec![*m]);
         for s in it {
             debug_assert_eq!(s.z0, all.z0 + all.size[2], "slabs out of order");
             all.size[2] += s.size[2];
@@ -67,11 +69,12 @@ impl Fields {
             all.uz.extend(s.uz);
             all.solid.extend(s.solid);
             all.temperature.extend(s.temperature);
-            all.mean = match (all.mean.take(), s.mean) {
-                (Some(a), Some(b)) => Some(Box::new(Fields::concat(vec![*a, *b]))),
-                _ => None,
-            };
+            means = means.zip(s.mean).map(|(mut v, m)| {
+                v.push(*m);
+                v
+            });
         }
+        all.mean = means.map(|v| Box::new(Fields::concat(v)));
         all
     }
     /// Total mass over fluid nodes, summed in f64.

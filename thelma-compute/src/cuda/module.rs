@@ -27,7 +27,7 @@ use super::device;
 use super::launch::{self, InletArgs, Kernel, StepArgs, CHANGE_BLOCKS, HEALTH_BLOCKS};
 use super::prelude::{PreludeParams, OPEN_BIT, SOLID_BIT};
 use super::shape::LaunchShape;
-use crate::fields::{check_mean_shape, fields_from_populations, initial_populations};
+use crate::fields::{check_mean_shape, fields_from_populations, initial_populations, no_means};
 use crate::params::ModelParams;
 
 fn dev_err(what: &str) -> impl FnOnce(cudarc::driver::DriverError) -> ComputeError + '_ {
@@ -893,15 +893,7 @@ where
 
     fn read_mean_sums(&mut self) -> Result<MeanSums, ComputeError> {
         let n = self.slab.nodes();
-        let mut shape = Fields::zeros(
-            [self.slab.nx(), self.slab.ny(), self.slab.nz()],
-            self.slab.z.start,
-        );
-        shape.solid.clone_from(&self.host_solid);
-        if self.thermal.is_some() {
-            shape.temperature = vec![0.0; n];
-        }
-        let mut m = MeanSums::empty(&shape);
+        let mut m = no_means(&self.slab, |p| self.host_solid[p], self.thermal.is_some());
         if let Some((sums, samples)) = &self.means {
             let host = self
                 .stream
@@ -929,8 +921,7 @@ where
     }
 
     fn write_mean_sums(&mut self, sums: &MeanSums) -> Result<(), ComputeError> {
-        let shape = self.read_mean_sums()?;
-        check_mean_shape(&shape, sums)?;
+        check_mean_shape(&self.slab, self.thermal.is_some(), sums)?;
         let s = &sums.sums;
         let host: Vec<f64> = [&s.rho, &s.ux, &s.uy, &s.uz, &s.temperature]
             .into_iter()

@@ -163,17 +163,14 @@ impl ThermalConfig {
                 None => faces[b.face as usize] = rule,
             }
         }
-        let held: Vec<f64> = faces
-            .iter()
-            .filter_map(|f| match f {
-                ThermalFace::Held(t) => Some(*t),
-                _ => None,
-            })
-            .collect();
-        let spread = held.iter().fold(f64::MIN, |a, &b| a.max(b))
-            - held.iter().fold(f64::MAX, |a, &b| a.min(b));
+        let setup = ThermalSetup {
+            model,
+            faces,
+            patches,
+            initial: initial - self.t0,
+        };
         for face in &self.nusselt {
-            if !matches!(faces[*face as usize], ThermalFace::Held(_)) {
+            if !matches!(setup.faces[*face as usize], ThermalFace::Held(_)) {
                 return Err(bad(
                     "thermal.nusselt",
                     "--config",
@@ -183,7 +180,7 @@ impl ThermalConfig {
                     ),
                 ));
             }
-            if spread <= 0.0 {
+            if setup.held_spread().is_none() {
                 return Err(bad(
                     "thermal.nusselt",
                     "--config",
@@ -191,12 +188,7 @@ impl ThermalConfig {
                 ));
             }
         }
-        Ok(ThermalSetup {
-            model,
-            faces,
-            patches,
-            initial: initial - self.t0,
-        })
+        Ok(setup)
     }
 
     /// The lattice model: α from `diffusivity` (converted from m²/s, `α dt / dx²`) or from the

@@ -92,6 +92,19 @@ pub struct ThermalSetup {
 }
 
 impl ThermalSetup {
+    /// The spread of the θ its held faces hold (highest minus lowest; patches aside), the reference
+    /// difference of Nusselt numbers; `None` without two different held values.
+    pub fn held_spread(&self) -> Option<f64> {
+        let held = self.faces.iter().filter_map(|f| match f {
+            ThermalFace::Held(t) => Some(*t),
+            _ => None,
+        });
+        let (lo, hi) = held.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), t| {
+            (lo.min(t), hi.max(t))
+        });
+        (hi > lo).then_some(hi - lo)
+    }
+
     /// What closes face `face` (its index in `Face` order) where the link from the node at global
     /// position `p` crosses it.
     pub fn face_at(&self, face: usize, p: [usize; 3]) -> ThermalFace {
