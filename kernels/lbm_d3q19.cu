@@ -6,8 +6,8 @@
 // that defines `real`, `thelma_index` (a node's palette index: one byte, or two for large palettes),
 // THELMA_NAME, THELMA_COLLIDE_NAME, the direction table (cx, cy, cz, opp, weight, slot_of, up_dir,
 // down_dir), the flag bits, the block size and the collision `thelma_collide`, printed from the Rust
-// operator the CPU module runs. Nothing here may restate the table or any physical rule: each has one
-// source of truth.
+// operator the CPU module runs, and with sponge layers THELMA_SPONGE and `thelma_sponge_absorb`.
+// Nothing here may restate the table or any physical rule: each has one source of truth.
 //
 // Populations are stored shifted by their weights (g = f − w, thelma_core::physics): the rest state is
 // all zeros and the density is 1 + Σ g.
@@ -220,6 +220,10 @@ __device__ __forceinline__ void collide_propagate(
         pull_node<T, OPEN>(f, a, k, mask, pal_term, pal_link, below_in, above_in, nx, ny, nz,
                            periodic, x, y, z, p, z0, nz_domain);
         thelma_collide(f);
+#ifdef THELMA_SPONGE
+        // The sponge layers of pressure outlets (a case with one steps with the open kernel).
+        if (OPEN) thelma_sponge_absorb(f, x, y, z0 + z);
+#endif
     }
     store_node(f, b, above_out, below_out, nx, ny, nz, x, y, z, p);
 }

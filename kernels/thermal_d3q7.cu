@@ -137,6 +137,9 @@ THELMA_COLLIDE_THERMAL_NAME(THELMA_COLLIDE_ARGS, const unsigned int *__restrict_
             thelma_collide_thermal(h, u, nut[0]);
             store_thermal(h, hb, tabove_out, tbelow_out, nx, ny, nz, x, y, z, p);
             thelma_collide_forced(f, F, tau[0]);
+#ifdef THELMA_SPONGE
+            thelma_sponge_absorb(f, x, y, z0 + z);
+#endif
         }
     }
     store_node(f, b, above_out, below_out, nx, ny, nz, x, y, z, p);

@@ -265,7 +265,8 @@ enum Mixed {
     Plain,
     /// The Smagorinsky model (C_s = 0.2) and its turbulent Prandtl number (0.85).
     Les,
-    /// A velocity inlet at x− held at θ = 0.4 and a pressure outlet at x+ (zero gradient of θ).
+    /// A velocity inlet at x− held at θ = 0.4 and a pressure outlet at x+ (zero gradient of θ)
+    /// with a sponge layer.
     Open,
     /// Patches instead of whole faces: a warm inlet in the x− wall and a pressure outlet in the
     /// x+ wall, both across several slabs, and a cold patch in the warm z− wall.
@@ -305,6 +306,11 @@ fn mixed_case(
             },
             BoundaryConfig {
                 density: Some(1.0),
+                // The outlet's sponge layer in the coupled step (the patch outlet takes none).
+                sponge: (v == Mixed::Open).then_some(thelma_core::SpongeConfig {
+                    width: 3.0,
+                    strength: 0.5,
+                }),
                 ..BoundaryConfig::new(Face::XPlus, BoundaryKind::Pressure)
             },
         ];

@@ -18,8 +18,9 @@ use rayon::prelude::*;
 use thelma_core::physics::d3q19::W;
 use thelma_core::physics::d3q19::{C, DOWN, OPP, Q, UP};
 use thelma_core::physics::{
-    advecting_velocity, dispatch, eddy_of, node_density, parabola, pressure_terms,
-    smagorinsky_relaxation, Arith, Coefficients, CollisionOperator, OperatorVisitor, D3Q19,
+    absorb, advecting_velocity, dispatch, eddy_of, node_density, parabola, pressure_terms,
+    smagorinsky_relaxation, Absorption, Arith, Coefficients, CollisionOperator, OperatorVisitor,
+    Sponges, D3Q19,
 };
 use thelma_core::Real;
 use thelma_core::SlabSpec;
@@ -505,6 +506,7 @@ impl<T: Real + Arith<Scalar = T>> CpuModule<T> {
                 u: th.u.each_mut().map(|u| SyncPtr(u.as_mut_ptr())),
                 nu: th.nu.as_mut().map(|v| SyncPtr(v.as_mut_ptr())),
             }),
+            sponges: (!self.params.sponges.is_empty()).then_some(&self.params.sponges),
         };
         let (rows, ny) = (ctx.nz * ctx.ny, ctx.ny);
         // Rows go to the pool's threads in runs of at least 4.
@@ -632,6 +634,8 @@ struct StepCtx<'a, T: Real + Arith<Scalar = T>> {
     /// With a temperature lattice: each node's force from this step's θ, and where the velocity
     /// that advects θ is kept.
     coupling: Option<Coupling<T>>,
+    /// The sponge layers of pressure outlets, when the case has any.
+    sponges: Option<&'a Sponges>,
 }
 
 /// The flow step's side of the coupling to a temperature lattice: per-axis arrays of one value per
@@ -976,6 +980,52 @@ impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
         (Some(fl), tau)
     }
 
+    /// The sponge layers' absorption of the collided bundle at x0 of row (z, y): each of its `len`
+    /// nodes in a layer is relaxed towards the outlet's density ([`absorb`], computed on the whole
+    /// bundle and kept in those lanes only, so that each equals the node-by-node call bit for bit).
+    #[inline(always)]
+    fn absorb<const L: usize>(
+        &self,
+        f: &mut [Lanes<T, L>; Q],
+        z: usize,
+        y: usize,
+        x0: usize,
+        len: usize,
+    ) {
+        let Some(sp) = self.sponges else { return };
+        let z = self.z0 + z;
+        if !sp.touches(x0, x0 + len, y, z) {
+            return;
+        }
+        let zero = Lanes::splat(T::zero());
+        let mut lanes = Absorption {
+            sigma: zero,
+            drho_w: zero,
+            normal: [zero; 3],
+        };
+        let mut hit = [false; L];
+        for x in 0..len {
+            if let Some(a) = sp.at::<T>([x0 + x, y, z]) {
+                lanes.sigma.0[x] = a.sigma;
+                lanes.drho_w.0[x] = a.drho_w;
+                for k in 0..3 {
+                    lanes.normal[k].0[x] = a.normal[k];
+                }
+                hit[x] = true;
+            }
+        }
+        if !hit.contains(&true) {
+            return;
+        }
+        let mut g = *f;
+        absorb(&mut g, &lanes);
+        for x in (0..len).filter(|&x| hit[x]) {
+            for i in 0..Q {
+                f[i].0[x] = g[i].0[x];
+            }
+        }
+    }
+
     /// One row (z, y): bundles of `L` nodes along x are pulled, collided and stored to lattice B
     /// (and, on a boundary layer, to the interface buffers).
     ///
@@ -1015,6 +1065,7 @@ impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
                     (force, None)
                 };
                 O::collide_with(&mut f, &k, force, tau);
+                self.absorb(&mut f, z, y, x0, len);
                 if any_solid {
                     self.keep_solids(&mut f, row0, x0, len);
                 }
@@ -1067,6 +1118,7 @@ impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
                     (force, None)
                 };
                 O::collide_with(&mut f, &k, force, tau);
+                self.absorb(&mut f, z, y, x0, len);
             } else {
                 let any_solid = self.patch(&mut f, &starts, row0, x0, len);
                 let (force, tau) = if EXTRA {
@@ -1075,6 +1127,7 @@ impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
                     (force, None)
                 };
                 O::collide_with(&mut f, &k, force, tau);
+                self.absorb(&mut f, z, y, x0, len);
                 if any_solid {
                     self.keep_solids(&mut f, row0, x0, len);
                 }
@@ -1268,14 +1321,19 @@ mod tests {
     //! and on several linked by interfaces, on every bundle width this CPU runs.
 
     use super::*;
-    use thelma_core::physics::{Collision, FlowModel};
+    use thelma_core::physics::{Collision, FlowModel, SpongeLayer};
     use thelma_core::Domain;
     use thelma_core::{Face, Obstacle};
     use thelma_geometry::{Geometry, OpenKind};
 
     /// One step of the pull scheme, node by node, on the whole domain: the definition the CPU module
     /// must reproduce bit for bit.
-    fn naive_step<T: Real + Arith<Scalar = T>>(g: &Geometry, model: &FlowModel, a: &[T]) -> Vec<T> {
+    fn naive_step<T: Real + Arith<Scalar = T>>(
+        g: &Geometry,
+        model: &FlowModel,
+        sponges: &Sponges,
+        a: &[T],
+    ) -> Vec<T> {
         struct Collide<'a, T: Real>(&'a FlowModel, &'a mut [T; Q]);
         impl<T: Real + Arith<Scalar = T>> OperatorVisitor for Collide<'_, T> {
             type Output = ();
@@ -1325,6 +1383,9 @@ mod tests {
                         };
                     }
                     dispatch(model.collision, Collide(model, &mut f));
+                    if let Some(a) = sponges.at::<T>([x, y, z]) {
+                        absorb(&mut f, &a);
+                    }
                     for i in 0..Q {
                         b[i * n + p] = f[i];
                     }
@@ -1387,6 +1448,7 @@ mod tests {
                 };
                 // Open faces wherever an axis is walled: an inlet on x− with a pressure outlet or
                 // an outflow on x+, a free-slip y+, an outflow z−.
+                let mut sponges = Sponges::default();
                 if !periodic[0] {
                     let out = if nx % 2 == 0 {
                         OpenKind::Pressure { drho: 0.01 }
@@ -1398,6 +1460,17 @@ mod tests {
                         .unwrap()
                         .with_open_face(Face::XPlus, out)
                         .unwrap();
+                    // The pressure outlet's sponge layer, over several bundles where the row
+                    // is long enough.
+                    if nx % 2 == 0 && nx >= 4 {
+                        sponges.layers.push(SpongeLayer {
+                            face: Face::XPlus,
+                            width: (nx / 2).min(20),
+                            strength: 0.7,
+                            drho: 0.01,
+                            extent: nx,
+                        });
+                    }
                 }
                 if !periodic[1] && ny > 1 {
                     g = g.with_open_face(Face::YPlus, OpenKind::FreeSlip).unwrap();
@@ -1412,6 +1485,7 @@ mod tests {
                     initial: None,
                     inlets: Arc::new(thelma_core::InletSchedule::constant_one()),
                     thermal: None,
+                    sponges: sponges.clone(),
                 };
                 let n = nx * ny * nz;
                 let mut seed = 0x2545_f491_4f6c_dd1du64 ^ (nx * 131 + ny * 17 + nz) as u64;
@@ -1427,7 +1501,7 @@ mod tests {
                     .collect();
                 let mut want = a.clone();
                 for _ in 0..3 {
-                    want = naive_step(&g, &model, &want);
+                    want = naive_step(&g, &model, &sponges, &want);
                 }
                 // The planes of slab `s` of a whole-domain population array.
                 let part = |v: &[T], s: &SlabSpec| -> Vec<T> {

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use thelma_core::physics::{FlowModel, ThermalSetup};
+use thelma_core::physics::{FlowModel, Sponges, ThermalSetup};
 use thelma_core::{CaseConfig, InitialState, InletSchedule, LatticeParams, Precision};
 use thelma_geometry::Geometry;
 
@@ -19,6 +19,8 @@ pub struct ModelParams {
     pub inlets: Arc<InletSchedule>,
     /// The temperature lattice coupled to the flow, when the case has one.
     pub thermal: Option<ThermalSetup>,
+    /// The sponge layers of the case's pressure outlets (empty without one).
+    pub sponges: Sponges,
 }
 
 impl ModelParams {
@@ -35,6 +37,7 @@ impl ModelParams {
                 .map(Arc::new),
             inlets: Arc::new(case.inlet_schedule().expect("the case was validated")),
             thermal: case.thermal_setup(lattice),
+            sponges: case.sponges(),
         }
     }
 }

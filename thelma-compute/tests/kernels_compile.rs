@@ -5,8 +5,11 @@
 
 use thelma_compute::cuda::launch::{compile, lbm_source, nvrtc_present, Kernel, BANDWIDTH_SOURCE};
 use thelma_compute::cuda::prelude::PreludeParams;
-use thelma_core::physics::{Collision, ThermalFace, ThermalModel, ThermalSetup, OPERATORS};
+use thelma_core::physics::{
+    Collision, SpongeLayer, ThermalFace, ThermalModel, ThermalSetup, OPERATORS,
+};
 use thelma_core::ComputeError;
+use thelma_core::Face;
 use thelma_core::Precision;
 
 fn nvrtc_or_skip() -> bool {
@@ -27,7 +30,17 @@ fn contains(hay: &[u8], needle: &str) -> bool {
 /// Every operator in both precisions, plain and with the eddy viscosity and a force (which change
 /// the printed collision), both block sizes the launch shape may take, both palette index widths,
 /// and with a temperature lattice (its fused step and export, each face closure once, under the
-/// eddy viscosity and a turbulent Prandtl number).
+/// eddy viscosity and a turbulent Prandtl number); with sponge layers in the open and coupled steps.
+fn sponge(face: Face, width: usize, extent: usize) -> SpongeLayer {
+    SpongeLayer {
+        face,
+        width,
+        strength: 0.4,
+        drho: -0.002,
+        extent,
+    }
+}
+
 #[test]
 fn every_kernel_variant_compiles_for_sm_90() {
     if !nvrtc_or_skip() {
@@ -46,6 +59,7 @@ fn every_kernel_variant_compiles_for_sm_90() {
                     2 => {
                         p.model.smagorinsky = Some(0.12);
                         p.model.force = Some([1e-6, 0.0, -2e-6]);
+                        p.sponges.layers.push(sponge(Face::XPlus, 12, 96));
                     }
                     3 => {
                         p.model.force = Some([1e-6, 0.0, 0.0]);
@@ -73,6 +87,8 @@ fn every_kernel_variant_compiles_for_sm_90() {
                         if let Some(t) = &mut p.thermal {
                             t.model.turbulent_prandtl = Some(0.85);
                         }
+                        p.sponges.layers.push(sponge(Face::XMinus, 8, 40));
+                        p.sponges.layers.push(sponge(Face::ZPlus, 10, 33));
                     }
                     _ => {}
                 }

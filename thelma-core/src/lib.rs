@@ -26,7 +26,7 @@ pub use config::{
     CaseKind, ConfigError, DeviceSpec, DeviceSpecError, DomainConfig, Expression, Face, FacePatch,
     ForcesConfig, HardwareConfig, InitialConfig, InitialState, InletSchedule, LatticeParams,
     NumericsConfig, Obstacle, OutputConfig, OutputField, PatchConfig, PhysicalUnits, PhysicsConfig,
-    ProbeConfig, Profile, RunConfig, Scale, SlicePlane, SlicePlaneError, SyntaxError,
+    ProbeConfig, Profile, RunConfig, Scale, SlicePlane, SlicePlaneError, SpongeConfig, SyntaxError,
     ThermalConfig, UnitScales, MAX_THREADS, WALL_SLOTS,
 };
 pub use domain::{partition, Domain, PartitionError, SlabSpec};

@@ -300,3 +300,107 @@ fn patches_that_cannot_hold_are_refused_naming_the_key() {
         "is the cavity's lid",
     );
 }
+
+#[test]
+fn a_pressure_outlets_sponge_is_a_layer_of_whole_planes() {
+    use thelma_core::physics::SpongeLayer;
+    use thelma_core::Face;
+    let case = case_of(
+        "[[boundary]]\nface = \"x-\"\nkind = \"velocity\"\nvelocity = [0.05, 0, 0]\n\
+         [[boundary]]\nface = \"x+\"\nkind = \"pressure\"\ndensity = 1.002\nsponge = { width = 5.4 }\n\
+         [[boundary]]\nface = \"z-\"\nkind = \"pressure\"\nsponge = { width = 2, strength = 0.25 }\n",
+    );
+    let layers = case.sponges().layers;
+    assert_eq!(layers.len(), 2);
+    let want = SpongeLayer {
+        face: Face::XPlus,
+        width: 5,
+        strength: thelma_core::SpongeConfig::DEFAULT_STRENGTH,
+        drho: 1.002 - 1.0,
+        extent: 16,
+    };
+    assert_eq!(layers[0], want);
+    assert_eq!(
+        layers[1],
+        SpongeLayer {
+            face: Face::ZMinus,
+            width: 2,
+            strength: 0.25,
+            drho: 0.0,
+            extent: 8,
+        }
+    );
+    // The layers' nodes: depth 0 beside the face, none beyond the width.
+    assert_eq!(layers[0].depth([15, 3, 3]), Some(0));
+    assert_eq!(layers[0].depth([11, 0, 0]), Some(4));
+    assert_eq!(layers[0].depth([10, 0, 0]), None);
+    assert_eq!(layers[1].depth([0, 0, 1]), Some(1));
+    assert_eq!(layers[1].depth([0, 0, 2]), None);
+    // Without sponges, none.
+    assert!(
+        case_of("[[boundary]]\nface = \"x+\"\nkind = \"pressure\"\n")
+            .sponges()
+            .is_empty()
+    );
+    // In metres with [units]: 0.01 m per node, so 0.042 m is 4 planes.
+    let text = "[domain]\ncase = \"box\"\nsize = [16, 8, 8]\n[units]\nlength = 0.16\nvelocity = 0.01\n\
+                viscosity = 1e-5\n[run]\nsteps = 100\n[[boundary]]\nface = \"y+\"\nkind = \"pressure\"\n\
+                sponge = { width = 0.042 }\n";
+    let case = CaseConfig::parse(text, false).unwrap();
+    case.validate().unwrap();
+    assert_eq!(case.sponges().layers[0].width, 4);
+}
+
+#[test]
+fn sponges_that_cannot_hold_are_refused_naming_the_key() {
+    let outlet = |kind: &str, sponge: &str| {
+        format!("[[boundary]]\nface = \"x+\"\nkind = \"{kind}\"\nsponge = {sponge}\n")
+    };
+    refused(
+        validate(BOX, &outlet("outflow", "{ width = 4 }")),
+        "face x+: kind = \"outflow\" takes no sponge (only `pressure` does",
+    );
+    refused(
+        validate(BOX, &outlet("wall", "{ width = 4 }")),
+        "kind = \"wall\" takes no sponge",
+    );
+    for (sponge, says) in [
+        (
+            "{ width = 1 }",
+            "sponge width 1 is 1 planes of nodes; it must be 2 to 8 (half the 16 nodes along x)",
+        ),
+        ("{ width = 8.6 }", "it must be 2 to 8"),
+        ("{ width = nan }", "sponge width NaN"),
+        (
+            "{ width = 4, strength = 0 }",
+            "sponge strength 0 must lie in (0, 0.5]",
+        ),
+        (
+            "{ width = 4, strength = 0.6 }",
+            "sponge strength 0.6 must lie in (0, 0.5]",
+        ),
+        (
+            "{ width = 4, strength = inf }",
+            "sponge strength inf must lie",
+        ),
+    ] {
+        refused(validate(BOX, &outlet("pressure", sponge)), says);
+    }
+    // The widest layer is accepted.
+    validate(BOX, &outlet("pressure", "{ width = 8, strength = 0.5 }")).unwrap();
+    refused(
+        validate(
+            BOX,
+            "[[boundary]]\nface = \"x+\"\nkind = \"pressure\"\npatch = { min = [1, 1], max = [3, 3] }\n\
+             sponge = { width = 4 }\n",
+        ),
+        "a sponge spans its whole face; a patch outlet takes none",
+    );
+    // An unknown key of the sponge table is a syntax error naming it.
+    let text = format!(
+        "[domain]\n{BOX}size = [16, 8, 8]\n[physics]\nviscosity = 0.05\n[run]\nsteps = 100\n{}",
+        outlet("pressure", "{ width = 4, depth = 3 }")
+    );
+    let e = CaseConfig::parse(&text, false).expect_err("unknown key");
+    assert!(e.to_string().contains("depth"), "{e}");
+}

@@ -282,17 +282,19 @@ where
             min_blocks: shape.min_blocks_of(T::PRECISION, params.thermal.is_some()),
             index_bytes,
             thermal: params.thermal.clone(),
+            sponges: params.sponges.clone(),
         };
         let arch = launch::arch_of(info.compute_capability);
         let cubin = launch::compile_cubin(&launch::lbm_source(&pp), "lbm_d3q19.cu", &arch)?;
         let collision = params.model.collision;
         // Cases with open faces step with the kernel that has their links; closed ones keep the
-        // closed step.
-        let open = flags
-            .palette
-            .links
-            .iter()
-            .any(|l| l.iter().any(|r| r.is_open()));
+        // closed step. Sponge layers are in the open kernel (a slab of one may hold no open link).
+        let open = !params.sponges.is_empty()
+            || flags
+                .palette
+                .links
+                .iter()
+                .any(|l| l.iter().any(|r| r.is_open()));
         // A temperature lattice steps with the fused kernel (which has the open-face links).
         let step = if params.thermal.is_some() {
             Kernel::CollideThermal(collision)

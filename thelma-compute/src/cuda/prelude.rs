@@ -11,10 +11,11 @@ use super::shape::{LaunchShape, DEFAULT_BLOCK_X};
 use thelma_core::physics::d3q19::Q;
 use thelma_core::physics::Arith as _;
 use thelma_core::physics::{
-    advecting_velocity, collide_thermal, coupled_force, dirichlet_term, dispatch, eddy_of,
-    macroscopic, node_density, parabola, pressure_terms, smagorinsky_relaxation, symbolic,
-    temperature, Coefficients, Collision, CollisionOperator, FlowModel, OperatorVisitor, Stencil,
-    Sym, ThermalCoefficients, ThermalFace, ThermalSetup, D3Q19, QT,
+    absorb, advecting_velocity, collide_thermal, coupled_force, dirichlet_term, dispatch, eddy_of,
+    macroscopic, node_density, parabola, pressure_terms, smagorinsky_relaxation, sponge_rate,
+    symbolic, temperature, Absorption, Coefficients, Collision, CollisionOperator, FlowModel,
+    OperatorVisitor, Sponges, Stencil, Sym, ThermalCoefficients, ThermalFace, ThermalSetup, D3Q19,
+    QT,
 };
 use thelma_core::WALL_SLOTS;
 use thelma_geometry::{LinkRule, NodeFlags};
@@ -44,6 +45,9 @@ pub struct PreludeParams {
     /// The temperature lattice coupled to the flow: its step kernel, and the functions it prints
     /// ([`thermal_source`]), are compiled only then.
     pub thermal: Option<ThermalSetup>,
+    /// The sponge layers of pressure outlets: `thelma_sponge_absorb` ([`sponge_source`]) is
+    /// compiled into the open and coupled steps only where there are some.
+    pub sponges: Sponges,
 }
 
 impl PreludeParams {
@@ -56,6 +60,7 @@ impl PreludeParams {
             min_blocks: LaunchShape::default().min_blocks_for(precision),
             index_bytes: 1,
             thermal: None,
+            sponges: Sponges::default(),
         }
     }
 }
@@ -194,6 +199,76 @@ pub fn pressure_source() -> String {
     );
     s.push_str(&rec.emit_c(&[("v".to_string(), v)], PARAM_PREFIX, "    "));
     s.push_str("    return v;\n}\n");
+    s
+}
+
+/// The sponge layers as `THELMA_SPONGE` and a device function `thelma_sponge_absorb(g, x, y, z)`
+/// (global coordinates) that relaxes a collided node in a layer towards its outlet's state:
+/// `thelma_sponge_rate` and `thelma_absorb` printed from `thelma_core::physics::sponge_rate` and
+/// `absorb`, and each layer's depth test with its constants, choosing as
+/// `thelma_core::physics::Sponges::at` does (the largest rate, the first of equal ones).
+pub fn sponge_source(sponges: &Sponges) -> String {
+    let mut s = String::from("#define THELMA_SPONGE 1\n");
+    let (v, rec) = symbolic::record(|| {
+        sponge_rate(Sym::input("d"), Sym::input("width"), Sym::input("strength"))
+    });
+    s.push_str(
+        "// A sponge layer's rate at depth d, printed from thelma_core::physics::sponge_rate.\n\
+         __device__ __forceinline__ real thelma_sponge_rate(real d, real width, real strength) {\n    real v;\n",
+    );
+    s.push_str(&rec.emit_c(&[("v".to_string(), v)], PARAM_PREFIX, "    "));
+    s.push_str("    return v;\n}\n");
+    let (g, rec) = symbolic::record(|| {
+        let mut g: [Sym; Q] = std::array::from_fn(|i| Sym::input(format!("g[{i}]")));
+        let a = Absorption {
+            sigma: Sym::input("sigma"),
+            drho_w: Sym::input("drho_w"),
+            normal: std::array::from_fn(|k| Sym::input(format!("n[{k}]"))),
+        };
+        absorb(&mut g, &a);
+        g
+    });
+    let outputs: Vec<(String, Sym)> = (0..Q).map(|i| (format!("g[{i}]"), g[i])).collect();
+    s.push_str(
+        "// The sponge's absorbing term, printed from thelma_core::physics::absorb.\n\
+         __device__ __forceinline__ void thelma_absorb(real* __restrict__ g, real sigma, real drho_w, \
+         const real* __restrict__ n) {\n",
+    );
+    s.push_str(&rec.emit_c(&outputs, PARAM_PREFIX, "    "));
+    s.push_str("}\n");
+    s.push_str(
+        "// The layers of thelma_core::physics::Sponges, at the node at global (x, y, z).\n\
+         __device__ __forceinline__ void thelma_sponge_absorb(real* __restrict__ g, int x, int y, int z) {\n    \
+         real sigma = (real)0.0, drho_w = (real)0.0;\n    \
+         real n[3] = {(real)0.0, (real)0.0, (real)0.0};\n    \
+         bool hit = false;\n",
+    );
+    for l in &sponges.layers {
+        let c = ["x", "y", "z"][l.face.axis()];
+        let depth = if l.face.upper() {
+            format!("{} - 1 - {c}", l.extent)
+        } else {
+            c.to_string()
+        };
+        let normal = l.normal();
+        let _ = writeln!(
+            s,
+            "    {{ // {}\n        const int d = {depth};\n        if (d >= 0 && d < {w}) {{\n            \
+             const real r = thelma_sponge_rate((real)d, (real){w}, (real){});\n            \
+             if (!hit || r > sigma) {{\n                \
+             sigma = r;\n                drho_w = (real){};\n                \
+             n[0] = (real){}; n[1] = (real){}; n[2] = (real){};\n                \
+             hit = true;\n            }}\n        }}\n    }}",
+            l.face.name(),
+            lit(l.strength),
+            lit(l.drho),
+            normal[0],
+            normal[1],
+            normal[2],
+            w = l.width,
+        );
+    }
+    s.push_str("    if (hit) thelma_absorb(g, sigma, drho_w, n);\n}\n");
     s
 }
 
@@ -502,6 +577,9 @@ pub fn prelude(p: &PreludeParams) -> String {
     s.push_str(&velocity_source(&p.model));
     if let Some(setup) = &p.thermal {
         s.push_str(&thermal_source(&p.model, setup));
+    }
+    if !p.sponges.is_empty() {
+        s.push_str(&sponge_source(&p.sponges));
     }
     s
 }

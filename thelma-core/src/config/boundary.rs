@@ -168,6 +168,35 @@ pub struct BoundaryConfig {
     /// of the face keeps the table without a patch (a resting wall where there is none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub patch: Option<PatchConfig>,
+    /// A pressure outlet's sponge layer: the planes in front of the face where the density is
+    /// relaxed towards the outlet's, so that sound waves are absorbed instead of reflected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sponge: Option<SpongeConfig>,
+}
+
+/// `sponge = { width = …, strength = … }` of a pressure outlet (`thelma_core::physics::Sponges`).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SpongeConfig {
+    /// The layer's depth from the face: nodes, or metres with `[units]` (rounded to whole planes).
+    pub width: f64,
+    /// The rate σ next to the face, in (0, [`Self::MAX_STRENGTH`]]; it falls as the square of the
+    /// distance to the layer's inner edge.
+    #[serde(default = "SpongeConfig::default_strength")]
+    pub strength: f64,
+}
+
+impl SpongeConfig {
+    /// σ next to the face by default: the strongest stable one. Over layers of 8 to 32 planes the
+    /// reflection falls as the strength grows (`PERFORMANCE.md`), but in a walled channel layers of
+    /// 0.7 and above diverged (at Re 9 from 0.85, at Re 170 from 0.7) where 0.5 held.
+    pub const DEFAULT_STRENGTH: f64 = 0.5;
+    /// The largest strength accepted.
+    pub const MAX_STRENGTH: f64 = 0.5;
+
+    fn default_strength() -> f64 {
+        Self::DEFAULT_STRENGTH
+    }
 }
 
 impl BoundaryConfig {
@@ -183,6 +212,7 @@ impl BoundaryConfig {
             amplitude: None,
             temperature: None,
             patch: None,
+            sponge: None,
         }
     }
 }

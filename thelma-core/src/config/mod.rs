@@ -20,7 +20,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub use body::{BodyConfig, Scale};
-pub use boundary::{BoundaryConfig, BoundaryKind, Face, FacePatch, PatchConfig, Profile};
+pub use boundary::{
+    BoundaryConfig, BoundaryKind, Face, FacePatch, PatchConfig, Profile, SpongeConfig,
+};
 use error::{bad, line_column};
 pub use error::{CaseFileError, ConfigError, SyntaxError};
 pub use fields::OutputField;
@@ -31,8 +33,11 @@ pub use sampling::{Axis, ForcesConfig, ProbeConfig};
 pub use thermal::ThermalConfig;
 pub use units::{PhysicalUnits, UnitScales};
 
-use crate::numfmt::{num, num_exact};
-use crate::physics::{Collision, FlowModel, MrtRates, ThermalSetup, DEFAULT_TRT_MAGIC, MAX_SPEED};
+use crate::numfmt::{num, num_exact, num_sig};
+use crate::physics::{
+    Collision, FlowModel, MrtRates, SpongeLayer, Sponges, ThermalSetup, DEFAULT_TRT_MAGIC,
+    MAX_SPEED,
+};
 pub use crate::real::Precision;
 
 /// The geometry of a case.
@@ -943,6 +948,11 @@ impl CaseConfig {
                     b.kind.name()
                 ));
             }
+            if let Some(sp) = &b.sponge {
+                if let Err(m) = self.sponge_layer(b, sp) {
+                    return refuse(m);
+                }
+            }
             if d.case == CaseKind::Cavity && b.kind != BoundaryKind::Wall {
                 return refuse(format!(
                     "a {} face opens the cavity; use case = \"box\" for open flows",
@@ -1231,6 +1241,60 @@ impl CaseConfig {
             lo,
             hi,
         }))
+    }
+
+    /// The sponge layers of the case's pressure outlets (call after [`Self::validate`]).
+    pub fn sponges(&self) -> Sponges {
+        Sponges {
+            layers: self
+                .boundary
+                .iter()
+                .filter_map(|b| Some(self.sponge_layer(b, b.sponge.as_ref()?).ok()?))
+                .collect(),
+        }
+    }
+
+    /// The layer `sp` of face table `b` in lattice terms; an error says why it cannot be one.
+    fn sponge_layer(&self, b: &BoundaryConfig, sp: &SpongeConfig) -> Result<SpongeLayer, String> {
+        if b.kind != BoundaryKind::Pressure {
+            return Err(format!(
+                "kind = \"{}\" takes no sponge (only `pressure` does: the layer relaxes towards the outlet's density)",
+                b.kind.name()
+            ));
+        }
+        if b.patch.is_some() {
+            return Err(
+                "a sponge spans its whole face; a patch outlet takes none (make the outlet a whole face)"
+                    .into(),
+            );
+        }
+        let strength = sp.strength;
+        if !(strength.is_finite() && strength > 0.0 && strength <= SpongeConfig::MAX_STRENGTH) {
+            return Err(format!(
+                "sponge strength {strength} must lie in (0, {}] (the share of an outgoing wave removed per step next to the face; stronger layers were unstable beside walls)",
+                SpongeConfig::MAX_STRENGTH
+            ));
+        }
+        let extent = self.domain.size[b.face.axis()];
+        let nodes = self.node_length(sp.width);
+        let unit = if self.units.is_some() { " m" } else { "" };
+        let width = nodes.round();
+        if !(nodes.is_finite() && width >= 2.0 && width <= (extent / 2) as f64) {
+            return Err(format!(
+                "sponge width {}{unit} is {} planes of nodes; it must be 2 to {} (half the {extent} nodes along {}), so that fluid remains beyond it",
+                sp.width,
+                num_sig(nodes, 3),
+                extent / 2,
+                ["x", "y", "z"][b.face.axis()]
+            ));
+        }
+        Ok(SpongeLayer {
+            face: b.face,
+            width: width as usize,
+            strength,
+            drho: self.boundary_density(b)?.unwrap_or(1.0) - 1.0,
+            extent,
+        })
     }
 
     /// The `[[boundary]]` faces that take a wall-velocity slot: inlets and moving walls.

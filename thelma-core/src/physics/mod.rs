@@ -1,6 +1,6 @@
 //! The physics layer: stencils as values, the arithmetic every rule is written in, the collision
 //! operators of the flow lattice with their options (Smagorinsky LES, Guo forcing), the temperature
-//! lattice (advection–diffusion on D3Q7, Boussinesq buoyancy), and the
+//! lattice (advection–diffusion on D3Q7, Boussinesq buoyancy), the sponge layers of pressure outlets, and the
 //! symbolic number type through which the CUDA kernels are printed from the same Rust functions the
 //! CPU module runs.
 //!
@@ -12,6 +12,7 @@ mod boundary;
 mod collision;
 pub mod d3q19;
 mod error;
+mod sponge;
 mod stencil;
 pub mod symbolic;
 mod thermal;
@@ -25,6 +26,7 @@ pub use collision::{
     Trt, DEFAULT_TRT_MAGIC, OPERATORS,
 };
 pub use error::PhysicsError;
+pub use sponge::{absorb, sponge_rate, Absorption, SpongeLayer, Sponges};
 pub use stencil::{Stencil, D3Q19, D3Q7, MAX_SPEED};
 pub use symbolic::{Recording, Sym};
 pub use thermal::{

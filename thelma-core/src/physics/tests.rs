@@ -490,3 +490,127 @@ fn the_pressure_terms_are_printed_from_the_function_the_cpu_module_calls() {
         assert!((g - eq[i]).abs() < 1e-16, "direction {i}: {g} vs {}", eq[i]);
     }
 }
+
+/// The sponge's absorbing term moves a node's density by `−σ (ρ − ρ_w)` and its momentum by
+/// `−σ c_s (ρ − ρ_w) n`, so that an outgoing sound wave (momentum `c_s δρ n`) keeps its shape and a
+/// node at the outlet's density is left as it is; its recording (what the kernels print) equals the
+/// direct call bit for bit in both precisions; the rate falls from the strength at the face to zero
+/// at the layer's inner edge, and the largest rate of overlapping layers wins.
+#[test]
+fn the_sponge_damps_the_outgoing_sound_wave() {
+    let seed: [f64; Q] = std::array::from_fn(|i| ((i * 7) % 11) as f64 / 5.5 - 1.0);
+    let g0 = perturbed(&seed, 0.013, [0.031, -0.012, 0.007]);
+    let a = Absorption {
+        sigma: 0.37,
+        drho_w: -0.002,
+        normal: [0.0, -1.0, 0.0],
+    };
+    let cs = 1.0 / 3f64.sqrt();
+    let (d0, j0) = density_momentum(&g0);
+    let mut g = g0;
+    absorb(&mut g, &a);
+    let (d1, j1) = density_momentum(&g);
+    let excess = d0 - a.drho_w;
+    assert!((d1 - (d0 - a.sigma * excess)).abs() < 1e-16, "{d1}");
+    for k in 0..3 {
+        let want = j0[k] - a.sigma * cs * excess * a.normal[k];
+        assert!((j1[k] - want).abs() < 1e-16, "j[{k}]: {} vs {want}", j1[k]);
+    }
+    // A sound wave leaving through the face keeps its shape: its excess and momentum both shrink by
+    // 1 − σ about the outlet's state.
+    let wave = |amp: f64| {
+        equilibrium(
+            a.drho_w + amp,
+            [0.0, -cs * amp / (1.0 + a.drho_w + amp), 0.0],
+        )
+    };
+    let mut w = wave(1e-4);
+    absorb(&mut w, &a);
+    let (dw, jw) = density_momentum(&w);
+    let left = (dw - a.drho_w) / 1e-4;
+    assert!((left - (1.0 - a.sigma)).abs() < 1e-9, "{left}");
+    assert!(
+        (jw[1] / (-cs * (dw - a.drho_w)) - 1.0).abs() < 1e-9,
+        "{jw:?}"
+    );
+    // At the outlet's density nothing changes but rounding.
+    let mut at = perturbed(&seed, a.drho_w, [0.02, 0.0, -0.01]);
+    let kept = at;
+    let b = Absorption {
+        drho_w: density_momentum(&at).0,
+        ..a
+    };
+    absorb(&mut at, &b);
+    for i in 0..Q {
+        assert!(
+            (at[i] - kept[i]).abs() < 1e-17,
+            "{i}: {} vs {}",
+            at[i],
+            kept[i]
+        );
+    }
+    // The printed recording.
+    let (out, rec) = symbolic::record(|| {
+        let mut g: [Sym; Q] = std::array::from_fn(|i| Sym::input(format!("g[{i}]")));
+        let a = Absorption {
+            sigma: Sym::input("sigma"),
+            drho_w: Sym::input("drho_w"),
+            normal: std::array::from_fn(|k| Sym::input(format!("n[{k}]"))),
+        };
+        absorb(&mut g, &a);
+        g
+    });
+    let value = |s: &str| match s {
+        "sigma" => a.sigma,
+        "drho_w" => a.drho_w,
+        _ if s.starts_with("n[") => a.normal[s[2..s.len() - 1].parse::<usize>().unwrap()],
+        _ => g0[s[2..s.len() - 1].parse::<usize>().unwrap()],
+    };
+    let sym = rec.eval::<f64>(&out, value);
+    assert_eq!(
+        sym.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+        g.map(f64::to_bits).to_vec()
+    );
+    let mut g32 = g0.map(|v| v as f32);
+    let a32 = Absorption {
+        sigma: a.sigma as f32,
+        drho_w: a.drho_w as f32,
+        normal: a.normal.map(|c| c as f32),
+    };
+    absorb(&mut g32, &a32);
+    let sym = rec.eval::<f32>(&out, |s| value(s) as f32);
+    assert_eq!(
+        sym.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+        g32.map(f32::to_bits).to_vec()
+    );
+    // The rate over a layer of 8 planes of strength 0.5.
+    assert_eq!(sponge_rate(0.0, 8.0, 0.5), 0.5);
+    assert_eq!(sponge_rate(4.0, 8.0, 0.5), 0.125);
+    assert_eq!(sponge_rate(8.0, 8.0, 0.5), 0.0);
+    // Two layers meeting along an edge: the larger rate, with its own target and normal.
+    let layer = |face, width, strength, drho| SpongeLayer {
+        face,
+        width,
+        strength,
+        drho,
+        extent: 20,
+    };
+    let s = Sponges {
+        layers: vec![
+            layer(crate::Face::XPlus, 8, 0.5, 0.001),
+            layer(crate::Face::YMinus, 4, 1.0, -0.001),
+        ],
+    };
+    let x_plus = Some(Absorption {
+        sigma: 0.5,
+        drho_w: 0.001,
+        normal: [1.0, 0.0, 0.0],
+    });
+    assert_eq!(s.at::<f64>([19, 10, 0]), x_plus);
+    // Beside x+ at depth 3 of y− (rate 1/16): x+'s 0.5 wins.
+    assert_eq!(s.at::<f64>([19, 3, 0]), x_plus);
+    let y_minus = s.at::<f64>([12, 0, 5]).unwrap();
+    assert_eq!((y_minus.sigma, y_minus.normal), (1.0, [0.0, -1.0, 0.0]));
+    assert_eq!(s.at::<f64>([5, 10, 5]), None);
+    assert!(s.touches(0, 16, 10, 3) && !s.touches(0, 12, 10, 3) && s.touches(0, 1, 2, 0));
+}
