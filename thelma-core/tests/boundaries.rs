@@ -367,27 +367,36 @@ fn sponges_that_cannot_hold_are_refused_naming_the_key() {
     for (sponge, says) in [
         (
             "{ width = 1 }",
-            "sponge width 1 is 1 planes of nodes; it must be 2 to 8 (half the 16 nodes along x)",
+            "sponge.width 1 rounds to 1 planes of nodes; it must be 2 to 8 (half the 16 nodes along x)",
         ),
-        ("{ width = 8.6 }", "it must be 2 to 8"),
-        ("{ width = nan }", "sponge width NaN"),
+        ("{ width = 8.6 }", "sponge.width 8.6 rounds to 9 planes"),
+        ("{ width = nan }", "sponge.width NaN"),
         (
             "{ width = 4, strength = 0 }",
-            "sponge strength 0 must lie in (0, 0.5]",
+            "sponge.strength 0 must lie in (0, 0.5]",
         ),
         (
             "{ width = 4, strength = 0.6 }",
-            "sponge strength 0.6 must lie in (0, 0.5]",
+            "sponge.strength 0.6 must lie in (0, 0.5]",
         ),
-        (
-            "{ width = 4, strength = inf }",
-            "sponge strength inf must lie",
-        ),
+        ("{ width = 4, strength = inf }", "sponge.strength inf must lie"),
     ] {
         refused(validate(BOX, &outlet("pressure", sponge)), says);
     }
-    // The widest layer is accepted.
+    // The widest layer is accepted, but not two that meet.
     validate(BOX, &outlet("pressure", "{ width = 8, strength = 0.5 }")).unwrap();
+    let both = |w: f64| {
+        format!(
+            "{}[[boundary]]\nface = \"x-\"\nkind = \"pressure\"\nsponge = {{ width = {w} }}\n",
+            outlet("pressure", "{ width = 8 }")
+        )
+    };
+    validate(BOX, &both(7.0)).unwrap();
+    refused(
+        validate(BOX, &both(8.0)),
+        "faces x+ and x-: their sponge layers of 8 and 8 planes cover all 16 nodes between them",
+    );
+    // (A walled axis has at least 4 nodes, so every face takes a layer of 2.)
     refused(
         validate(
             BOX,

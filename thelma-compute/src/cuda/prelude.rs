@@ -11,9 +11,9 @@ use super::shape::{LaunchShape, DEFAULT_BLOCK_X};
 use thelma_core::physics::d3q19::Q;
 use thelma_core::physics::Arith as _;
 use thelma_core::physics::{
-    absorb, advecting_velocity, collide_thermal, coupled_force, dirichlet_term, dispatch, eddy_of,
-    macroscopic, node_density, parabola, pressure_terms, smagorinsky_relaxation, sponge_rate,
-    symbolic, temperature, Absorption, Coefficients, Collision, CollisionOperator, FlowModel,
+    absorb_recording, advecting_velocity, collide_thermal, coupled_force, dirichlet_term, dispatch,
+    eddy_of, macroscopic, node_density, parabola, pressure_terms, smagorinsky_relaxation,
+    sponge_rate, symbolic, temperature, Coefficients, Collision, CollisionOperator, FlowModel,
     OperatorVisitor, Sponges, Stencil, Sym, ThermalCoefficients, ThermalFace, ThermalSetup, D3Q19,
     QT,
 };
@@ -218,16 +218,7 @@ pub fn sponge_source(sponges: &Sponges) -> String {
     );
     s.push_str(&rec.emit_c(&[("v".to_string(), v)], PARAM_PREFIX, "    "));
     s.push_str("    return v;\n}\n");
-    let (g, rec) = symbolic::record(|| {
-        let mut g: [Sym; Q] = std::array::from_fn(|i| Sym::input(format!("g[{i}]")));
-        let a = Absorption {
-            sigma: Sym::input("sigma"),
-            drho_w: Sym::input("drho_w"),
-            normal: std::array::from_fn(|k| Sym::input(format!("n[{k}]"))),
-        };
-        absorb(&mut g, &a);
-        g
-    });
+    let (g, rec) = absorb_recording();
     let outputs: Vec<(String, Sym)> = (0..Q).map(|i| (format!("g[{i}]"), g[i])).collect();
     s.push_str(
         "// The sponge's absorbing term, printed from thelma_core::physics::absorb.\n\
@@ -684,6 +675,47 @@ mod tests {
         let start = s.find("void thelma_coupled_force").unwrap();
         assert!(s[start..start + 400].contains("THELMA_K_force_x"));
         assert_eq!(s.matches("#define THELMA_K_force_x ").count(), 1 + 1 + 1);
+    }
+
+    /// The sponge layers are printed only for a case with some: one depth test per layer, with its
+    /// width, strength, target and outward normal.
+    #[test]
+    fn sponge_layers_are_printed_only_with_some() {
+        use thelma_core::physics::SpongeLayer;
+        use thelma_core::Face;
+        let mut p = PreludeParams::example(Precision::F32, Collision::MRT);
+        assert!(!prelude(&p).contains("THELMA_SPONGE"));
+        p.sponges.layers = vec![
+            SpongeLayer {
+                face: Face::XPlus,
+                width: 12,
+                strength: 0.5,
+                drho: 0.002,
+                extent: 96,
+            },
+            SpongeLayer {
+                face: Face::ZMinus,
+                width: 6,
+                strength: 0.25,
+                drho: 0.0,
+                extent: 40,
+            },
+        ];
+        let s = prelude(&p);
+        for want in [
+            "#define THELMA_SPONGE 1",
+            "void thelma_absorb(real* __restrict__ g, real sigma, real drho_w, const real* __restrict__ n)",
+            "const int d = 96 - 1 - x;",
+            "thelma_sponge_rate((real)d, (real)12, (real)5e-1)",
+            "drho_w = (real)2e-3;",
+            "n[0] = (real)1; n[1] = (real)0; n[2] = (real)0;",
+            "const int d = z;",
+            "thelma_sponge_rate((real)d, (real)6, (real)2.5e-1)",
+            "n[0] = (real)0; n[1] = (real)0; n[2] = (real)-1;",
+        ] {
+            assert!(s.contains(want), "{want}");
+        }
+        assert_eq!(s.matches("const int d = ").count(), 2);
     }
 
     /// The printed collision follows the model: a force and the eddy viscosity appear as run

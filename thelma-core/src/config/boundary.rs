@@ -168,8 +168,9 @@ pub struct BoundaryConfig {
     /// of the face keeps the table without a patch (a resting wall where there is none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub patch: Option<PatchConfig>,
-    /// A pressure outlet's sponge layer: the planes in front of the face where the density is
-    /// relaxed towards the outlet's, so that sound waves are absorbed instead of reflected.
+    /// A pressure outlet's sponge layer: the planes in front of the face where each node is
+    /// relaxed towards the outlet's density with its outgoing sound wave's momentum removed, so
+    /// that sound waves are absorbed instead of reflected.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sponge: Option<SpongeConfig>,
 }
@@ -187,9 +188,9 @@ pub struct SpongeConfig {
 }
 
 impl SpongeConfig {
-    /// σ next to the face by default: the strongest stable one. Over layers of 8 to 32 planes the
-    /// reflection falls as the strength grows (`PERFORMANCE.md`), but in a walled channel layers of
-    /// 0.7 and above diverged (at Re 9 from 0.85, at Re 170 from 0.7) where 0.5 held.
+    /// σ next to the face by default. Over layers of 8 to 32 planes the reflection falls as the
+    /// strength grows (`PERFORMANCE.md`), but in a walled channel layers diverged from 0.85 (Re 9)
+    /// and from 0.7 (Re 180) where 0.5 held; 0.5 to 0.7 was not measured, so 0.5 is the limit.
     pub const DEFAULT_STRENGTH: f64 = 0.5;
     /// The largest strength accepted.
     pub const MAX_STRENGTH: f64 = 0.5;

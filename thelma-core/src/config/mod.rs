@@ -960,6 +960,29 @@ impl CaseConfig {
                 ));
             }
         }
+        // Layers on opposite faces leave fluid between them.
+        let layers = self.sponges().layers;
+        for (k, a) in layers.iter().enumerate() {
+            if let Some(b) = layers[k + 1..]
+                .iter()
+                .find(|b| b.face.axis() == a.face.axis())
+            {
+                if a.width + b.width >= a.extent {
+                    return Err(bad(
+                        "boundary",
+                        "--config",
+                        format!(
+                            "faces {} and {}: their sponge layers of {} and {} planes cover all {} nodes between them; leave fluid between the layers",
+                            a.face.name(),
+                            b.face.name(),
+                            a.width,
+                            b.width,
+                            a.extent
+                        ),
+                    ));
+                }
+            }
+        }
         for face in Face::ALL {
             let open: Vec<(BoundaryKind, Option<f64>)> = self
                 .boundary
@@ -1271,7 +1294,7 @@ impl CaseConfig {
         let strength = sp.strength;
         if !(strength.is_finite() && strength > 0.0 && strength <= SpongeConfig::MAX_STRENGTH) {
             return Err(format!(
-                "sponge strength {strength} must lie in (0, {}] (the share of an outgoing wave removed per step next to the face; stronger layers were unstable beside walls)",
+                "sponge.strength {strength} must lie in (0, {}] (the share of an outgoing wave removed per step next to the face; stronger layers were unstable beside walls)",
                 SpongeConfig::MAX_STRENGTH
             ));
         }
@@ -1279,13 +1302,13 @@ impl CaseConfig {
         let nodes = self.node_length(sp.width);
         let unit = if self.units.is_some() { " m" } else { "" };
         let width = nodes.round();
+        let axis = ["x", "y", "z"][b.face.axis()];
         if !(nodes.is_finite() && width >= 2.0 && width <= (extent / 2) as f64) {
             return Err(format!(
-                "sponge width {}{unit} is {} planes of nodes; it must be 2 to {} (half the {extent} nodes along {}), so that fluid remains beyond it",
+                "sponge.width {}{unit} rounds to {} planes of nodes; it must be 2 to {} (half the {extent} nodes along {axis}), so that fluid remains beyond it",
                 sp.width,
-                num_sig(nodes, 3),
+                num_sig(width, 3),
                 extent / 2,
-                ["x", "y", "z"][b.face.axis()]
             ));
         }
         Ok(SpongeLayer {

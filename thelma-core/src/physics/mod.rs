@@ -26,7 +26,7 @@ pub use collision::{
     Trt, DEFAULT_TRT_MAGIC, OPERATORS,
 };
 pub use error::PhysicsError;
-pub use sponge::{absorb, sponge_rate, Absorption, SpongeLayer, Sponges};
+pub use sponge::{absorb, absorb_recording, sponge_rate, Absorption, SpongeLayer, Sponges};
 pub use stencil::{Stencil, D3Q19, D3Q7, MAX_SPEED};
 pub use symbolic::{Recording, Sym};
 pub use thermal::{

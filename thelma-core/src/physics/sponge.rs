@@ -11,12 +11,11 @@
 //! one-dimensional along the outward normal `n`, as characteristic boundary conditions take it
 //! (Poinsot & Lele 1992), a wave leaving through the face carries the density excess `ρ − ρ_w` with
 //! the momentum `c_s (ρ − ρ_w) n`, so the target is `ρ_w` with the momentum `j − c_s (ρ − ρ_w) n`:
-//! the outgoing characteristic is damped by `1 − σ` per step and the incoming one is left as it is.
+//! a purely outgoing wave is damped by `1 − σ` per step and an incoming one is left as it is.
 //! Relaxing the density alone (the node's own velocity kept) turns part of every outgoing pulse
 //! into an incoming one: measured, a 16-plane layer of it sent back 33–59 % of a pulse (strengths
 //! 0.1 to 1), where this one sends back 1.2 % at strength 0.5 (`PERFORMANCE.md`). The mean flow is
-//! untouched where its density is the outlet's, and vortices pass as they would without the layer;
-//! where a steady flow needs a pressure drop through the layer (a channel), the layer takes up part
+//! untouched where its density is the outlet's; where a steady flow needs a pressure drop through the layer (a channel), the layer takes up part
 //! of it, and the flow upstream of it moved by 0.24 % of the inlet's speed (tested).
 //!
 //! The term is written once over [`Arith`], after whatever operator collided the node, so it
@@ -26,6 +25,7 @@
 use super::arith::Arith;
 use super::collision::{density_momentum, equilibrium_pairs, Macroscopic};
 use super::d3q19::Q;
+use super::symbolic::{self, Recording, Sym};
 use crate::Face;
 
 /// The sponge layer of one pressure face: `width` planes of nodes from the face inwards.
@@ -168,4 +168,19 @@ pub fn absorb<V: Arith>(g: &mut [V; Q], a: &Absorption<V>) {
         g[2 * p + 1] = g[2 * p + 1] - s * (even + odd);
         g[2 * p + 2] = g[2 * p + 2] - s * (even - odd);
     }
+}
+
+/// [`absorb`] recorded on symbols, as the kernels' `thelma_absorb(g, sigma, drho_w, n)` takes its
+/// inputs (`g[i]`, `sigma`, `drho_w`, `n[k]`): what the prelude prints and the tests replay.
+pub fn absorb_recording() -> ([Sym; Q], Recording) {
+    symbolic::record(|| {
+        let mut g: [Sym; Q] = std::array::from_fn(|i| Sym::input(format!("g[{i}]")));
+        let a = Absorption {
+            sigma: Sym::input("sigma"),
+            drho_w: Sym::input("drho_w"),
+            normal: std::array::from_fn(|k| Sym::input(format!("n[{k}]"))),
+        };
+        absorb(&mut g, &a);
+        g
+    })
 }

@@ -550,16 +550,7 @@ fn the_sponge_damps_the_outgoing_sound_wave() {
         );
     }
     // The printed recording.
-    let (out, rec) = symbolic::record(|| {
-        let mut g: [Sym; Q] = std::array::from_fn(|i| Sym::input(format!("g[{i}]")));
-        let a = Absorption {
-            sigma: Sym::input("sigma"),
-            drho_w: Sym::input("drho_w"),
-            normal: std::array::from_fn(|k| Sym::input(format!("n[{k}]"))),
-        };
-        absorb(&mut g, &a);
-        g
-    });
+    let (out, rec) = absorb_recording();
     let value = |s: &str| match s {
         "sigma" => a.sigma,
         "drho_w" => a.drho_w,
