@@ -1272,7 +1272,7 @@ impl CaseConfig {
             layers: self
                 .boundary
                 .iter()
-                .filter_map(|b| Some(self.sponge_layer(b, b.sponge.as_ref()?).ok()?))
+                .filter_map(|b| self.sponge_layer(b, b.sponge.as_ref()?).ok())
                 .collect(),
         }
     }
