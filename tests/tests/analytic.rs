@@ -92,24 +92,21 @@ fn poiseuille(m: Module) {
             let (e16, e32) = (poiseuille_error(m, c, p, 16), poiseuille_error(m, c, p, 32));
             eprintln!("Poiseuille {c} {p:?}: L2 {e16:.3e} at 16, {e32:.3e} at 32");
             assert!(e32 < 0.01, "{c} {p:?}: L2 error {e32} at 32 nodes");
-            // TRT with Λ = 3/16 is exact for this flow (to rounding): no order to measure.
-            let exact = e32 < 20.0 * p.epsilon();
-            assert!(
-                exact || e16 / e32 > 3.5,
-                "{c} {p:?}: error {e16:.3e} → {e32:.3e} is not second order"
-            );
-        }
-    }
-}
-
-trait Epsilon {
-    fn epsilon(self) -> f64;
-}
-impl Epsilon for Precision {
-    fn epsilon(self) -> f64 {
-        match self {
-            Precision::F32 => f32::EPSILON as f64,
-            Precision::F64 => f64::EPSILON,
+            if c == Collision::TRT {
+                // TRT with Λ = 3/16 is exact for this flow, up to the transient that twelve
+                // e-folds leave (e⁻¹² = 6e-6): no order to measure. (Reported from the stored
+                // populations with Guo's +F/2 instead of −F/2, u had a uniform excess of F: 1.8e-3
+                // at 32 nodes, which passed as second order.)
+                assert!(
+                    e16 < 2e-5 && e32 < 2e-5,
+                    "{c} {p:?}: L2 {e16:.3e} at 16, {e32:.3e} at 32 where TRT is exact"
+                );
+            } else {
+                assert!(
+                    e16 / e32 > 3.5,
+                    "{c} {p:?}: error {e16:.3e} → {e32:.3e} is not second order"
+                );
+            }
         }
     }
 }

@@ -1,4 +1,5 @@
-//! Forces on the obstacles and probes, sampled every few steps into `forces.csv` and `probes.csv`.
+//! Forces on the obstacles and probes, sampled every few steps into `forces.csv` and `probes.csv`;
+//! profiles, the lines of nodes written into `profiles.csv` from the final fields.
 //!
 //! Both come from one primitive of the compute modules, the populations of chosen nodes
 //! ([`Runtime::read_nodes`]); the forces (momentum exchange, `physics::momentum_exchange`) and the
@@ -13,8 +14,8 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use thelma_core::physics::d3q19::Q;
-use thelma_core::physics::{macroscopic, momentum_exchange, temperature, QT};
-use thelma_core::{CaseConfig, Runtime, SlabSpec};
+use thelma_core::physics::{momentum_exchange, stored_macroscopic, temperature, QT};
+use thelma_core::{CaseConfig, Fields, Runtime, SlabSpec};
 use thelma_geometry::{BodyLinks, Geometry};
 use thelma_results::{line_plot, ForceMean, Mark, Series, XAxis};
 
@@ -74,6 +75,123 @@ pub fn probe_nodes(case: &CaseConfig, geometry: &Geometry) -> Result<Vec<[usize;
         .collect()
 }
 
+/// Factors from lattice units to what the CSVs hold, and the suffixes of their columns: velocity
+/// (m/s with `[units]`), pressure and force (Pa and N with `units.density`), each 1 otherwise.
+struct CsvUnits {
+    to_velocity: f64,
+    to_pressure: f64,
+    to_force: f64,
+    u_unit: &'static str,
+    p_unit: &'static str,
+    f_unit: &'static str,
+}
+
+impl CsvUnits {
+    fn of(case: &CaseConfig) -> Self {
+        let scales = case.unit_scales();
+        let density = case.units.as_ref().and_then(|u| u.density);
+        let (to_pressure, to_force, p_unit, f_unit) = match (scales, density) {
+            (Some(s), Some(rho)) => (
+                rho * s.velocity * s.velocity,
+                rho * s.dx * s.dx * s.velocity * s.velocity,
+                "_Pa",
+                "_N",
+            ),
+            _ => (1.0, 1.0, "", ""),
+        };
+        Self {
+            to_velocity: scales.map_or(1.0, |s| s.velocity),
+            to_pressure,
+            to_force,
+            u_unit: if scales.is_some() { "_m_s" } else { "" },
+            p_unit,
+            f_unit,
+        }
+    }
+}
+
+/// Writes `profiles.csv` in the case's output folder: one row per fluid node of each
+/// `[[profile]]` line of `fields` (solid nodes are left out), its position along the line (the node
+/// index, or the centre in metres with `[units]`), p − p₀, u and, with a temperature lattice,
+/// T = t0 + θ, each in the case's units as `probes.csv` has them; with `mean` (the time averages)
+/// the same of the averages after them. Returns the file's name, or `None` without profiles.
+pub fn write_profiles(
+    case: &CaseConfig,
+    fields: &Fields,
+    mean: Option<&Fields>,
+) -> Result<Option<String>> {
+    if case.profile.is_empty() {
+        return Ok(None);
+    }
+    let u = CsvUnits::of(case);
+    let thermal = case.thermal.as_ref().map(|t| t.t0);
+    let dx = case.unit_scales().map(|s| s.dx);
+    let (p_unit, u_unit) = (u.p_unit, u.u_unit);
+    let quantities = |prefix: &str| {
+        let mut h =
+            format!(",{prefix}p{p_unit},{prefix}ux{u_unit},{prefix}uy{u_unit},{prefix}uz{u_unit}");
+        if thermal.is_some() {
+            h += &format!(",{prefix}T");
+        }
+        h
+    };
+    let mut text = format!(
+        "profile,{}{}{}\n",
+        if dx.is_some() {
+            "position_m"
+        } else {
+            "position"
+        },
+        quantities(""),
+        if mean.is_some() {
+            quantities("mean_")
+        } else {
+            String::new()
+        }
+    );
+    let values = |f: &Fields, i: usize| {
+        let mut v = format!(
+            ",{:e},{:e},{:e},{:e}",
+            (f.rho[i] - 1.0) / 3.0 * u.to_pressure,
+            f.ux[i] * u.to_velocity,
+            f.uy[i] * u.to_velocity,
+            f.uz[i] * u.to_velocity
+        );
+        if let Some(t0) = thermal {
+            v += &format!(",{:e}", t0 + f.temperature[i]);
+        }
+        v
+    };
+    for (k, p) in case.profile.iter().enumerate() {
+        let across = case
+            .profile_line(p)
+            .map_err(|m| UsageError::new("--config", format!("profile {k}: {m}")))?;
+        let name = p.name.clone().unwrap_or_else(|| format!("profile{k}"));
+        let axis = p.axis.index();
+        for q in 0..fields.size[axis] {
+            let mut node = [0; 3];
+            node[axis] = q;
+            for (j, a) in p.across().into_iter().enumerate() {
+                node[a] = across[j];
+            }
+            let i = fields.idx(node[0], node[1], node[2]);
+            if fields.solid[i] {
+                continue;
+            }
+            let at = dx.map_or(q as f64, |dx| (q as f64 + 0.5) * dx);
+            text += &format!("{name},{at}{}", values(fields, i));
+            if let Some(m) = mean {
+                text += &values(m, i);
+            }
+            text.push('\n');
+        }
+    }
+    let name = "profiles.csv";
+    std::fs::write(case.output.dir.join(name), text)
+        .with_context(|| format!("cannot write {name}"))?;
+    Ok(Some(name.to_string()))
+}
+
 /// What a run samples, and what it has sampled.
 pub struct Samples {
     forces_every: u64,
@@ -87,7 +205,8 @@ pub struct Samples {
     bodies: usize,
     /// The coefficients' axes and scale `2 / (U² A)` (lattice units).
     coefficients: Option<(usize, usize, f64)>,
-    /// The model's body force (the probes' velocity is Guo's `(j + F/2)/ρ`).
+    /// The model's body force (the probes' velocity is the collision's `(j + F/2)/ρ`, from the
+    /// stored momentum `j + F`: `physics::stored_macroscopic`).
     force: Option<[f64; 3]>,
     /// Seconds per step with `[units]`.
     dt: Option<f64>,
@@ -165,19 +284,14 @@ impl Samples {
         } else {
             "time"
         };
-        let scales = case.unit_scales();
-        let density = case.units.as_ref().and_then(|u| u.density);
-        let to_velocity = scales.map_or(1.0, |s| s.velocity);
-        let (to_pressure, to_force, p_unit, f_unit) = match (scales, density) {
-            (Some(s), Some(rho)) => (
-                rho * s.velocity * s.velocity,
-                rho * s.dx * s.dx * s.velocity * s.velocity,
-                "_Pa",
-                "_N",
-            ),
-            _ => (1.0, 1.0, "", ""),
-        };
-        let u_unit = if scales.is_some() { "_m_s" } else { "" };
+        let CsvUnits {
+            to_velocity,
+            to_pressure,
+            to_force,
+            u_unit,
+            p_unit,
+            f_unit,
+        } = CsvUnits::of(case);
         let forces_csv = if forces_every > 0 {
             // Columns named after a [[body]]'s `name`, `body<k>` otherwise.
             let names: Vec<String> = (0..bodies)
@@ -291,7 +405,7 @@ impl Samples {
         if probes {
             let mut row = format!("{step},{time}");
             for &(s, k) in &self.probes {
-                let m = macroscopic(&node(s, k), self.force);
+                let m = stored_macroscopic(&node(s, k), self.force);
                 let p = m.drho / 3.0 * self.to_pressure;
                 let u = m.u.map(|v| v * self.to_velocity);
                 row += &format!(",{p:e},{:e},{:e},{:e}", u[0], u[1], u[2]);

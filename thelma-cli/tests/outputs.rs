@@ -544,3 +544,97 @@ fn an_unknown_field_name_in_a_case_file_is_refused_naming_the_key() {
     );
     assert!(!out.exists(), "a refused run created {}", out.display());
 }
+
+/// `[[profile]]` lines land in `profiles.csv` when the run ends: a body-force channel between walls
+/// at z− and z+ (TRT, whose halfway walls are exact for Poiseuille flow) gives, along z, the
+/// parabola `u(z) = F/(2ν) s (H − s)`, `s = z + ½`, within 1e-4 of its peak, in the instantaneous
+/// columns and in the time averages; a line outside the domain is refused naming `profile`, and
+/// nothing is written.
+#[test]
+fn profiles_write_the_lines_of_the_final_and_the_mean_fields() {
+    let dir = scratch("profiles");
+    std::fs::create_dir_all(&dir).unwrap();
+    let base = "[domain]\ncase = \"box\"\nsize = [4, 4, 32]\nperiodic = [true, true, false]\n\
+                [physics]\nviscosity = 0.1666666666666667\nforce = [1.3e-5, 0.0, 0.0]\n\
+                [numerics]\ncollision = \"trt\"\nprecision = \"f64\"\n[run]\nsteps = 8000\n\
+                [output]\naverage_from = 7000\n";
+    let case = dir.join("case.toml");
+    std::fs::write(
+        &case,
+        format!(
+            "{base}[[profile]]\naxis = \"z\"\nat = [1.0, 2.2]\nname = \"across\"\n\
+             [[profile]]\naxis = \"x\"\nat = [2.0, 16.0]\n"
+        ),
+    )
+    .unwrap();
+    let out = dir.join("out");
+    let (code, o, e) = thelma(&[
+        "run",
+        "--config",
+        case.to_str().unwrap(),
+        "--backend",
+        "cpu",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{o}{e}");
+    let csv = std::fs::read_to_string(out.join("profiles.csv")).unwrap();
+    let mut lines = csv.lines();
+    assert_eq!(
+        lines.next(),
+        Some("profile,position,p,ux,uy,uz,mean_p,mean_ux,mean_uy,mean_uz")
+    );
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 32 + 4, "{csv}");
+    let (f, nu, h) = (1.3e-5, 1.0 / 6.0, 32.0);
+    let peak = f / (2.0 * nu) * (h / 2.0) * (h / 2.0);
+    for (z, r) in rows[..32].iter().enumerate() {
+        assert_eq!((r[0], r[1].parse::<f64>().unwrap()), ("across", z as f64));
+        let s = z as f64 + 0.5;
+        let exact = f / (2.0 * nu) * s * (h - s);
+        for col in [3, 7] {
+            let u: f64 = r[col].parse().unwrap();
+            assert!(
+                (u - exact).abs() < 1e-4 * peak,
+                "z = {z}, column {col}: {u} vs {exact}"
+            );
+        }
+    }
+    // The line along x through the middle plane: the peak at every node.
+    for (x, r) in rows[32..].iter().enumerate() {
+        assert_eq!((r[0], r[1].parse::<f64>().unwrap()), ("profile1", x as f64));
+        let u: f64 = r[3].parse().unwrap();
+        assert!(
+            (u / (f / (2.0 * nu) * 16.5 * 15.5) - 1.0).abs() < 1e-4,
+            "{u}"
+        );
+    }
+    assert!(summary(&out)["outputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|v| v == "profiles.csv"));
+    // A line outside the domain: one line naming the key, exit 2, no folder.
+    std::fs::write(
+        &case,
+        format!("{base}[[profile]]\naxis = \"y\"\nat = [1.0, 40.0]\n"),
+    )
+    .unwrap();
+    let refused = dir.join("refused");
+    let (code, _, e) = thelma(&[
+        "run",
+        "--config",
+        case.to_str().unwrap(),
+        "--backend",
+        "cpu",
+        "-o",
+        refused.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{e}");
+    assert!(
+        e.contains("profile") && e.contains("profile 0: at = [1.0, 40.0] (along [\"x\", \"z\"]) lies outside the domain along z"),
+        "{e}"
+    );
+    assert!(!refused.exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -3,7 +3,7 @@
 
 use rayon::prelude::*;
 use thelma_core::physics::d3q19::Q;
-use thelma_core::physics::{equilibrium, macroscopic, Arith};
+use thelma_core::physics::{equilibrium, stored_macroscopic, Arith};
 use thelma_core::InitialState;
 use thelma_core::Real;
 use thelma_core::SlabSpec;
@@ -103,7 +103,7 @@ pub(crate) fn fields_from_populations<T: Real + Arith<Scalar = T>>(
                     continue;
                 }
                 let node: [T; Q] = std::array::from_fn(|i| g[i * n + p]);
-                let m = macroscopic(&node, force);
+                let m = stored_macroscopic(&node, force);
                 rho[j] = 1.0 + m.drho.to_f64();
                 ux[j] = m.u[0].to_f64();
                 uy[j] = m.u[1].to_f64();
@@ -135,7 +135,7 @@ pub(crate) fn velocity_change_of_populations<T: Real + Arith<Scalar = T>>(
             continue;
         }
         let node: [T; Q] = std::array::from_fn(|i| g[i * n + p]);
-        let now = macroscopic(&node, force).u;
+        let now = stored_macroscopic(&node, force).u;
         let u = [now[0].to_f64(), now[1].to_f64(), now[2].to_f64()];
         let was = &mut prev[3 * p..3 * p + 3];
         if compare {

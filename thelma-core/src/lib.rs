@@ -26,8 +26,8 @@ pub use config::{
     CaseKind, ConfigError, DeviceSpec, DeviceSpecError, DomainConfig, Expression, Face, FacePatch,
     ForcesConfig, HardwareConfig, InitialConfig, InitialState, InletSchedule, LatticeParams,
     NumericsConfig, Obstacle, OutputConfig, OutputField, PatchConfig, PhysicalUnits, PhysicsConfig,
-    ProbeConfig, Profile, RunConfig, Scale, SlicePlane, SlicePlaneError, SpongeConfig, SyntaxError,
-    ThermalConfig, UnitScales, MAX_THREADS, WALL_SLOTS,
+    ProbeConfig, Profile, ProfileConfig, RunConfig, Scale, SlicePlane, SlicePlaneError,
+    SpongeConfig, SyntaxError, ThermalConfig, UnitScales, MAX_THREADS, WALL_SLOTS,
 };
 pub use domain::{partition, Domain, PartitionError, SlabSpec};
 pub use numfmt::{num, num_exact, num_sig, Num};

@@ -13,9 +13,9 @@ use thelma_core::physics::Arith as _;
 use thelma_core::physics::{
     absorb_recording, advecting_velocity, collide_thermal, coupled_force, dirichlet_term, dispatch,
     eddy_of, macroscopic, node_density, parabola, pressure_terms, smagorinsky_relaxation,
-    sponge_rate, symbolic, temperature, Coefficients, Collision, CollisionOperator, FlowModel,
-    OperatorVisitor, Sponges, Stencil, Sym, ThermalCoefficients, ThermalFace, ThermalSetup, D3Q19,
-    QT,
+    sponge_rate, stored_macroscopic, symbolic, temperature, Coefficients, Collision,
+    CollisionOperator, FlowModel, OperatorVisitor, Sponges, Stencil, Sym, ThermalCoefficients,
+    ThermalFace, ThermalSetup, D3Q19, QT,
 };
 use thelma_core::WALL_SLOTS;
 use thelma_geometry::{LinkRule, NodeFlags};
@@ -265,7 +265,7 @@ pub fn sponge_source(sponges: &Sponges) -> String {
 
 /// A node's velocity as the host reads it into `Fields` (Guo's half force step where the model has a
 /// force) as a device function `thelma_velocity(g, u[3])`, printed from
-/// `thelma_core::physics::macroscopic`: the convergence measure on the device then sees the very
+/// `thelma_core::physics::stored_macroscopic`: the convergence measure on the device then sees the very
 /// velocity `fields_from_populations` computes, bit for bit (the division is correctly rounded, and
 /// the only product a sum follows, the half force, is exact, so a contraction cannot change it).
 pub fn velocity_source(model: &FlowModel) -> String {
@@ -276,7 +276,7 @@ pub fn velocity_source(model: &FlowModel) -> String {
         define_param(&mut s, name, *value);
     }
     s.push_str(
-        "// A node's velocity, printed from thelma_core::physics::macroscopic.\n\
+        "// A node's velocity, printed from thelma_core::physics::stored_macroscopic.\n\
          template <typename G>\n\
          __device__ __forceinline__ void thelma_velocity(const G& g, real* __restrict__ u) {\n",
     );
@@ -298,7 +298,7 @@ pub fn velocity_source(model: &FlowModel) -> String {
     s
 }
 
-/// `thelma_core::physics::macroscopic`'s velocity under `model`'s force, recorded on symbols.
+/// `thelma_core::physics::stored_macroscopic`'s velocity under `model`'s force, recorded on symbols.
 fn velocity_recording(model: &FlowModel) -> ([Sym; 3], symbolic::Recording) {
     symbolic::record(|| {
         let g: [Sym; Q] = std::array::from_fn(|i| Sym::input(format!("g[{i}]")));
@@ -309,7 +309,7 @@ fn velocity_recording(model: &FlowModel) -> ([Sym; 3], symbolic::Recording) {
                 Sym::param("force_z", f[2]),
             ]
         });
-        macroscopic(&g, force).u
+        stored_macroscopic(&g, force).u
     })
 }
 
@@ -598,7 +598,7 @@ mod tests {
         assert!(p64.contains("base##_f64") && p64.contains("collide_propagate_d3q19_trt_f64"));
     }
 
-    /// The printed velocity computes what the host's `macroscopic` does, bit for bit, with and
+    /// The printed velocity computes what the host's `stored_macroscopic` does, bit for bit, with and
     /// without a force; the force's constants are defined once whichever function comes first.
     #[test]
     fn the_printed_velocity_is_the_hosts() {
@@ -611,7 +611,7 @@ mod tests {
                 let i: usize = name[2..name.len() - 1].parse().unwrap();
                 g[i]
             });
-            let want = macroscopic(&g, force.map(|f| f.map(|x| x as f32))).u;
+            let want = stored_macroscopic(&g, force.map(|f| f.map(|x| x as f32))).u;
             assert_eq!(got, want.to_vec(), "force {force:?}");
             let p = prelude(&PreludeParams {
                 model: m.clone(),

@@ -29,7 +29,7 @@ pub use fields::OutputField;
 pub use hardware::{BackendName, DeviceSpec, DeviceSpecError, HardwareConfig};
 pub use inflow::{InletSchedule, WALL_SLOTS};
 pub use initial::{Expression, InitialConfig, InitialState};
-pub use sampling::{Axis, ForcesConfig, ProbeConfig};
+pub use sampling::{Axis, ForcesConfig, ProbeConfig, ProfileConfig};
 pub use thermal::ThermalConfig;
 pub use units::{PhysicalUnits, UnitScales};
 
@@ -379,6 +379,9 @@ pub struct CaseConfig {
     /// Points sampled into `probes.csv` (`[[probe]]` tables).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub probe: Vec<ProbeConfig>,
+    /// Lines of nodes written into `profiles.csv` when the run ends (`[[profile]]` tables).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub profile: Vec<ProfileConfig>,
     /// Solid bodies from STL files (`[[body]]` tables). Solids are numbered in one list: the
     /// obstacles of `domain.obstacles` first, then the bodies, each in order.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -1135,7 +1138,37 @@ impl CaseConfig {
                 return Err(bad("probe", "--config", format!("probe {k}: {m}")));
             }
         }
+        for (k, p) in self.profile.iter().enumerate() {
+            if let Err(m) = self.profile_line(p) {
+                return Err(bad("profile", "--config", format!("profile {k}: {m}")));
+            }
+        }
         Ok(())
+    }
+
+    /// The nodes a profile's line crosses its plane at (along [`ProfileConfig::across`]), the
+    /// nearest to its `at` (nodes, or metres with `[units]`), or why there are none.
+    pub fn profile_line(&self, p: &ProfileConfig) -> Result<[usize; 2], String> {
+        let unit = if self.units.is_some() { " m" } else { "" };
+        let mut point = [0.0; 3];
+        for (k, a) in p.across().into_iter().enumerate() {
+            point[a] = p.at[k];
+        }
+        let at = self.node_coordinates(point);
+        let mut node = [0; 2];
+        for (k, a) in p.across().into_iter().enumerate() {
+            let (q, n) = (at[a], self.domain.size[a]);
+            if !(q.is_finite() && q > -0.5 && q < n as f64 - 0.5) {
+                return Err(format!(
+                    "at = {:?}{unit} (along {:?}) lies outside the domain along {}",
+                    p.at,
+                    p.across().map(|a| ["x", "y", "z"][a]),
+                    ["x", "y", "z"][a]
+                ));
+            }
+            node[k] = (q.round().max(0.0) as usize).min(n - 1);
+        }
+        Ok(node)
     }
 
     /// The node nearest to a probe's point (in nodes, or metres with `[units]`), or why there is

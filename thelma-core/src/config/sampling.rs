@@ -1,5 +1,6 @@
 //! Forces on the obstacles (`[forces]`) and probes (`[[probe]]`): what is sampled every few steps
-//! into `forces.csv` and `probes.csv`.
+//! into `forces.csv` and `probes.csv`; and profiles (`[[profile]]`), the lines of nodes written
+//! into `profiles.csv` when a run ends.
 
 use serde::{Deserialize, Serialize};
 
@@ -60,4 +61,31 @@ pub struct ProbeConfig {
     /// A name for the CSV's columns (default `probe<k>`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+}
+
+/// One `[[profile]]`: the line of nodes along `axis` through `at`, whose velocity, pressure (and
+/// temperature) are written into `profiles.csv` when the run ends, with their time averages when
+/// the run takes them (`output.average_from`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileConfig {
+    /// The axis the line runs along.
+    pub axis: Axis,
+    /// Where it crosses the plane of the other two axes, in their order (x, z for a line along y):
+    /// node coordinates, or metres from the box's corner with `[units]`; the nearest nodes.
+    pub at: [f64; 2],
+    /// A name for the CSV's rows (default `profile<k>`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+impl ProfileConfig {
+    /// The two axes across the line, in increasing order.
+    pub fn across(&self) -> [usize; 2] {
+        match self.axis {
+            Axis::X => [1, 2],
+            Axis::Y => [0, 2],
+            Axis::Z => [0, 1],
+        }
+    }
 }

@@ -334,6 +334,17 @@ pub fn macroscopic<V: Arith>(g: &[V; Q], force: Option<[V; 3]>) -> Macroscopic<V
     Macroscopic { drho, rho, u }
 }
 
+/// The macroscopic state a node's *stored* populations stand for: those its last step wrote, after
+/// the collision. Guo's source adds the whole force `F` to the momentum (`Σ c_i g̃_i = j + F`,
+/// every operator: the momentum is conserved, its rate is 0), so the velocity the step collided
+/// with, `(j + F/2)/ρ`, is `(j̃ − F/2)/ρ` of the stored momentum `j̃`. This is the velocity the
+/// modules report (fields, probes, time averages, the convergence measure); read with
+/// [`macroscopic`]'s `+F/2` instead, a body-force channel showed a uniform excess of exactly `F`.
+#[inline(always)]
+pub fn stored_macroscopic<V: Arith>(g: &[V; Q], force: Option<[V; 3]>) -> Macroscopic<V> {
+    macroscopic(g, force.map(|f| f.map(|c| -c)))
+}
+
 /// A per-direction quantity split into its rest value and, per opposite pair `(2p+1, 2p+2)`, the part
 /// even under `c → −c` and the odd part: direction `2p+1` has `even + odd`, `2p+2` has `even − odd`.
 #[derive(Clone, Copy, Debug)]
