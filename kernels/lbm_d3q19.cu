@@ -403,8 +403,8 @@ THELMA_NAME(velocity_change_d3q19)(const real *__restrict__ a,
 }
 
 // The time average's sample: per fluid node ρ = 1 + δρ and u as the host reads them
-// (thelma_density_excess, thelma_velocity) and, with a temperature lattice `h`, θ
-// (thelma_temperature), each widened to double and added to its running sum in `sums`
+// (thelma_density_excess, thelma_velocity; with a temperature lattice `h` under the node's coupled
+// force, thelma_stored_velocity) and θ (thelma_temperature), each widened to double and added to its running sum in `sums`
 // ([field][node]: ρ, u_x, u_y, u_z, θ), as MeanSums::add adds them on the host.
 extern "C" __global__ void __launch_bounds__(256)
 THELMA_NAME(accumulate_means_d3q19)(const real *__restrict__ a, const real *__restrict__ h,
@@ -416,17 +416,22 @@ THELMA_NAME(accumulate_means_d3q19)(const real *__restrict__ a, const real *__re
         if (pal_mask[index[p]] & THELMA_SOLID_BIT) continue;
         const thelma_node<real> g{a + p, (size_t)n};
         real u[3];
+#ifdef THELMA_THERMAL
+        // The velocity under the force the node collided with: the buoyancy at its θ besides the
+        // uniform force (thelma_compute's read_fields does the same on the host).
+        real hp[THELMA_QT], theta[1], F[3];
+#pragma unroll
+        for (int i = 0; i < THELMA_QT; i++) hp[i] = h[(size_t)i * n + p];
+        thelma_temperature(hp, theta);
+        thelma_coupled_force(theta[0], F);
+        thelma_stored_velocity(g, F, u);
+        sums[4 * n + p] += (double)theta[0];
+#else
         thelma_velocity(g, u);
+#endif
         sums[p] += 1.0 + (double)thelma_density_excess(g);
         sums[n + p] += (double)u[0];
         sums[2 * n + p] += (double)u[1];
         sums[3 * n + p] += (double)u[2];
-#ifdef THELMA_THERMAL
-        real hp[THELMA_QT], theta[1];
-#pragma unroll
-        for (int i = 0; i < THELMA_QT; i++) hp[i] = h[(size_t)i * n + p];
-        thelma_temperature(hp, theta);
-        sums[4 * n + p] += (double)theta[0];
-#endif
     }
 }

@@ -675,3 +675,47 @@ fn rayleigh_benard_onset(m: Module) {
 per_module!(rayleigh_benard_onset =>
     rayleigh_benard_convection_sets_in_at_the_critical_rayleigh_number_on_the_cpu,
     rayleigh_benard_convection_sets_in_at_the_critical_rayleigh_number_on_the_gpu);
+
+per_module!(warm_fluid_at_rest =>
+    a_warm_fluid_at_rest_under_gravity_reports_no_velocity,
+    a_warm_fluid_at_rest_under_gravity_reports_no_velocity_on_the_gpu);
+
+/// A closed box of fluid at a uniform θ = 0.5 under gravity feels a uniform buoyancy force and
+/// settles into hydrostatic rest. Every reported velocity (the fields and the time average, over 2
+/// slabs) is then zero to 1 % of F/2, where reading the stored populations without the buoyancy's
+/// half force reported a uniform F/2 (2.5e-5 here).
+fn warm_fluid_at_rest(m: Module) {
+    let case = box_case([8, 8, 8], [false; 3], 0.05, Collision::MRT, Precision::F64);
+    let s = ThermalSetup {
+        initial: 0.5,
+        ..setup(0.05, [0.0, 0.0, -1e-4], ALL_FACES_ADIABATIC)
+    };
+    let mut rt = runtime_on(m, &case, &s, 2);
+    rt.set_averaging(Some(thelma_core::Averaging {
+        from: 2900,
+        every: 10,
+    }));
+    rt.run(3000).unwrap();
+    let f = rt.fields().unwrap();
+    let mean = rt.mean_sums().unwrap().mean().unwrap();
+    rt.shutdown();
+    let half = 0.5 * 0.5 * 1e-4;
+    for (what, f) in [("fields", &f), ("mean", &mean)] {
+        let worst = f.ux.iter().chain(&f.uy).chain(&f.uz).fold(0.0f64, |w, u| {
+            if u.is_nan() {
+                f64::NAN
+            } else {
+                w.max(u.abs())
+            }
+        });
+        eprintln!(
+            "{}: {what}: max |u| = {worst:.3e} (F/2 = {half:e})",
+            m.name()
+        );
+        assert!(worst < 0.01 * half, "{what}: |u| up to {worst}");
+    }
+    // The fluid is still at θ = 0.5, and its pressure balances the upward buoyancy: ∂p/∂z = F_z.
+    assert!(f.temperature.iter().all(|t| (t - 0.5).abs() < 1e-12));
+    let dp = (f.rho[f.idx(4, 4, 6)] - f.rho[f.idx(4, 4, 1)]) / 3.0 / 5.0;
+    assert!((dp / (2.0 * half) - 1.0).abs() < 0.01, "∂p/∂z = {dp:e}");
+}

@@ -14,7 +14,9 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use thelma_core::physics::d3q19::Q;
-use thelma_core::physics::{momentum_exchange, stored_macroscopic, temperature, QT};
+use thelma_core::physics::{
+    coupled_force, momentum_exchange, stored_macroscopic, temperature, ThermalCoefficients, QT,
+};
 use thelma_core::{CaseConfig, Fields, Runtime, SlabSpec};
 use thelma_geometry::{BodyLinks, Geometry};
 use thelma_results::{line_plot, ForceMean, Mark, Series, XAxis};
@@ -213,6 +215,9 @@ pub struct Samples {
     /// With a temperature lattice, its reference temperature `t0`: the probes then report
     /// `T = t0 + θ`, in the case's own temperature unit.
     t0: Option<f64>,
+    /// With a temperature lattice, its constants: a probe's velocity is then the one its node
+    /// collided with under the buoyancy at its θ besides the uniform force.
+    thermal_k: Option<ThermalCoefficients<f64>>,
     /// Factors from lattice units to what the CSVs hold: velocity (m/s with `[units]`), pressure
     /// and force (Pa and N with `units.density`), each 1 otherwise.
     to_velocity: f64,
@@ -237,6 +242,7 @@ impl Samples {
         slabs: &[SlabSpec],
         resume: bool,
     ) -> Result<Self> {
+        let lattice = case.validate()?;
         let forces_every = case.forces.every;
         let probe_every = if case.probe.is_empty() {
             0
@@ -339,7 +345,10 @@ impl Samples {
             probes,
             bodies,
             coefficients,
-            force: case.flow_model(&case.validate()?).force,
+            force: case.flow_model(&lattice).force,
+            thermal_k: case
+                .thermal_setup(&lattice)
+                .map(|t| ThermalCoefficients::new(&t.model, |_, x| x)),
             dt: case.unit_scales().map(|s| s.dt),
             t0: case.thermal.as_ref().map(|t| t.t0),
             to_velocity,
@@ -405,14 +414,21 @@ impl Samples {
         if probes {
             let mut row = format!("{step},{time}");
             for &(s, k) in &self.probes {
-                let m = stored_macroscopic(&node(s, k), self.force);
+                let at = k * stride + Q;
+                let theta = self.thermal_k.as_ref().map(|tk| {
+                    let h: [f64; QT] = std::array::from_fn(|i| values[s][at + i]);
+                    let theta = temperature(&h);
+                    (
+                        theta,
+                        coupled_force(theta, self.force.unwrap_or([0.0; 3]), tk),
+                    )
+                });
+                let m = stored_macroscopic(&node(s, k), theta.map_or(self.force, |t| Some(t.1)));
                 let p = m.drho / 3.0 * self.to_pressure;
                 let u = m.u.map(|v| v * self.to_velocity);
                 row += &format!(",{p:e},{:e},{:e},{:e}", u[0], u[1], u[2]);
-                if let Some(t0) = self.t0 {
-                    let at = k * stride + Q;
-                    let h: [f64; QT] = std::array::from_fn(|i| values[s][at + i]);
-                    row += &format!(",{:e}", t0 + temperature(&h));
+                if let (Some(t0), Some((theta, _))) = (self.t0, theta) {
+                    row += &format!(",{:e}", t0 + theta);
                 }
             }
             if let Some(csv) = &mut self.probes_csv {

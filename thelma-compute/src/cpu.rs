@@ -1204,9 +1204,14 @@ impl<T: Real + Arith<Scalar = T>> ComputeModule for CpuModule<T> {
 
     fn read_fields(&mut self) -> Result<Fields, ComputeError> {
         let solid = |p: usize| self.palette[self.index[p] as usize].solid;
-        let mut fields =
-            fields_from_populations(&self.slab, &self.a, solid, self.params.model.force);
-        if let Some(th) = &self.thermal {
+        let uniform = self.force;
+        let th = self.thermal.as_ref();
+        let force = |p: usize| match th {
+            Some(th) => Some(th.force_at(p)),
+            None => uniform,
+        };
+        let mut fields = fields_from_populations(&self.slab, &self.a, solid, force);
+        if let Some(th) = th {
             fields.temperature = (0..self.n()).map(|p| th.theta(p).to_f64()).collect();
         }
         Ok(fields)

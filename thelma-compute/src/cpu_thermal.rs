@@ -229,6 +229,12 @@ impl<T: Real + Arith<Scalar = T>> ThermalLattice<T> {
         bytemuck::cast_slice_mut(&mut self.ha).copy_from_slice(bytes);
     }
 
+    /// The force node p collided with at its θ (the uniform force and the buoyancy,
+    /// `physics::coupled_force`): θ is what the thermal collision kept of its pulled populations.
+    pub(super) fn force_at(&self, p: usize) -> [T; 3] {
+        coupled_force(self.theta(p), self.uniform, &self.k)
+    }
+
     /// θ of node p of lattice A.
     pub(super) fn theta(&self, p: usize) -> T {
         let n = self.ha.len() / QT;

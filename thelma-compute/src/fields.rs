@@ -75,18 +75,19 @@ pub(crate) fn check_mean_shape(
 
 /// ρ and u of every node of a slab from its shifted populations `g` (`[i][z][y][x]`), solid nodes
 /// marked. The density is `1 + δρ` summed in f64, so small density changes keep their digits; the
-/// velocity is Guo's `(j + F/2)/ρ` where the model has a body force. Nodes are independent, so runs
+/// velocity is the one node p collided with, `(j + F/2)/ρ` under its force `force(p)` (the uniform
+/// body force, or with a temperature lattice the coupled force at its θ), from the stored momentum
+/// `j + F` ([`stored_macroscopic`]). Nodes are independent, so runs
 /// of them are computed on rayon's threads: every run reads its fields at its start and its end,
 /// and that time is the run's wall time beyond its steps.
 pub(crate) fn fields_from_populations<T: Real + Arith<Scalar = T>>(
     slab: &SlabSpec,
     g: &[T],
     solid: impl Fn(usize) -> bool + Sync,
-    force: Option<[f64; 3]>,
+    force: impl Fn(usize) -> Option<[T; 3]> + Sync,
 ) -> Fields {
     const RUN: usize = 4096;
     let n = slab.nodes();
-    let force = force.map(|f| f.map(T::of));
     let mut out = Fields::zeros([slab.nx(), slab.ny(), slab.nz()], slab.z.start);
     out.rho
         .par_chunks_mut(RUN)
@@ -103,7 +104,7 @@ pub(crate) fn fields_from_populations<T: Real + Arith<Scalar = T>>(
                     continue;
                 }
                 let node: [T; Q] = std::array::from_fn(|i| g[i * n + p]);
-                let m = stored_macroscopic(&node, force);
+                let m = stored_macroscopic(&node, force(p));
                 rho[j] = 1.0 + m.drho.to_f64();
                 ux[j] = m.u[0].to_f64();
                 uy[j] = m.u[1].to_f64();

@@ -13,7 +13,8 @@ use cudarc::driver::{
 };
 use thelma_core::physics::d3q19::Q;
 use thelma_core::physics::{
-    temperature, thermal_equilibrium_populations, Arith, ThermalSetup, D3Q19, QT,
+    coupled_force, temperature, thermal_equilibrium_populations, Arith, ThermalCoefficients,
+    ThermalSetup, D3Q19, QT,
 };
 use thelma_core::Precision;
 use thelma_core::Real;
@@ -220,6 +221,9 @@ pub struct CudaModule<T: Real + DeviceRepr> {
     host_solid: Vec<bool>,
     /// The body force (lattice units), for the velocity `read_fields` reports.
     force: Option<[f64; 3]>,
+    /// With a temperature lattice, its constants: the buoyancy at each node's θ is part of the
+    /// force its velocity is reported under.
+    thermal_k: Option<ThermalCoefficients<T>>,
     /// The velocity inlets' amplitudes over time, the device address of the kernels' copy
     /// (`thelma_amplitude`, constant memory) and what it holds.
     inlets: Arc<InletSchedule>,
@@ -404,6 +408,10 @@ where
         ];
         let mut m = Self {
             force: params.model.force,
+            thermal_k: params
+                .thermal
+                .as_ref()
+                .map(|t| ThermalCoefficients::new(&t.model, |_, x| T::of(x))),
             inlets: params.inlets.clone(),
             amplitude_symbol,
             amplitudes_set: None,
@@ -752,14 +760,27 @@ where
 
     fn read_fields(&mut self) -> Result<Fields, ComputeError> {
         let g = self.download()?;
-        let mut fields =
-            fields_from_populations(&self.slab, &g, |p| self.host_solid[p], self.force);
-        if let Some(th) = &self.thermal {
-            let h = to_host(&self.stream, &th.lattices[self.cur])?;
-            let n = self.slab.nodes();
-            fields.temperature = (0..n)
-                .map(|p| temperature(&std::array::from_fn(|i| h[i * n + p])).to_f64())
-                .collect();
+        let n = self.slab.nodes();
+        let theta: Option<Vec<T>> = match &self.thermal {
+            Some(th) => {
+                let h = to_host(&self.stream, &th.lattices[self.cur])?;
+                Some(
+                    (0..n)
+                        .map(|p| temperature(&std::array::from_fn(|i| h[i * n + p])))
+                        .collect(),
+                )
+            }
+            None => None,
+        };
+        let uniform = self.force.map(|f| f.map(T::of));
+        // The force each node collided with, as the CPU module's `ThermalLattice::force_at`.
+        let force = |p: usize| match (&theta, &self.thermal_k) {
+            (Some(t), Some(k)) => Some(coupled_force(t[p], uniform.unwrap_or([T::zero(); 3]), k)),
+            _ => uniform,
+        };
+        let mut fields = fields_from_populations(&self.slab, &g, |p| self.host_solid[p], force);
+        if let Some(t) = &theta {
+            fields.temperature = t.iter().map(|v| Real::to_f64(*v)).collect();
         }
         Ok(fields)
     }

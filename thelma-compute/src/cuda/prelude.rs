@@ -398,6 +398,22 @@ pub fn thermal_source(model: &FlowModel, setup: &ThermalSetup) -> String {
             (0..3).map(|a| (format!("F[{a}]"), f[a])).collect()
         },
     );
+    // A template over the node's type (the kernels pass a node in memory), so not `function`.
+    let (u, rec) = symbolic::record(|| {
+        let g: [Sym; Q] = inputs("g", Q).try_into().expect("Q inputs");
+        let f: [Sym; 3] = inputs("F", 3).try_into().expect("3 inputs");
+        stored_macroscopic(&g, Some(f)).u
+    });
+    s.push_str(
+        "// The velocity a node's stored populations report under the force F it collided with,\n\
+         // printed from thelma_core::physics::stored_macroscopic.\n\
+         template <typename G>\n\
+         __device__ __forceinline__ void thelma_stored_velocity(const G& g, const real* __restrict__ F, \
+         real* __restrict__ u) {\n",
+    );
+    let outputs: Vec<(String, Sym)> = (0..3).map(|a| (format!("u[{a}]"), u[a])).collect();
+    s.push_str(&rec.emit_c(&outputs, PARAM_PREFIX, "    "));
+    s.push_str("}\n");
     function(
         &mut s,
         "The velocity that advects θ, printed from thelma_core::physics::advecting_velocity.",
