@@ -356,7 +356,7 @@ THELMA_NAME(health_d3q19)(const real *__restrict__ a, const thelma_index *__rest
 }
 
 // The convergence measure: per fluid node the velocity the host would read (thelma_velocity, printed
-// from thelma_core::physics::macroscopic), |u − u_prev|² (when `compare`) and |u|² accumulated in
+// from thelma_core::physics::stored_macroscopic), |u − u_prev|² (when `compare`) and |u|² accumulated in
 // double per block, and u stored into u_prev ([axis][node], so that a warp's stores are contiguous)
 // for the next measure. The per-node terms use the _rn intrinsics, which are never contracted into
 // fused multiply-adds, so that each equals the host's sum of squares bit for bit and only the order

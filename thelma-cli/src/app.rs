@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use thelma_compute::ModelParams;
 use thelma_core::physics::{ThermalFace, D3Q19};
-use thelma_core::{interface_bytes_per_step, ComputeError, Fields, MeanSums};
+use thelma_core::{interface_bytes_per_step, ComputeError, Fields};
 use thelma_core::{BoundaryKind, CaseConfig, CaseKind, LatticeParams};
 use thelma_core::{DeviceInfo, Runtime, RuntimeError};
 use thelma_core::{Domain, SlabSpec};
@@ -274,13 +274,13 @@ pub fn run_case_from(
     }
     let mass1 = fields.mass();
     outputs.finish(&mut rt, &fields)?;
-    // The [[profile]] lines, with the time averages where the run takes them.
-    let mean = if case.profile.is_empty() || case.output.average_from.is_none() {
+    // The [[line]] profiles, with the time averages where the run takes them.
+    let mean = if case.line.is_empty() || case.output.average_from.is_none() {
         None
     } else {
-        MeanSums::concat(rt.slab_mean_sums()?).mean()
+        rt.mean_sums()?.mean()
     };
-    if let Some(name) = samples::write_profiles(case, &fields, mean.as_ref())? {
+    if let Some(name) = samples::write_lines(case, &fields, mean.as_ref())? {
         samples.written.push(name);
     }
     let (profiles, validation) =

@@ -1,9 +1,9 @@
 //! Forces on the obstacles and probes, sampled every few steps into `forces.csv` and `probes.csv`;
-//! profiles, the lines of nodes written into `profiles.csv` from the final fields.
+//! lines, the profiles along lines of nodes written into `lines.csv` from the final fields.
 //!
 //! Both come from one primitive of the compute modules, the populations of chosen nodes
 //! ([`Runtime::read_nodes`]); the forces (momentum exchange, `physics::momentum_exchange`) and the
-//! probes' density and velocity (`physics::macroscopic`) are computed here, on the host, once for
+//! probes' density and velocity (`physics::stored_macroscopic`) are computed here, on the host, once for
 //! every module. Each force is summed over its links in the domain's node order, slab after slab,
 //! so that it does not depend on the partition.
 
@@ -19,7 +19,7 @@ use thelma_core::physics::{
 };
 use thelma_core::{CaseConfig, Fields, Runtime, SlabSpec};
 use thelma_geometry::{BodyLinks, Geometry};
-use thelma_results::{line_plot, ForceMean, Mark, Series, XAxis};
+use thelma_results::{line_plot, write_bytes_atomic, ForceMean, Mark, Series, XAxis};
 
 use crate::error::UsageError;
 
@@ -112,17 +112,17 @@ impl CsvUnits {
     }
 }
 
-/// Writes `profiles.csv` in the case's output folder: one row per fluid node of each
-/// `[[profile]]` line of `fields` (solid nodes are left out), its position along the line (the node
+/// Writes `lines.csv` in the case's output folder: one row per fluid node of each
+/// `[[line]]` line of `fields` (solid nodes are left out), its position along the line (the node
 /// index, or the centre in metres with `[units]`), p − p₀, u and, with a temperature lattice,
 /// T = t0 + θ, each in the case's units as `probes.csv` has them; with `mean` (the time averages)
-/// the same of the averages after them. Returns the file's name, or `None` without profiles.
-pub fn write_profiles(
+/// the same of the averages after them. Returns the file's name, or `None` without lines.
+pub fn write_lines(
     case: &CaseConfig,
     fields: &Fields,
     mean: Option<&Fields>,
 ) -> Result<Option<String>> {
-    if case.profile.is_empty() {
+    if case.line.is_empty() {
         return Ok(None);
     }
     let u = CsvUnits::of(case);
@@ -138,7 +138,7 @@ pub fn write_profiles(
         h
     };
     let mut text = format!(
-        "profile,{}{}{}\n",
+        "line,{}{}{}\n",
         if dx.is_some() {
             "position_m"
         } else {
@@ -164,11 +164,11 @@ pub fn write_profiles(
         }
         v
     };
-    for (k, p) in case.profile.iter().enumerate() {
+    for (k, p) in case.line.iter().enumerate() {
         let across = case
-            .profile_line(p)
-            .map_err(|m| UsageError::new("--config", format!("profile {k}: {m}")))?;
-        let name = p.name.clone().unwrap_or_else(|| format!("profile{k}"));
+            .line_nodes(p)
+            .map_err(|m| UsageError::new("--config", format!("line {k}: {m}")))?;
+        let name = p.line_name(k);
         let axis = p.axis.index();
         for q in 0..fields.size[axis] {
             let mut node = [0; 3];
@@ -181,15 +181,15 @@ pub fn write_profiles(
                 continue;
             }
             let at = dx.map_or(q as f64, |dx| (q as f64 + 0.5) * dx);
-            text += &format!("{name},{at}{}", values(fields, i));
+            text += &format!("{name},{at:e}{}", values(fields, i));
             if let Some(m) = mean {
                 text += &values(m, i);
             }
             text.push('\n');
         }
     }
-    let name = "profiles.csv";
-    std::fs::write(case.output.dir.join(name), text)
+    let name = "lines.csv";
+    write_bytes_atomic(&case.output.dir.join(name), text.as_bytes())
         .with_context(|| format!("cannot write {name}"))?;
     Ok(Some(name.to_string()))
 }

@@ -545,14 +545,14 @@ fn an_unknown_field_name_in_a_case_file_is_refused_naming_the_key() {
     assert!(!out.exists(), "a refused run created {}", out.display());
 }
 
-/// `[[profile]]` lines land in `profiles.csv` when the run ends: a body-force channel between walls
+/// `[[line]]` profiles land in `lines.csv` when the run ends: a body-force channel between walls
 /// at z− and z+ (TRT, whose halfway walls are exact for Poiseuille flow) gives, along z, the
 /// parabola `u(z) = F/(2ν) s (H − s)`, `s = z + ½`, within 1e-4 of its peak, in the instantaneous
-/// columns and in the time averages; a line outside the domain is refused naming `profile`, and
-/// nothing is written.
+/// columns and in the time averages; a line outside the domain, or a bad or repeated name, is
+/// refused naming `line`, and nothing is written.
 #[test]
-fn profiles_write_the_lines_of_the_final_and_the_mean_fields() {
-    let dir = scratch("profiles");
+fn lines_write_the_profiles_of_the_final_and_the_mean_fields() {
+    let dir = scratch("lines");
     std::fs::create_dir_all(&dir).unwrap();
     let base = "[domain]\ncase = \"box\"\nsize = [4, 4, 32]\nperiodic = [true, true, false]\n\
                 [physics]\nviscosity = 0.1666666666666667\nforce = [1.3e-5, 0.0, 0.0]\n\
@@ -562,27 +562,30 @@ fn profiles_write_the_lines_of_the_final_and_the_mean_fields() {
     std::fs::write(
         &case,
         format!(
-            "{base}[[profile]]\naxis = \"z\"\nat = [1.0, 2.2]\nname = \"across\"\n\
-             [[profile]]\naxis = \"x\"\nat = [2.0, 16.0]\n"
+            "{base}[[line]]\naxis = \"z\"\nat = [1.0, 2.2]\nname = \"across\"\n\
+             [[line]]\naxis = \"x\"\nat = [2.0, 16.0]\n"
         ),
     )
     .unwrap();
+    let run = |out: &Path| {
+        thelma(&[
+            "run",
+            "--config",
+            case.to_str().unwrap(),
+            "--backend",
+            "cpu",
+            "-o",
+            out.to_str().unwrap(),
+        ])
+    };
     let out = dir.join("out");
-    let (code, o, e) = thelma(&[
-        "run",
-        "--config",
-        case.to_str().unwrap(),
-        "--backend",
-        "cpu",
-        "-o",
-        out.to_str().unwrap(),
-    ]);
+    let (code, o, e) = run(&out);
     assert_eq!(code, 0, "{o}{e}");
-    let csv = std::fs::read_to_string(out.join("profiles.csv")).unwrap();
+    let csv = std::fs::read_to_string(out.join("lines.csv")).unwrap();
     let mut lines = csv.lines();
     assert_eq!(
         lines.next(),
-        Some("profile,position,p,ux,uy,uz,mean_p,mean_ux,mean_uy,mean_uz")
+        Some("line,position,p,ux,uy,uz,mean_p,mean_ux,mean_uy,mean_uz")
     );
     let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
     assert_eq!(rows.len(), 32 + 4, "{csv}");
@@ -602,7 +605,7 @@ fn profiles_write_the_lines_of_the_final_and_the_mean_fields() {
     }
     // The line along x through the middle plane: the peak at every node.
     for (x, r) in rows[32..].iter().enumerate() {
-        assert_eq!((r[0], r[1].parse::<f64>().unwrap()), ("profile1", x as f64));
+        assert_eq!((r[0], r[1].parse::<f64>().unwrap()), ("line1", x as f64));
         let u: f64 = r[3].parse().unwrap();
         assert!(
             (u / (f / (2.0 * nu) * 16.5 * 15.5) - 1.0).abs() < 1e-4,
@@ -613,28 +616,29 @@ fn profiles_write_the_lines_of_the_final_and_the_mean_fields() {
         .as_array()
         .unwrap()
         .iter()
-        .any(|v| v == "profiles.csv"));
-    // A line outside the domain: one line naming the key, exit 2, no folder.
-    std::fs::write(
-        &case,
-        format!("{base}[[profile]]\naxis = \"y\"\nat = [1.0, 40.0]\n"),
-    )
-    .unwrap();
-    let refused = dir.join("refused");
-    let (code, _, e) = thelma(&[
-        "run",
-        "--config",
-        case.to_str().unwrap(),
-        "--backend",
-        "cpu",
-        "-o",
-        refused.to_str().unwrap(),
-    ]);
-    assert_eq!(code, 2, "{e}");
-    assert!(
-        e.contains("profile") && e.contains("profile 0: at = [1.0, 40.0] (along [\"x\", \"z\"]) lies outside the domain along z"),
-        "{e}"
-    );
-    assert!(!refused.exists());
+        .any(|v| v == "lines.csv"));
+    // Bad lines: one line naming the key, exit 2, no folder.
+    for (extra, says) in [
+        (
+            "[[line]]\naxis = \"y\"\nat = [1.0, 40.0]\n",
+            "line 0: at = [1.0, 40.0] (along [\"x\", \"z\"]) lies outside the domain along z",
+        ),
+        (
+            "[[line]]\naxis = \"y\"\nat = [1.0, 4.0]\nname = \"a,b\"\n",
+            "line 0: name \"a,b\" must be non-empty, without commas",
+        ),
+        (
+            "[[line]]\naxis = \"y\"\nat = [1.0, 4.0]\nname = \"line1\"\n\
+             [[line]]\naxis = \"x\"\nat = [1.0, 4.0]\n",
+            "line 1: name \"line1\" names another line too",
+        ),
+    ] {
+        std::fs::write(&case, format!("{base}{extra}")).unwrap();
+        let refused = dir.join("refused");
+        let (code, _, e) = run(&refused);
+        assert_eq!(code, 2, "{e}");
+        assert!(e.contains("line") && e.contains(says), "{e}");
+        assert!(!refused.exists());
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -25,8 +25,8 @@ pub use config::{
     Axis, BackendName, BodyConfig, BoundaryConfig, BoundaryKind, CaseConfig, CaseFileError,
     CaseKind, ConfigError, DeviceSpec, DeviceSpecError, DomainConfig, Expression, Face, FacePatch,
     ForcesConfig, HardwareConfig, InitialConfig, InitialState, InletSchedule, LatticeParams,
-    NumericsConfig, Obstacle, OutputConfig, OutputField, PatchConfig, PhysicalUnits, PhysicsConfig,
-    ProbeConfig, Profile, ProfileConfig, RunConfig, Scale, SlicePlane, SlicePlaneError,
+    LineConfig, NumericsConfig, Obstacle, OutputConfig, OutputField, PatchConfig, PhysicalUnits,
+    PhysicsConfig, ProbeConfig, Profile, RunConfig, Scale, SlicePlane, SlicePlaneError,
     SpongeConfig, SyntaxError, ThermalConfig, UnitScales, MAX_THREADS, WALL_SLOTS,
 };
 pub use domain::{partition, Domain, PartitionError, SlabSpec};

@@ -29,7 +29,7 @@ pub use fields::OutputField;
 pub use hardware::{BackendName, DeviceSpec, DeviceSpecError, HardwareConfig};
 pub use inflow::{InletSchedule, WALL_SLOTS};
 pub use initial::{Expression, InitialConfig, InitialState};
-pub use sampling::{Axis, ForcesConfig, ProbeConfig, ProfileConfig};
+pub use sampling::{Axis, ForcesConfig, LineConfig, ProbeConfig};
 pub use thermal::ThermalConfig;
 pub use units::{PhysicalUnits, UnitScales};
 
@@ -379,9 +379,9 @@ pub struct CaseConfig {
     /// Points sampled into `probes.csv` (`[[probe]]` tables).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub probe: Vec<ProbeConfig>,
-    /// Lines of nodes written into `profiles.csv` when the run ends (`[[profile]]` tables).
+    /// Lines of nodes written into `lines.csv` when the run ends (`[[line]]` tables).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub profile: Vec<ProfileConfig>,
+    pub line: Vec<LineConfig>,
     /// Solid bodies from STL files (`[[body]]` tables). Solids are numbered in one list: the
     /// obstacles of `domain.obstacles` first, then the bodies, each in order.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -1138,17 +1138,29 @@ impl CaseConfig {
                 return Err(bad("probe", "--config", format!("probe {k}: {m}")));
             }
         }
-        for (k, p) in self.profile.iter().enumerate() {
-            if let Err(m) = self.profile_line(p) {
-                return Err(bad("profile", "--config", format!("profile {k}: {m}")));
+        let mut names: Vec<String> = Vec::new();
+        for (k, p) in self.line.iter().enumerate() {
+            let refuse = |m: String| Err(bad("line", "--config", format!("line {k}: {m}")));
+            if let Err(m) = self.line_nodes(p) {
+                return refuse(m);
             }
+            let name = p.line_name(k);
+            if name.is_empty() || name.chars().any(|c| c == ',' || c == '"' || c.is_control()) {
+                return refuse(format!(
+                    "name {name:?} must be non-empty, without commas, quotes or control characters (it names CSV rows)"
+                ));
+            }
+            if names.contains(&name) {
+                return refuse(format!("name {name:?} names another line too"));
+            }
+            names.push(name);
         }
         Ok(())
     }
 
-    /// The nodes a profile's line crosses its plane at (along [`ProfileConfig::across`]), the
+    /// The nodes a `[[line]]` crosses its plane at (along [`LineConfig::across`]), the
     /// nearest to its `at` (nodes, or metres with `[units]`), or why there are none.
-    pub fn profile_line(&self, p: &ProfileConfig) -> Result<[usize; 2], String> {
+    pub fn line_nodes(&self, p: &LineConfig) -> Result<[usize; 2], String> {
         let unit = if self.units.is_some() { " m" } else { "" };
         let mut point = [0.0; 3];
         for (k, a) in p.across().into_iter().enumerate() {

@@ -1,6 +1,6 @@
 //! Forces on the obstacles (`[forces]`) and probes (`[[probe]]`): what is sampled every few steps
-//! into `forces.csv` and `probes.csv`; and profiles (`[[profile]]`), the lines of nodes written
-//! into `profiles.csv` when a run ends.
+//! into `forces.csv` and `probes.csv`; and lines (`[[line]]`), the profiles along lines of nodes
+//! written into `lines.csv` when a run ends.
 
 use serde::{Deserialize, Serialize};
 
@@ -63,23 +63,28 @@ pub struct ProbeConfig {
     pub name: Option<String>,
 }
 
-/// One `[[profile]]`: the line of nodes along `axis` through `at`, whose velocity, pressure (and
-/// temperature) are written into `profiles.csv` when the run ends, with their time averages when
+/// One `[[line]]`: the line of nodes along `axis` through `at`, whose velocity, pressure (and
+/// temperature) are written into `lines.csv` when the run ends, with their time averages when
 /// the run takes them (`output.average_from`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ProfileConfig {
+pub struct LineConfig {
     /// The axis the line runs along.
     pub axis: Axis,
     /// Where it crosses the plane of the other two axes, in their order (x, z for a line along y):
     /// node coordinates, or metres from the box's corner with `[units]`; the nearest nodes.
     pub at: [f64; 2],
-    /// A name for the CSV's rows (default `profile<k>`).
+    /// A name for the CSV's rows (default `line<k>`); no comma, quote or control character.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
 }
 
-impl ProfileConfig {
+impl LineConfig {
+    /// The line's name in `lines.csv`: its `name`, or `line<k>` for the k-th line.
+    pub fn line_name(&self, k: usize) -> String {
+        self.name.clone().unwrap_or_else(|| format!("line{k}"))
+    }
+
     /// The two axes across the line, in increasing order.
     pub fn across(&self) -> [usize; 2] {
         match self.axis {
