@@ -65,7 +65,13 @@ impl Compiled {
         let flat = FlatEx::<f64>::parse(text).map_err(|err| ConfigError {
             key,
             flag: "--config",
-            message: format!("`{text}` is not an expression: {err}"),
+            // Escaped, so that a line break in the text (or the parser's echo of it) cannot
+            // split the one-line message.
+            message: format!(
+                "`{}` is not an expression: {}",
+                text.escape_debug(),
+                err.to_string().escape_debug()
+            ),
         })?;
         let slots = flat
             .var_names()
@@ -193,6 +199,20 @@ mod tests {
         c.domain.size = [8, 6, 4];
         c.initial = Some(init);
         c
+    }
+
+    /// A line break in an expression (as a mutated case file had: the parser echoes the text)
+    /// stays escaped in the refusal's one line.
+    #[test]
+    fn a_broken_expression_is_refused_in_one_line() {
+        let init = InitialConfig {
+            density: Expression::Text("1 + (z - 0-o=\ny * nz)".into()),
+            ..InitialConfig::default()
+        };
+        let e = case(init).initial_state().expect_err("not an expression");
+        assert_eq!(e.key, "initial.density");
+        assert!(!e.message.contains('\n'), "{}", e.message);
+        assert!(e.message.contains("is not an expression"), "{}", e.message);
     }
 
     #[test]
