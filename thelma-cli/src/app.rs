@@ -259,7 +259,7 @@ pub fn run_case_from(
         }
     }
 
-    let fields = rt.fields()?;
+    let mut fields = rt.fields()?;
     if let Some(f) = watchdog::judge_fields(&fields, bounds) {
         let (step, held) = (rt.step(), Some((prev_step, &prev)));
         return Err(diverged(
@@ -273,14 +273,12 @@ pub fn run_case_from(
         ));
     }
     let mass1 = fields.mass();
+    // The time averages, gathered once for the last field output and the [[line]] profiles.
+    if case.output.average_from.is_some() {
+        fields.mean = rt.mean_sums()?.mean().map(Box::new);
+    }
     outputs.finish(&mut rt, &fields)?;
-    // The [[line]] profiles, with the time averages where the run takes them.
-    let mean = if case.line.is_empty() || case.output.average_from.is_none() {
-        None
-    } else {
-        rt.mean_sums()?.mean()
-    };
-    if let Some(name) = samples::write_lines(case, &fields, mean.as_ref())? {
+    if let Some(name) = samples::write_lines(case, &fields, fields.mean.as_deref())? {
         samples.written.push(name);
     }
     let (profiles, validation) =

@@ -165,9 +165,7 @@ pub fn write_lines(
         v
     };
     for (k, p) in case.line.iter().enumerate() {
-        let across = case
-            .line_nodes(p)
-            .map_err(|m| UsageError::new("--config", format!("line {k}: {m}")))?;
+        let across = case.line_nodes(p).expect("the case was validated");
         let name = p.line_name(k);
         let axis = p.axis.index();
         for q in 0..fields.size[axis] {

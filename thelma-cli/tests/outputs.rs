@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 mod common;
-use common::thelma;
+use common::{run_on_cpu, thelma};
 
 fn example(name: &str) -> String {
     format!("{}/../examples/{name}", env!("CARGO_MANIFEST_DIR"))
@@ -527,15 +527,7 @@ fn an_unknown_field_name_in_a_case_file_is_refused_naming_the_key() {
     )
     .unwrap();
     let out = tmp.path().join("out");
-    let (code, stdout, err) = thelma(&[
-        "run",
-        "--config",
-        case.to_str().unwrap(),
-        "--backend",
-        "cpu",
-        "-o",
-        out.to_str().unwrap(),
-    ]);
+    let (code, stdout, err) = run_on_cpu(&case, &out);
     assert_eq!(code, 2, "{stdout}{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert!(
@@ -567,17 +559,7 @@ fn lines_write_the_profiles_of_the_final_and_the_mean_fields() {
         ),
     )
     .unwrap();
-    let run = |out: &Path| {
-        thelma(&[
-            "run",
-            "--config",
-            case.to_str().unwrap(),
-            "--backend",
-            "cpu",
-            "-o",
-            out.to_str().unwrap(),
-        ])
-    };
+    let run = |out: &Path| run_on_cpu(&case, out);
     let out = dir.join("out");
     let (code, o, e) = run(&out);
     assert_eq!(code, 0, "{o}{e}");

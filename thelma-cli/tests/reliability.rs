@@ -3,7 +3,7 @@
 //! Each test names the fault it guards against.
 
 mod common;
-use common::thelma;
+use common::{run_on_cpu, thelma};
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -700,15 +700,7 @@ fn forces_and_probes_run_from_a_case_file_and_bad_ones_are_refused() {
         ),
     )
     .unwrap();
-    let (code, out, err) = thelma(&[
-        "run",
-        "--config",
-        good.to_str().unwrap(),
-        "--backend",
-        "cpu",
-        "-o",
-        o.to_str().unwrap(),
-    ]);
+    let (code, out, err) = run_on_cpu(&good, &o);
     assert_eq!(code, 0, "{out}{err}");
     let forces = std::fs::read_to_string(o.join("forces.csv")).unwrap();
     assert_eq!(forces.lines().count(), 1 + 5, "{forces}");
