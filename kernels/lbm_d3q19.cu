@@ -10,7 +10,10 @@
 // Nothing here may restate the table or any physical rule: each has one source of truth.
 //
 // Populations are stored shifted by their weights (g = f − w, thelma_core::physics): the rest state is
-// all zeros and the density is 1 + Σ g.
+// all zeros and the density is 1 + Σ g. They are held as `store_t` (the arithmetic type `real`, or
+// 16 bits with f16 storage) and converted on every load and store by the prelude's thelma_load,
+// thelma_ldg and thelma_store (thelma_core::Stored): templates below take the stored type `S` of a
+// lattice or buffer, and every value they compute with is `real`.
 //
 // Layout: populations f[i][z][y][x], x fastest; one thread per node, blocks of THELMA_BLOCK_X threads
 // along x, grid (ceil(nx / block), ny, nz). Interface buffers are [population slot (5)][y][x] planes
@@ -21,46 +24,48 @@
 // The value direction i pulls into row (y, z) at source column xs near a y or z edge of the slab
 // (uniform over a block): wrapped on a periodic y axis, zero beyond a y wall (bounce-back then
 // replaces it), and from the neighbour's interface buffer beyond the slab's z faces.
-template <typename T>
-__device__ __forceinline__ T pull_edge(const T* __restrict__ a, const T* below_in, const T* above_in,
-                                       int i, int xs, int y, int z, int nx, int ny, int nz,
-                                       int periodic, size_t n) {
+template <typename S>
+__device__ __forceinline__ real pull_edge(const S* __restrict__ a, const S* below_in,
+                                          const S* above_in, int i, int xs, int y, int z, int nx,
+                                          int ny, int nz, int periodic, size_t n) {
     int ys = y - cy(i);
     if (ys < 0 || ys >= ny) {
-        if (!(periodic & 2)) return T(0.0);
+        if (!(periodic & 2)) return real(0.0);
         ys = (ys + ny) % ny;
     }
     const int zs = z - cz(i);
     const size_t plane = (size_t)nx * ny;
-    if (zs >= 0 && zs < nz) return a[(size_t)i * n + (size_t)zs * plane + (size_t)ys * nx + xs];
-    const T* buf = zs < 0 ? below_in : above_in;
-    if (buf == nullptr) return T(0.0);
-    return buf[(size_t)slot_of(i) * plane + (size_t)ys * nx + xs];
+    if (zs >= 0 && zs < nz)
+        return thelma_load(a[(size_t)i * n + (size_t)zs * plane + (size_t)ys * nx + xs]);
+    const S* buf = zs < 0 ? below_in : above_in;
+    if (buf == nullptr) return real(0.0);
+    return thelma_load(buf[(size_t)slot_of(i) * plane + (size_t)ys * nx + xs]);
 }
 
 // Population j of lattice a at node (xs, ys, zs) of the slab, wrapped on periodic x and y (an open
 // link's source is inside the box, so only those axes wrap); a plane beyond the slab's z faces is
 // read from the neighbour's interface buffer, where j crosses that face.
-template <typename T>
-__device__ __forceinline__ T value_at(const T* __restrict__ a, const T* below_in, const T* above_in,
-                                      int j, int xs, int ys, int zs, int nx, int ny, int nz,
-                                      size_t n) {
+template <typename S>
+__device__ __forceinline__ real value_at(const S* __restrict__ a, const S* below_in,
+                                         const S* above_in, int j, int xs, int ys, int zs, int nx,
+                                         int ny, int nz, size_t n) {
     xs = (xs + nx) % nx;
     ys = (ys + ny) % ny;
     const size_t plane = (size_t)nx * ny;
-    if (zs >= 0 && zs < nz) return a[(size_t)j * n + (size_t)zs * plane + (size_t)ys * nx + xs];
-    const T* buf = zs < 0 ? below_in : above_in;
-    return buf[(size_t)slot_of(j) * plane + (size_t)ys * nx + xs];
+    if (zs >= 0 && zs < nz)
+        return thelma_load(a[(size_t)j * n + (size_t)zs * plane + (size_t)ys * nx + xs]);
+    const S* buf = zs < 0 ? below_in : above_in;
+    return thelma_load(buf[(size_t)slot_of(j) * plane + (size_t)ys * nx + xs]);
 }
 
 // The populations of one node of a lattice in memory (stride n between directions), indexed like an
 // array: the printed boundary functions sum them as they load them, which keeps the open step's
 // registers for the pulled populations (an array of the node's 19 held beside them spilled).
-template <typename T>
+template <typename S>
 struct thelma_node {
-    const T* __restrict__ a;
+    const S* __restrict__ a;
     size_t n;
-    __device__ __forceinline__ T operator[](int i) const { return a[(size_t)i * n]; }
+    __device__ __forceinline__ real operator[](int i) const { return thelma_load(a[(size_t)i * n]); }
 };
 
 // The amplitude this step of the wall-velocity slot an inlet word names (constant memory, set by the
@@ -88,15 +93,15 @@ __device__ __forceinline__ real thelma_inlet_scale(unsigned int word, real s, in
 // (bounce-back scaled by the node's density, the amplitude and the profile; the entry's inlet word
 // is its direction-0 link word) and the shifted pulls of outflows and free-slip walls
 // (thelma_geometry::LinkRule).
-template <typename T>
-__device__ __forceinline__ void open_links(T* f, const T* __restrict__ a, const T* below_in,
-                                           const T* above_in, const unsigned int* __restrict__ link,
-                                           const T* __restrict__ term, int x, int y, int z, int nx,
-                                           int ny, int nz, size_t n, size_t p,
-                                           const thelma_node<T>& node, int z0, int nz_domain) {
-    T t[9];
+template <typename S>
+__device__ __forceinline__ void open_links(real* f, const S* __restrict__ a, const S* below_in,
+                                           const S* above_in, const unsigned int* __restrict__ link,
+                                           const real* __restrict__ term, int x, int y, int z,
+                                           int nx, int ny, int nz, size_t n, size_t p,
+                                           const thelma_node<S>& node, int z0, int nz_domain) {
+    real t[9];
     bool have = false;
-    T rho = T(0.0), scale = T(0.0);
+    real rho = real(0.0), scale = real(0.0);
     bool have_rho = false;
 #pragma unroll
     for (int i = 1; i < THELMA_Q; i++) {
@@ -127,12 +132,12 @@ __device__ __forceinline__ void open_links(T* f, const T* __restrict__ a, const 
 // Pulls fluid node p's populations f̃_i(x − c_i) from lattice a (or an interface buffer) into f,
 // bounced back where the palette's mask says so and, with OPEN, its open-face links where the
 // palette marks them: everything before the collision.
-template <typename T, bool OPEN>
+template <typename S, bool OPEN>
 __device__ __forceinline__ void pull_node(
-    T* f, const T* __restrict__ a, unsigned int k, unsigned int mask,
-    const T* __restrict__ pal_term, const unsigned int* __restrict__ pal_link, const T* below_in,
-    const T* above_in, int nx, int ny, int nz, int periodic, int x, int y, int z, size_t p,
-    int z0, int nz_domain) {
+    real* f, const S* __restrict__ a, unsigned int k, unsigned int mask,
+    const real* __restrict__ pal_term, const unsigned int* __restrict__ pal_link,
+    const S* below_in, const S* above_in, int nx, int ny, int nz, int periodic, int x, int y,
+    int z, size_t p, int z0, int nz_domain) {
     const size_t plane = (size_t)nx * ny;
     const size_t n = plane * nz;
     // The source column of the three possible x offsets: wrapped across a periodic edge, clamped
@@ -151,9 +156,9 @@ __device__ __forceinline__ void pull_node(
             const int dx = cx(i);
             const int xs = dx == 0 ? x : (dx == 1 ? xm : xp);
             const bool okx = dx == 0 ? true : (dx == 1 ? okxm : okxp);
-            const T v = __ldg(&a[(size_t)i * n + (size_t)(z - cz(i)) * plane +
-                                 (size_t)(y - cy(i)) * nx + xs]);
-            f[i] = okx ? v : T(0.0);
+            const real v = thelma_load(thelma_ldg(&a[(size_t)i * n + (size_t)(z - cz(i)) * plane +
+                                                     (size_t)(y - cy(i)) * nx + xs]));
+            f[i] = okx ? v : real(0.0);
         }
     } else {
 #pragma unroll
@@ -161,63 +166,66 @@ __device__ __forceinline__ void pull_node(
             const int dx = cx(i);
             const int xs = dx == 0 ? x : (dx == 1 ? xm : xp);
             const bool okx = dx == 0 ? true : (dx == 1 ? okxm : okxp);
-            const T v = pull_edge(a, below_in, above_in, i, xs, y, z, nx, ny, nz, periodic, n);
-            f[i] = okx ? v : T(0.0);
+            const real v = pull_edge(a, below_in, above_in, i, xs, y, z, nx, ny, nz, periodic, n);
+            f[i] = okx ? v : real(0.0);
         }
     }
     if (mask != 0) {
 #pragma unroll
         for (int i = 0; i < THELMA_Q; i++) {
-            if (mask & (1u << i)) f[i] = a[(size_t)opp(i) * n + p] + pal_term[k * THELMA_Q + i];
+            if (mask & (1u << i))
+                f[i] = thelma_load(a[(size_t)opp(i) * n + p]) + pal_term[k * THELMA_Q + i];
         }
         if (OPEN && (mask & THELMA_OPEN_BIT)) {
             open_links(f, a, below_in, above_in, pal_link + k * THELMA_Q, pal_term + k * THELMA_Q,
-                       x, y, z, nx, ny, nz, n, p, thelma_node<T>{a + p, n}, z0, nz_domain);
+                       x, y, z, nx, ny, nz, n, p, thelma_node<S>{a + p, n}, z0, nz_domain);
         }
     }
 }
 
 // Stores node p's populations to lattice b and, on a boundary layer, the crossing ones to this
 // step's outgoing interface buffers.
-template <typename T>
-__device__ __forceinline__ void store_node(const T* f, T* __restrict__ b, T* above_out,
-                                           T* below_out, int nx, int ny, int nz, int x, int y,
+template <typename S>
+__device__ __forceinline__ void store_node(const real* f, S* __restrict__ b, S* above_out,
+                                           S* below_out, int nx, int ny, int nz, int x, int y,
                                            int z, size_t p) {
     const size_t plane = (size_t)nx * ny;
     const size_t n = plane * nz;
 #pragma unroll
-    for (int i = 0; i < THELMA_Q; i++) b[(size_t)i * n + p] = f[i];
+    for (int i = 0; i < THELMA_Q; i++) b[(size_t)i * n + p] = thelma_store<S>(f[i]);
     const size_t q = (size_t)y * nx + x;
     if (z == nz - 1 && above_out != nullptr) {
 #pragma unroll
-        for (int s = 0; s < THELMA_CROSSING; s++) above_out[(size_t)s * plane + q] = f[up_dir(s)];
+        for (int s = 0; s < THELMA_CROSSING; s++)
+            above_out[(size_t)s * plane + q] = thelma_store<S>(f[up_dir(s)]);
     }
     if (z == 0 && below_out != nullptr) {
 #pragma unroll
-        for (int s = 0; s < THELMA_CROSSING; s++) below_out[(size_t)s * plane + q] = f[down_dir(s)];
+        for (int s = 0; s < THELMA_CROSSING; s++)
+            below_out[(size_t)s * plane + q] = thelma_store<S>(f[down_dir(s)]);
     }
 }
 
 // One step for one node: pull (pull_node), collide (solid nodes keep their populations), store
 // (store_node). With OPEN, the node's open-face links too, where the palette marks them.
-template <typename T, bool OPEN>
+template <typename S, bool OPEN>
 __device__ __forceinline__ void collide_propagate(
-    const T* __restrict__ a, T* __restrict__ b, const thelma_index* __restrict__ index,
-    const unsigned int* __restrict__ pal_mask, const T* __restrict__ pal_term,
-    const unsigned int* __restrict__ pal_link, const T* below_in, const T* above_in, T* above_out,
-    T* below_out, int nx, int ny, int nz, int periodic, int x, int y, int z, int z0,
+    const S* __restrict__ a, S* __restrict__ b, const thelma_index* __restrict__ index,
+    const unsigned int* __restrict__ pal_mask, const real* __restrict__ pal_term,
+    const unsigned int* __restrict__ pal_link, const S* below_in, const S* above_in, S* above_out,
+    S* below_out, int nx, int ny, int nz, int periodic, int x, int y, int z, int z0,
     int nz_domain) {
     const size_t plane = (size_t)nx * ny;
     const size_t n = plane * nz;
     const size_t p = (size_t)z * plane + (size_t)y * nx + x;
     const unsigned int k = index[p];
     const unsigned int mask = pal_mask[k];
-    T f[THELMA_Q];
+    real f[THELMA_Q];
     if (mask & THELMA_SOLID_BIT) {
 #pragma unroll
-        for (int i = 0; i < THELMA_Q; i++) f[i] = a[(size_t)i * n + p];
+        for (int i = 0; i < THELMA_Q; i++) f[i] = thelma_load(a[(size_t)i * n + p]);
     } else {
-        pull_node<T, OPEN>(f, a, k, mask, pal_term, pal_link, below_in, above_in, nx, ny, nz,
+        pull_node<S, OPEN>(f, a, k, mask, pal_term, pal_link, below_in, above_in, nx, ny, nz,
                            periodic, x, y, z, p, z0, nz_domain);
         thelma_collide(f);
 #ifdef THELMA_SPONGE
@@ -229,10 +237,10 @@ __device__ __forceinline__ void collide_propagate(
 }
 
 #define THELMA_COLLIDE_ARGS                                                                        \
-    const real *__restrict__ a, real *__restrict__ b, const thelma_index *__restrict__ index,       \
-        const unsigned int *__restrict__ pal_mask, const real *__restrict__ pal_term,              \
-        const real *below_in, const real *above_in, real *above_out, real *below_out, int nx,      \
-        int ny, int nz, int periodic
+    const store_t *__restrict__ a, store_t *__restrict__ b,                                        \
+        const thelma_index *__restrict__ index, const unsigned int *__restrict__ pal_mask,         \
+        const real *__restrict__ pal_term, const store_t *below_in, const store_t *above_in,       \
+        store_t *above_out, store_t *below_out, int nx, int ny, int nz, int periodic
 
 extern "C" __global__ void __launch_bounds__(THELMA_BLOCK_X, THELMA_MIN_BLOCKS)
 THELMA_COLLIDE_NAME(THELMA_COLLIDE_ARGS) {
@@ -244,7 +252,7 @@ THELMA_COLLIDE_NAME(THELMA_COLLIDE_ARGS) {
     const int bz = blockIdx.z;
     const int z = bz == 0 ? 0 : (bz == 1 ? nz - 1 : bz - 1);
     if (x >= nx) return;
-    collide_propagate<real, false>(a, b, index, pal_mask, pal_term, nullptr, below_in, above_in,
+    collide_propagate<store_t, false>(a, b, index, pal_mask, pal_term, nullptr, below_in, above_in,
                                    above_out, below_out, nx, ny, nz, periodic, x, y, z, 0, nz);
 }
 
@@ -262,15 +270,16 @@ THELMA_COLLIDE_OPEN_NAME(THELMA_COLLIDE_ARGS, const unsigned int *__restrict__ p
     const int bz = blockIdx.z;
     const int z = bz == 0 ? 0 : (bz == 1 ? nz - 1 : bz - 1);
     if (x >= nx) return;
-    collide_propagate<real, true>(a, b, index, pal_mask, pal_term, pal_link, below_in,
+    collide_propagate<store_t, true>(a, b, index, pal_mask, pal_term, pal_link, below_in,
                                   above_in, above_out, below_out, nx, ny, nz, periodic, x, y, z, z0,
                                   nz_domain);
 }
 
 // Copies the crossing populations of the slab's top layer (c_z = +1) into up_out and of its bottom
 // layer (c_z = −1) into down_out: how attach and write_populations publish a state the next step reads.
-extern "C" __global__ void THELMA_NAME(export_faces_d3q19)(const real *__restrict__ a, real *up_out,
-                                                           real *down_out, int nx, int ny, int nz) {
+extern "C" __global__ void THELMA_NAME(export_faces_d3q19)(const store_t *__restrict__ a,
+                                                           store_t *up_out, store_t *down_out,
+                                                           int nx, int ny, int nz) {
     const size_t plane = (size_t)nx * ny;
     const size_t n = plane * nz;
     for (size_t q = blockIdx.x * (size_t)blockDim.x + threadIdx.x; q < plane;
@@ -286,10 +295,10 @@ extern "C" __global__ void THELMA_NAME(export_faces_d3q19)(const real *__restric
 
 // The NQ populations of lattice a (NQ per node, stride n) at each of `count` slab-local nodes into
 // out[k·NQ + i], one thread per node: the gather kernels of the flow and the temperature lattice.
-template <int NQ>
-__device__ __forceinline__ void gather_nodes(const real *__restrict__ a,
+template <int NQ, typename S>
+__device__ __forceinline__ void gather_nodes(const S *__restrict__ a,
                                              const unsigned int *__restrict__ nodes, int count,
-                                             unsigned long long n, real *out) {
+                                             unsigned long long n, S *out) {
     const int k = blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= count) return;
     const size_t p = nodes[k];
@@ -299,10 +308,10 @@ __device__ __forceinline__ void gather_nodes(const real *__restrict__ a,
 
 // The Q populations of each of `count` slab-local nodes into out[k·Q + i]: what forces on bodies and
 // probes are computed from on the host.
-extern "C" __global__ void THELMA_NAME(gather_nodes_d3q19)(const real *__restrict__ a,
+extern "C" __global__ void THELMA_NAME(gather_nodes_d3q19)(const store_t *__restrict__ a,
                                                            const unsigned int *__restrict__ nodes,
                                                            int count, unsigned long long n,
-                                                           real *out) {
+                                                           store_t *out) {
     gather_nodes<THELMA_Q>(a, nodes, count, n, out);
 }
 
@@ -310,7 +319,7 @@ extern "C" __global__ void THELMA_NAME(gather_nodes_d3q19)(const real *__restric
 // double, as the CPU module does) and the smallest index of a fluid node with a non-finite population.
 // out[3·block + 0..3] = min, max, first bad index (−1 when none).
 extern "C" __global__ void __launch_bounds__(256)
-THELMA_NAME(health_d3q19)(const real *__restrict__ a, const thelma_index *__restrict__ index,
+THELMA_NAME(health_d3q19)(const store_t *__restrict__ a, const thelma_index *__restrict__ index,
                           const unsigned int *__restrict__ pal_mask, unsigned long long n,
                           double *out) {
     __shared__ double smin[256];
@@ -325,7 +334,7 @@ THELMA_NAME(health_d3q19)(const real *__restrict__ a, const thelma_index *__rest
         bool finite = true;
 #pragma unroll
         for (int i = 0; i < THELMA_Q; i++) {
-            const double v = (double)a[(size_t)i * n + p];
+            const double v = (double)thelma_load(a[(size_t)i * n + p]);
             finite = finite && isfinite(v);
             drho += v;
         }
@@ -362,7 +371,7 @@ THELMA_NAME(health_d3q19)(const real *__restrict__ a, const thelma_index *__rest
 // fused multiply-adds, so that each equals the host's sum of squares bit for bit and only the order
 // of the sums differs. out[2·block + 0..2] = Σ|u − u_prev|², Σ|u|².
 extern "C" __global__ void __launch_bounds__(256)
-THELMA_NAME(velocity_change_d3q19)(const real *__restrict__ a,
+THELMA_NAME(velocity_change_d3q19)(const store_t *__restrict__ a,
                                    const thelma_index *__restrict__ index,
                                    const unsigned int *__restrict__ pal_mask, unsigned long long n,
                                    real *__restrict__ u_prev, int compare, double *out) {
@@ -373,7 +382,7 @@ THELMA_NAME(velocity_change_d3q19)(const real *__restrict__ a,
          p += (unsigned long long)gridDim.x * blockDim.x) {
         if (pal_mask[index[p]] & THELMA_SOLID_BIT) continue;
         real u[3];
-        thelma_velocity(thelma_node<real>{a + p, (size_t)n}, u);
+        thelma_velocity(thelma_node<store_t>{a + p, (size_t)n}, u);
         const double ux = (double)u[0], uy = (double)u[1], uz = (double)u[2];
         if (compare) {
             const double dx = __dsub_rn(ux, (double)u_prev[p]);
@@ -407,14 +416,14 @@ THELMA_NAME(velocity_change_d3q19)(const real *__restrict__ a,
 // force, thelma_stored_velocity) and θ (thelma_temperature), each widened to double and added to its running sum in `sums`
 // ([field][node]: ρ, u_x, u_y, u_z, θ), as MeanSums::add adds them on the host.
 extern "C" __global__ void __launch_bounds__(256)
-THELMA_NAME(accumulate_means_d3q19)(const real *__restrict__ a, const real *__restrict__ h,
+THELMA_NAME(accumulate_means_d3q19)(const store_t *__restrict__ a, const real *__restrict__ h,
                                     const thelma_index *__restrict__ index,
                                     const unsigned int *__restrict__ pal_mask,
                                     unsigned long long n, double *__restrict__ sums) {
     for (unsigned long long p = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; p < n;
          p += (unsigned long long)gridDim.x * blockDim.x) {
         if (pal_mask[index[p]] & THELMA_SOLID_BIT) continue;
-        const thelma_node<real> g{a + p, (size_t)n};
+        const thelma_node<store_t> g{a + p, (size_t)n};
         real u[3];
 #ifdef THELMA_THERMAL
         // The velocity under the force the node collided with: the buoyancy at its θ besides the

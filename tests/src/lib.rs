@@ -12,7 +12,7 @@ use thelma_core::physics::equilibrium;
 use thelma_core::physics::Collision;
 use thelma_core::ModuleFactory;
 use thelma_core::Runtime;
-use thelma_core::{CaseConfig, CaseKind, Obstacle, Precision};
+use thelma_core::{CaseConfig, CaseKind, Obstacle, Precision, ScaledHalf, Stored};
 use thelma_core::{Domain, SlabSpec};
 use thelma_geometry::Geometry;
 
@@ -241,6 +241,20 @@ pub fn run_from_vortex(mut rt: Runtime, c: &CaseConfig, steps: u64) -> Vec<u8> {
     out
 }
 
+/// The largest relative difference |Δ|/|ref| (2-norm over all populations) allowed between a
+/// module's run and the CPU module's: none for the CPU module itself (other slab counts equal one slab
+/// bit for bit), rounding for the others.
+pub fn agreement_tolerance(m: Module, p: Precision) -> f64 {
+    match (m, p) {
+        (Module::Cpu, _) => 0.0,
+        (_, Precision::F32) => 1e-5,
+        (_, Precision::F64) => 1e-12,
+        // The modules' f32 arithmetic differs in its last bit (fused multiply-adds), which now and
+        // then rounds a stored value to the neighbouring binary16 value (2⁻¹¹ of it).
+        (_, Precision::F16) => 2e-3,
+    }
+}
+
 /// Population bytes as numbers.
 pub fn values(bytes: &[u8], p: Precision) -> Vec<f64> {
     match p {
@@ -251,6 +265,10 @@ pub fn values(bytes: &[u8], p: Precision) -> Vec<f64> {
         Precision::F64 => bytes
             .chunks_exact(8)
             .map(|b| f64::from_ne_bytes(b.try_into().unwrap()))
+            .collect(),
+        Precision::F16 => bytes
+            .chunks_exact(2)
+            .map(|b| ScaledHalf(u16::from_ne_bytes(b.try_into().unwrap())).load() as f64)
             .collect(),
     }
 }
@@ -287,6 +305,10 @@ pub fn scatter_populations(rt: &Runtime, whole: &[f64], precision: Precision) ->
                     .flat_map(|v| (*v as f32).to_ne_bytes())
                     .collect(),
                 Precision::F64 => vals.iter().flat_map(|v| v.to_ne_bytes()).collect(),
+                Precision::F16 => vals
+                    .iter()
+                    .flat_map(|v| ScaledHalf::store(*v as f32).0.to_ne_bytes())
+                    .collect(),
             }
         })
         .collect()

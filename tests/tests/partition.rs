@@ -1,22 +1,22 @@
 //! Partition invariance and agreement with the oracle, one test body per property for every module
 //! (`per_module!`): a run split over N slabs equals the one-slab run bit for bit (2 to 5 uneven slabs
 //! on one device; one slab per GPU where a host has several), and a module's run equals the CPU
-//! module's to rounding; walled and periodic z, every collision variant, f32 and f64. The CPU cases
+//! module's to rounding; walled and periodic z, every collision variant, f32, f64 and f16 storage. The CPU cases
 //! run in CI, the CUDA ones on a GPU host (`--ignored`).
 
 use thelma_core::physics::Collision;
 use thelma_core::{Obstacle, Precision};
 use thelma_geometry::{Geometry, BYTE_PALETTE};
 use thelma_tests::{
-    assert_slabs_equal_one_slab, box_case, cpu_runtime, domain, gather_populations, per_module,
-    run_from_vortex, scatter_populations, values, variant_case, vortex_populations, Module,
-    VARIANTS,
+    agreement_tolerance, assert_slabs_equal_one_slab, box_case, cpu_runtime, domain,
+    gather_populations, per_module, run_from_vortex, scatter_populations, values, variant_case,
+    vortex_populations, Module, VARIANTS,
 };
 
 fn slabs_equal_one_slab(m: Module) {
     for periodic_z in [false, true] {
         for variant in VARIANTS {
-            for precision in [Precision::F32, Precision::F64] {
+            for precision in [Precision::F32, Precision::F64, Precision::F16] {
                 // 23 planes: uneven slabs for every count from 2 to 5.
                 let c = variant_case([24, 20, 23], periodic_z, variant, precision);
                 let what = format!("periodic z {periodic_z}, {variant:?}, {precision:?}");
@@ -34,7 +34,7 @@ per_module!(slabs_equal_one_slab => slabs_equal_one_slab_bit_for_bit_on_the_cpu_
 fn agrees_with_the_cpu_module(m: Module) {
     for periodic_z in [false, true] {
         for variant in VARIANTS {
-            for precision in [Precision::F32, Precision::F64] {
+            for precision in [Precision::F32, Precision::F64, Precision::F16] {
                 // The CPU module's own case is smaller: it only repeats partition invariance.
                 let size = match m {
                     Module::Cpu => [20, 18, 22],
@@ -50,11 +50,7 @@ fn agrees_with_the_cpu_module(m: Module) {
                 let diff: f64 = cpu.iter().zip(&got).map(|(a, b)| (a - b).powi(2)).sum();
                 let norm: f64 = cpu.iter().map(|a| a * a).sum();
                 let rel = (diff / norm).sqrt();
-                let tol = match (m, precision) {
-                    (Module::Cpu, _) => 0.0,
-                    (_, Precision::F32) => 1e-5,
-                    (_, Precision::F64) => 1e-12,
-                };
+                let tol = agreement_tolerance(m, precision);
                 eprintln!(
                     "{}: periodic z {periodic_z}, {variant:?}, {precision:?}: |Δ|/|ref| = {rel:.3e}",
                     m.name()

@@ -184,6 +184,7 @@ pub fn run_case_from(
         rt.velocity_change()?;
     }
     let mut converged = false;
+    let mut at_resolution = false;
     let mut interrupted = false;
     while rt.step() < target {
         // Run to the next step at which something is due: a check, the watchdog, a checkpoint, an
@@ -207,6 +208,7 @@ pub fn run_case_from(
         let mlups = tally.mlups(step);
         let progress = at(check) || step >= target || st.stopped;
         let mut change = None;
+        let mut raw_change = None;
         let mut finding = None;
         if at(guard) || at(every_checkpoint) || progress {
             finding = watchdog::inspect(&mut rt, bounds)?;
@@ -215,6 +217,11 @@ pub fn run_case_from(
             let sums = rt.velocity_change()?;
             if step > measured {
                 change = sums.map(|s| s.relative() * 1000.0 / (step - measured) as f64);
+                // The storage's resolution is judged over whole check intervals only (a check at
+                // an interruption, a resume or the last step may follow the previous one closely).
+                if step - measured >= check && !st.stopped {
+                    raw_change = sums.map(|s| s.relative());
+                }
             }
             measured = step;
         }
@@ -231,6 +238,10 @@ pub fn run_case_from(
             ));
         }
         converged = change.is_some_and(|c| c < case.run.tolerance);
+        // 16-bit storage stops where its rounding hides any further change.
+        let floor = case.numerics.precision.resolution();
+        at_resolution = !converged && raw_change.zip(floor).is_some_and(|(c, f)| c < f);
+        converged |= at_resolution;
         // A checkpoint is taken only of a state that has just passed the watchdog: every N steps, and
         // at the end (done, converged or stopped) so that a run can be extended or continued.
         let end = step >= target || st.stopped || converged;
@@ -283,7 +294,9 @@ pub fn run_case_from(
     }
     let (profiles, validation) =
         outputs.profiles(case, &lattice, &fields, matches_reference(case, &lattice))?;
-    let stop_reason = if converged {
+    let stop_reason = if at_resolution {
+        StopReason::Resolution
+    } else if converged {
         StopReason::Converged
     } else if interrupted && rt.step() < target {
         StopReason::Interrupted
@@ -405,7 +418,7 @@ impl Tally<'_> {
             lattice: self.lattice,
             backend: rt.backend().to_string(),
             steps: rt.step(),
-            converged: stop_reason == StopReason::Converged,
+            converged: matches!(stop_reason, StopReason::Converged | StopReason::Resolution),
             stop_reason,
             last_change: self.last_change,
             wall_s: stepping,

@@ -90,7 +90,7 @@ pub struct BenchArgs {
     #[arg(long, value_name = "N", default_value_t = cuda::DEFAULT_BLOCK_X, allow_negative_numbers = true)]
     pub block: u32,
     /// CUDA: minimum resident blocks per multiprocessor the kernel is compiled for (bounds its
-    /// registers). Default: 1,024 threads' worth in f32 (896 with [thermal]), 512 in f64.
+    /// registers). Default: 1,024 threads' worth in f32 (896 with [thermal]), 1,280 in f16, 512 in f64.
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub min_blocks: Option<u32>,
     /// CPU backend: threads in all (0: one per core).
@@ -557,10 +557,7 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
     let mut skipped = Vec::new();
     let mut started = false;
     for p in &args.precision {
-        let precision = match p {
-            PrecisionArg::F32 => Precision::F32,
-            PrecisionArg::F64 => Precision::F64,
-        };
+        let precision = Precision::from(*p);
         for &collision in &args.collision {
             // A case keeps its own eddy viscosity unless --smagorinsky says otherwise.
             let smagorinsky = args

@@ -11,8 +11,22 @@ use crate::error::UsageError;
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum PrecisionArg {
+    /// 32-bit populations (the default).
     F32,
+    /// 64-bit populations.
     F64,
+    /// 16-bit populations (IEEE half of the shifted population scaled by 2^15), collided in f32.
+    F16,
+}
+
+impl From<PrecisionArg> for Precision {
+    fn from(p: PrecisionArg) -> Precision {
+        match p {
+            PrecisionArg::F32 => Precision::F32,
+            PrecisionArg::F64 => Precision::F64,
+            PrecisionArg::F16 => Precision::F16,
+        }
+    }
 }
 
 /// Parses `--backend` against `thelma-compute`'s registry, whose names the help lists.
@@ -123,7 +137,7 @@ pub struct RunArgs {
     /// Uniform body force FX,FY,FZ: lattice units, or m/s² with physical units.
     #[arg(long, value_name = "FX,FY,FZ", value_parser = parse_vector, allow_negative_numbers = true)]
     pub force: Option<[f64; 3]>,
-    /// Floating-point precision of the populations. Default f32.
+    /// Number format of the stored populations. Default f32.
     #[arg(long, value_enum)]
     pub precision: Option<PrecisionArg>,
     /// Compute module: auto picks CUDA when a GPU is present, the CPU otherwise. Default auto.
@@ -423,10 +437,7 @@ impl RunArgs {
             c.physics.force = self.force;
         }
         if let Some(p) = self.precision {
-            c.numerics.precision = match p {
-                PrecisionArg::F32 => Precision::F32,
-                PrecisionArg::F64 => Precision::F64,
-            };
+            c.numerics.precision = p.into();
         }
         if let Some(b) = self.backend {
             c.hardware.backend = b;

@@ -444,10 +444,8 @@ pub fn measure(args: &CommBenchArgs, progress: &mut dyn FnMut(&BenchResult)) -> 
         }
         _ => Ok(v),
     };
-    let (precision, value_bytes) = match args.precision.unwrap_or(PrecisionArg::F32) {
-        PrecisionArg::F32 => ("f32", 4),
-        PrecisionArg::F64 => ("f64", 8),
-    };
+    let p = thelma_core::Precision::from(args.precision.unwrap_or(PrecisionArg::F32));
+    let (precision, value_bytes) = (p.name(), p.bytes());
     // Read before anything is measured, so a bad report costs no benchmark time.
     let solver = match &args.bench_json {
         Some(path) => {

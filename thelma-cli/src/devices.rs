@@ -86,7 +86,8 @@ pub fn report() -> String {
                 if let Some(m) = mem {
                     let _ = writeln!(
                         out,
-                        "        largest cube per GPU: {}³ in f32, {}³ in f64",
+                        "        largest cube per GPU: {}³ in f16, {}³ in f32, {}³ in f64",
+                        largest_cube(m.free, Precision::F16),
                         largest_cube(m.free, Precision::F32),
                         largest_cube(m.free, Precision::F64)
                     );
@@ -149,6 +150,10 @@ mod tests {
         assert!(bytes(s) <= free - free / 20);
         assert!(bytes(s + 1) > free - free / 20);
         assert!(largest_cube(free, Precision::F64) < s);
+        // 2·19·2 + 3·4 + 1 = 89 bytes per node against 165 (the previous velocity stays in f32):
+        // (165/89)^⅓ = 1.23 times the edge.
+        let h = largest_cube(free, Precision::F16);
+        assert!(h * 100 > s * 122 && h * 100 < s * 124, "{h} vs {s}");
         // The temperature lattice's 7 populations and coupling arrays take a share of the memory.
         let t = largest_cube_of(free, Precision::F32, true);
         assert!(t < s && t > s * 3 / 4, "{t} vs {s}");

@@ -79,9 +79,9 @@ impl Outputs {
                         t0: 0.0,
                     })
                 },
-                scalar: match case.numerics.precision {
-                    Precision::F32 => Scalar::F32,
+                scalar: match case.numerics.precision.arithmetic() {
                     Precision::F64 => Scalar::F64,
+                    _ => Scalar::F32,
                 },
                 periodic: case.domain.periodic,
             },

@@ -645,6 +645,49 @@ fn the_summary_says_why_the_run_stopped_and_marks_unconverged_validation() {
     assert_eq!(summary(&o)["stop_reason"], "max_steps");
 }
 
+/// With f16 storage a convergence run whose tolerance lies below the storage's rounding stops when
+/// the change between two checks falls to that rounding, and says so; the same run in f32 goes on
+/// to --max-steps.
+#[test]
+fn an_f16_run_stops_at_its_storages_resolution() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = |precision: &str| {
+        let o = tmp.path().join(precision);
+        let (code, out, err) = thelma(&[
+            "run",
+            "--size",
+            "24",
+            "--re",
+            "100",
+            "--precision",
+            precision,
+            "--tolerance",
+            "1e-9",
+            "--max-steps",
+            "9000",
+            "--backend",
+            "cpu",
+            "--no-vtk",
+            "--no-images",
+            "-o",
+            o.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{err}");
+        (out, summary(&o))
+    };
+    let (out, s) = run("f16");
+    assert!(
+        out.contains("converged to the storage's resolution"),
+        "{out}"
+    );
+    assert_eq!(s["stop_reason"], "resolution", "{s}");
+    assert_eq!(s["converged"], true);
+    let steps = s["steps"].as_u64().unwrap();
+    assert!(steps > 1000 && steps < 9000, "{steps}");
+    let (_, s) = run("f32");
+    assert_eq!(s["stop_reason"], "max_steps", "{s}");
+}
+
 #[test]
 fn a_diverged_run_writes_its_summary_too() {
     let tmp = tempfile::tempdir().unwrap();

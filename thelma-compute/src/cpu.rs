@@ -22,12 +22,12 @@ use thelma_core::physics::{
     smagorinsky_relaxation, Absorption, Arith, Coefficients, CollisionOperator, OperatorVisitor,
     Sponges, D3Q19,
 };
-use thelma_core::Real;
 use thelma_core::SlabSpec;
 use thelma_core::{
     interface_offset, ChangeSums, ComputeError, ComputeModule, Fields, Health, InterfaceMemory,
     MeanSums, ModuleFactory, Placement, WALL_SLOTS,
 };
+use thelma_core::{Real, ScaledHalf, Stored};
 use thelma_geometry::{LinkRule, NodeFlags};
 
 use crate::fields::{
@@ -149,6 +149,11 @@ impl ModuleFactory for CpuFactory {
                 self.threads_per_device,
             )?),
             thelma_core::Precision::F64 => Box::new(CpuModule::<f64>::new(
+                &self.params,
+                slab.clone(),
+                self.threads_per_device,
+            )?),
+            thelma_core::Precision::F16 => Box::new(CpuModule::<f32, ScaledHalf>::new(
                 &self.params,
                 slab.clone(),
                 self.threads_per_device,
@@ -287,8 +292,8 @@ const fn crossing_slots() -> [usize; Q] {
 }
 const SLOT: [usize; Q] = crossing_slots();
 
-/// The CPU module for one slab, in precision `T`.
-pub struct CpuModule<T: Real + Arith<Scalar = T>> {
+/// The CPU module for one slab, colliding in `T` and storing the populations as `S`.
+pub struct CpuModule<T: Real + Arith<Scalar = T>, S: Stored<Arith = T> = T> {
     slab: SlabSpec,
     index: Vec<u16>,
     palette: Vec<Entry<T>>,
@@ -296,8 +301,8 @@ pub struct CpuModule<T: Real + Arith<Scalar = T>> {
     coeff: Coefficients<T>,
     /// The body force in the run's precision, when the model has one.
     force: Option<[T; 3]>,
-    a: AlignedBuf<T>,
-    b: AlignedBuf<T>,
+    a: AlignedBuf<S>,
+    b: AlignedBuf<S>,
     below: Option<Arc<dyn InterfaceMemory>>,
     above: Option<Arc<dyn InterfaceMemory>>,
     pool: rayon::ThreadPool,
@@ -314,7 +319,7 @@ pub struct CpuModule<T: Real + Arith<Scalar = T>> {
     means: Option<MeanSums>,
 }
 
-impl<T: Real + Arith<Scalar = T>> CpuModule<T> {
+impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> CpuModule<T, S> {
     pub fn new(params: &ModelParams, slab: SlabSpec, threads: usize) -> Result<Self, ComputeError> {
         let flags = params
             .geometry
@@ -383,8 +388,15 @@ impl<T: Real + Arith<Scalar = T>> CpuModule<T> {
                 .as_ref()
                 .map(|t| ThermalLattice::new(t, n, params.model.force)),
         };
+        if m.thermal.is_some() && std::mem::size_of::<S>() != std::mem::size_of::<T>() {
+            // The interface buffers carry the temperature's plane in the flow's storage.
+            return Err(ComputeError::Invalid(format!(
+                "a temperature lattice is not available with {} storage",
+                S::PRECISION.name()
+            )));
+        }
         if let Some(init) = &params.initial {
-            let g = initial_populations::<T>(&m.slab, init)?;
+            let g = initial_populations::<T, S>(&m.slab, init)?;
             m.a.copy_from_slice(&g);
         }
         Ok(m)
@@ -447,7 +459,7 @@ impl<T: Real + Arith<Scalar = T>> CpuModule<T> {
             th.publish(&self.slab, up, down);
         }
         if let Some(above) = &self.above {
-            let out = above.as_ptr() as *mut T;
+            let out = above.as_ptr() as *mut S;
             let off = interface_offset(vals, true, parity);
             for (k, &i) in UP.iter().enumerate() {
                 let src = &self.a[i * n + (nz - 1) * plane..i * n + nz * plane];
@@ -458,7 +470,7 @@ impl<T: Real + Arith<Scalar = T>> CpuModule<T> {
             }
         }
         if let Some(below) = &self.below {
-            let out = below.as_ptr() as *mut T;
+            let out = below.as_ptr() as *mut S;
             let off = interface_offset(vals, false, parity);
             for (k, &i) in DOWN.iter().enumerate() {
                 let src = &self.a[i * n..i * n + plane];
@@ -479,7 +491,7 @@ impl<T: Real + Arith<Scalar = T>> CpuModule<T> {
         let ptr_at = |m: &Option<Arc<dyn InterfaceMemory>>, up: bool, parity: usize| {
             m.as_ref().map(|m| {
                 // SAFETY: the offset lies inside the interface allocation (4 buffers of `vals`).
-                SyncPtr(unsafe { (m.as_ptr() as *mut T).add(interface_offset(vals, up, parity)) })
+                SyncPtr(unsafe { (m.as_ptr() as *mut S).add(interface_offset(vals, up, parity)) })
             })
         };
         let ctx = StepCtx {
@@ -517,11 +529,11 @@ impl<T: Real + Arith<Scalar = T>> CpuModule<T> {
                 // SAFETY: `wide` is set only where the CPU has these AVX-512 subsets.
                 return if std::mem::size_of::<T>() == 4 {
                     rows().for_each(|r| unsafe {
-                        row_avx512::<T, O, EXTRA, WIDE_LANES_F32>(&ctx, r / ny, r % ny)
+                        row_avx512::<T, S, O, EXTRA, WIDE_LANES_F32>(&ctx, r / ny, r % ny)
                     })
                 } else {
                     rows().for_each(|r| unsafe {
-                        row_avx512::<T, O, EXTRA, WIDE_LANES_F64>(&ctx, r / ny, r % ny)
+                        row_avx512::<T, S, O, EXTRA, WIDE_LANES_F64>(&ctx, r / ny, r % ny)
                     })
                 };
             }
@@ -536,14 +548,27 @@ impl<T: Real + Arith<Scalar = T>> CpuModule<T> {
 /// # Safety
 /// `dst` must be valid for `len ≤ L` writes that no other thread performs concurrently.
 #[inline(always)]
-unsafe fn store<T: Copy, const L: usize>(v: &Lanes<T, L>, dst: *mut T, len: usize) {
+unsafe fn store<T: Real, S: Stored<Arith = T>, const L: usize>(
+    v: &Lanes<T, L>,
+    dst: *mut S,
+    len: usize,
+) {
     if len == L {
+        let s: [S; L] = std::array::from_fn(|k| S::store(v.0[k]));
         // SAFETY: the caller guarantees L writable values; unaligned, as a row need not be.
-        unsafe { (dst as *mut [T; L]).write_unaligned(v.0) }
+        unsafe { (dst as *mut [S; L]).write_unaligned(s) }
     } else {
-        // SAFETY: as above, for len values.
-        unsafe { std::ptr::copy_nonoverlapping(v.0.as_ptr(), dst, len) }
+        for k in 0..len {
+            // SAFETY: as above, for len values.
+            unsafe { dst.add(k).write(S::store(v.0[k])) }
+        }
     }
+}
+
+/// The stored values of `src` as a bundle in the arithmetic type (a plain copy where `S` is `T`).
+#[inline(always)]
+fn loaded<T: Real, S: Stored<Arith = T>, const L: usize>(src: [S; L]) -> [T; L] {
+    src.map(S::load)
 }
 
 /// A raw pointer that may be shared by the pool's threads during a step.
@@ -565,12 +590,12 @@ impl<T> SyncPtr<T> {
 }
 
 /// Runs step `t` of a module with the operator the model names, monomorphised.
-struct StepWith<'m, T: Real + Arith<Scalar = T>> {
-    module: &'m mut CpuModule<T>,
+struct StepWith<'m, T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> {
+    module: &'m mut CpuModule<T, S>,
     t: u64,
 }
 
-impl<T: Real + Arith<Scalar = T>> OperatorVisitor for StepWith<'_, T> {
+impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> OperatorVisitor for StepWith<'_, T, S> {
     type Output = ();
     fn visit<O: CollisionOperator>(self) {
         let m = self.module;
@@ -592,39 +617,40 @@ impl<T: Real + Arith<Scalar = T>> OperatorVisitor for StepWith<'_, T> {
 #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx512bw")]
 unsafe fn row_avx512<
     T: Real + Arith<Scalar = T>,
+    S: Stored<Arith = T>,
     O: CollisionOperator,
     const EXTRA: bool,
     const L: usize,
 >(
-    ctx: &StepCtx<'_, T>,
+    ctx: &StepCtx<'_, T, S>,
     z: usize,
     y: usize,
 ) {
     ctx.row::<O, EXTRA, L>(z, y)
 }
 
-struct StepCtx<'a, T: Real + Arith<Scalar = T>> {
+struct StepCtx<'a, T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> {
     nx: usize,
     ny: usize,
     nz: usize,
     periodic: [bool; 3],
-    a: &'a [T],
+    a: &'a [S],
     /// Lattice A as a raw pointer to the whole padded allocation, for bundle loads that may reach
     /// past a row's ends into the neighbouring rows or the padding.
-    a_raw: SyncPtr<T>,
-    b: SyncPtr<T>,
+    a_raw: SyncPtr<S>,
+    b: SyncPtr<S>,
     index: &'a [u16],
     palette: &'a [Entry<T>],
     coeff: &'a Coefficients<T>,
     force: Option<[T; 3]>,
     /// `up[(t+1)%2]` of the interface below: populations arriving from below.
-    below_in: Option<SyncPtr<T>>,
+    below_in: Option<SyncPtr<S>>,
     /// `down[(t+1)%2]` of the interface above: populations arriving from above.
-    above_in: Option<SyncPtr<T>>,
+    above_in: Option<SyncPtr<S>>,
     /// `up[t%2]` of the interface above: this slab's top layer going up.
-    above_out: Option<SyncPtr<T>>,
+    above_out: Option<SyncPtr<S>>,
     /// `down[t%2]` of the interface below: this slab's bottom layer going down.
-    below_out: Option<SyncPtr<T>>,
+    below_out: Option<SyncPtr<S>>,
     /// This step's amplitude of each wall-velocity slot (velocity inlets scale their links by it).
     amplitude: [T; WALL_SLOTS],
     /// The slab's first plane in the domain, and the domain's size (inlet profiles are in global
@@ -648,7 +674,7 @@ struct Coupling<T> {
     nu: Option<SyncPtr<T>>,
 }
 
-impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
+impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> StepCtx<'_, T, S> {
     /// Where direction `i` pulls from for destination row (z, y): a row of lattice A (its offset), a
     /// row of an interface buffer (`Err(ys)`, the source row's y), or `None` for a wall.
     #[inline]
@@ -673,7 +699,7 @@ impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
     /// The row of `nx` values that direction `i` pulls from for destination row (z, y), or `None`
     /// when the whole source row is a wall.
     #[inline]
-    fn source_row(&self, i: usize, z: usize, y: usize) -> Option<&[T]> {
+    fn source_row(&self, i: usize, z: usize, y: usize) -> Option<&[S]> {
         let (nx, ny) = (self.nx, self.ny);
         let plane = nx * ny;
         let ys = match self.source(i, z, y)? {
@@ -694,7 +720,7 @@ impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
     fn gather<const L: usize>(
         &self,
         f: &mut [Lanes<T, L>; Q],
-        sources: &[Option<&[T]>; Q],
+        sources: &[Option<&[S]>; Q],
         row0: usize,
         x0: usize,
         len: usize,
@@ -711,20 +737,26 @@ impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
             let lo = x0 as isize - C[i][0] as isize;
             if len == L && lo >= 0 && lo as usize + L <= nx {
                 // Fixed-size copy: inline vector moves rather than a memmove call.
-                f[i].0 = src[lo as usize..lo as usize + L]
-                    .try_into()
-                    .expect("bundle");
+                f[i].0 = loaded(
+                    src[lo as usize..lo as usize + L]
+                        .try_into()
+                        .expect("bundle"),
+                );
             } else if lo >= 0 && lo as usize + len <= nx {
-                dst.copy_from_slice(&src[lo as usize..lo as usize + len]);
+                for (d, s) in dst.iter_mut().zip(&src[lo as usize..lo as usize + len]) {
+                    *d = s.load();
+                }
             } else {
                 // One node pulls from across the x boundary (|c_x| = 1): copy the in-range part,
                 // then the wrapped (periodic) or unused (wall) end.
                 let (a, b) = (lo.max(0) as usize, ((lo + len as isize) as usize).min(nx));
                 let off = (a as isize - lo) as usize;
-                dst[off..off + (b - a)].copy_from_slice(&src[a..b]);
+                for (d, s) in dst[off..off + (b - a)].iter_mut().zip(&src[a..b]) {
+                    *d = s.load();
+                }
                 let edge = |xs: isize| {
                     if self.periodic[0] {
-                        src[xs.rem_euclid(nx as isize) as usize]
+                        src[xs.rem_euclid(nx as isize) as usize].load()
                     } else {
                         T::zero()
                     }
@@ -763,7 +795,7 @@ impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
             while m != 0 {
                 let i = m.trailing_zeros() as usize;
                 m &= m - 1;
-                f[i].0[x] = self.a[OPP[i] * n + row0 + x0 + x] + e.term[i];
+                f[i].0[x] = self.a[OPP[i] * n + row0 + x0 + x].load() + e.term[i];
             }
             if e.open != 0 {
                 self.open_links(f, e, row0 + x0 + x, x);
@@ -785,7 +817,7 @@ impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
     ) {
         let (nx, ny) = (self.nx, self.ny);
         let n = nx * ny * self.nz;
-        let node: [T; Q] = std::array::from_fn(|j| self.a[j * n + p]);
+        let node: [T; Q] = std::array::from_fn(|j| self.a[j * n + p].load());
         let mut terms = None;
         let mut rho = None;
         let (x, y, z) = (p % nx, p / nx % ny, p / (nx * ny));
@@ -838,14 +870,14 @@ impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
         let x = x.rem_euclid(nx as isize) as usize;
         let y = y.rem_euclid(ny as isize) as usize;
         if z >= 0 && (z as usize) < nz {
-            return self.a[j * nx * ny * nz + (z as usize * ny + y) * nx + x];
+            return self.a[j * nx * ny * nz + (z as usize * ny + y) * nx + x].load();
         }
         let buf = if z < 0 { self.below_in } else { self.above_in };
         let buf = buf.expect("a shifted pull across a slab face has a neighbour");
         debug_assert_eq!(C[j][2], if z < 0 { 1 } else { -1 });
         // SAFETY: the buffer holds 5 planes of nx·ny values; SLOT[j] < 5 as j crosses the face, and
         // x < nx, y < ny. The neighbour wrote it in the previous step, ordered by the barrier.
-        unsafe { *buf.0.add(SLOT[j] * nx * ny + y * nx + x) }
+        unsafe { *buf.0.add(SLOT[j] * nx * ny + y * nx + x) }.load()
     }
 
     /// Stores the first `len` nodes of a collided bundle at x0 of row (z, y) to lattice B and, on a
@@ -897,14 +929,14 @@ impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
             // Node 0 pulls from x = −1 for c_x = +1; node nx − 1 from x = nx for c_x = −1.
             if x0 == 0 && C[i][0] == 1 {
                 f[i].0[0] = if self.periodic[0] {
-                    self.a[start + nx - 1]
+                    self.a[start + nx - 1].load()
                 } else {
                     T::zero()
                 };
             }
             if x0 + len == nx && C[i][0] == -1 {
                 f[i].0[len - 1] = if self.periodic[0] {
-                    self.a[start]
+                    self.a[start].load()
                 } else {
                     T::zero()
                 };
@@ -926,7 +958,7 @@ impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
         for x in 0..len {
             if self.palette[self.index[row0 + x0 + x] as usize].solid {
                 for i in 0..Q {
-                    f[i].0[x] = self.a[i * n + row0 + x0 + x];
+                    f[i].0[x] = self.a[i * n + row0 + x0 + x].load();
                 }
             }
         }
@@ -1051,7 +1083,7 @@ impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
         let from_neighbour =
             (z == 0 && self.below_in.is_some()) || (z + 1 == nz && self.above_in.is_some());
         if from_neighbour {
-            let sources: [Option<&[T]>; Q] = std::array::from_fn(|i| self.source_row(i, z, y));
+            let sources: [Option<&[S]>; Q] = std::array::from_fn(|i| self.source_row(i, z, y));
             let mut x0 = 0;
             while x0 < nx {
                 let len = L.min(nx - x0);
@@ -1082,12 +1114,12 @@ impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
                 .map(|s| s.unwrap_or_else(|_| unreachable!("an interface row outside the gather")))
         });
         // Where bundle x0 of direction i loads from: `pulled[i] + x0`, the source row shifted by −c_x.
-        let pulled: [*const T; Q] = std::array::from_fn(|i| match starts[i] {
+        let pulled: [*const S; Q] = std::array::from_fn(|i| match starts[i] {
             Some(start) => self
                 .a_raw
                 .0
                 .wrapping_add(start)
-                .wrapping_offset(-(C[i][0] as isize)) as *const T,
+                .wrapping_offset(-(C[i][0] as isize)) as *const S,
             None => std::ptr::null(),
         });
         // SAFETY (of every load below): a lattice row starts at least LATTICE_PAD values after the
@@ -1099,7 +1131,9 @@ impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
                 if pulled[i].is_null() {
                     Lanes::splat(T::zero())
                 } else {
-                    Lanes(unsafe { pulled[i].wrapping_add(x0).cast::<[T; L]>().read_unaligned() })
+                    Lanes(loaded(unsafe {
+                        pulled[i].wrapping_add(x0).cast::<[S; L]>().read_unaligned()
+                    }))
                 }
             })
         };
@@ -1138,18 +1172,18 @@ impl<T: Real + Arith<Scalar = T>> StepCtx<'_, T> {
     }
 }
 
-impl<T: Real + Arith<Scalar = T>> ComputeModule for CpuModule<T> {
+impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> ComputeModule for CpuModule<T, S> {
     fn describe(&self) -> String {
         format!(
             "cpu {} ({} thread{})",
-            T::NAME,
+            S::PRECISION.name(),
             self.threads,
             if self.threads == 1 { "" } else { "s" }
         )
     }
 
     fn allocate_interface(&mut self) -> Result<Arc<dyn InterfaceMemory>, ComputeError> {
-        let bytes = 4 * self.interface_values() * std::mem::size_of::<T>();
+        let bytes = 4 * self.interface_values() * std::mem::size_of::<S>();
         Ok(Arc::new(HostInterface(AlignedBuf::zeroed(
             bytes,
             0,
@@ -1162,7 +1196,7 @@ impl<T: Real + Arith<Scalar = T>> ComputeModule for CpuModule<T> {
         below: Option<Arc<dyn InterfaceMemory>>,
         above: Option<Arc<dyn InterfaceMemory>>,
     ) -> Result<(), ComputeError> {
-        let need = 4 * self.interface_values() * std::mem::size_of::<T>();
+        let need = 4 * self.interface_values() * std::mem::size_of::<S>();
         for m in below.iter().chain(above.iter()) {
             if m.bytes() < need {
                 return Err(ComputeError::Invalid(format!(
@@ -1294,14 +1328,14 @@ impl<T: Real + Arith<Scalar = T>> ComputeModule for CpuModule<T> {
             .flat_map(|&p| {
                 let p = p as usize;
                 (0..Q)
-                    .map(move |i| a[i * n + p].to_f64())
+                    .map(move |i| a[i * n + p].load().to_f64())
                     .chain((0..qt).map(move |i| h[i * n + p].to_f64()))
             })
             .collect())
     }
 
     fn write_populations(&mut self, bytes: &[u8], next_step: u64) -> Result<(), ComputeError> {
-        let flow = self.a.len() * std::mem::size_of::<T>();
+        let flow = self.a.len() * std::mem::size_of::<S>();
         let thermal = self.thermal.as_ref().map_or(0, |th| th.bytes().len());
         let want = flow + thermal;
         if bytes.len() != want {
@@ -1410,23 +1444,33 @@ mod tests {
     }
 
     /// A module's populations as values (copied, so the byte buffer's alignment does not matter).
-    fn populations<T: Real + Arith<Scalar = T>>(m: &mut CpuModule<T>) -> Vec<T> {
+    fn populations<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>>(
+        m: &mut CpuModule<T, S>,
+    ) -> Vec<T> {
         let bytes = m.read_populations().unwrap();
-        let mut v = vec![T::zero(); bytes.len() / std::mem::size_of::<T>()];
-        bytemuck::cast_slice_mut(&mut v).copy_from_slice(&bytes);
-        v
+        bytemuck::pod_collect_to_vec::<u8, S>(&bytes)
+            .into_iter()
+            .map(S::load)
+            .collect()
+    }
+
+    /// `v` as the storage `S` holds it.
+    fn rounded<T: Real, S: Stored<Arith = T>>(v: Vec<T>) -> Vec<T> {
+        v.into_iter().map(|x| S::store(x).load()).collect()
     }
 
     /// Small and odd shapes (nx below, at and around a bundle; one-plane slabs) and rows long enough
     /// for whole bundles beside an obstacle; every combination of periodic and walled axes; 1–3 slabs
-    /// linked by interfaces as the runtime links them; f32 and f64 on every width this CPU runs.
+    /// linked by interfaces as the runtime links them; f32, f64 and f16 storage (the definition's
+    /// values rounded to the storage after every step) on every width this CPU runs.
     #[test]
     fn the_vectorised_step_equals_the_node_by_node_definition() {
-        vectorised_step_equals_the_definition::<f32>();
-        vectorised_step_equals_the_definition::<f64>();
+        vectorised_step_equals_the_definition::<f32, f32>();
+        vectorised_step_equals_the_definition::<f64, f64>();
+        vectorised_step_equals_the_definition::<f32, ScaledHalf>();
     }
 
-    fn vectorised_step_equals_the_definition<T: Real + Arith<Scalar = T>>() {
+    fn vectorised_step_equals_the_definition<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>>() {
         let small = [1usize, 2, 3, 8, 9, 15, 16, 17, 31, 32, 33]
             .into_iter()
             .flat_map(|nx| (1..=3).flat_map(move |ny| (1..=4).map(move |nz| [nx, ny, nz])));
@@ -1486,7 +1530,7 @@ mod tests {
                 let params = ModelParams {
                     geometry: Arc::new(g.clone()),
                     model: model.clone(),
-                    precision: T::PRECISION,
+                    precision: S::PRECISION,
                     initial: None,
                     inlets: Arc::new(thelma_core::InletSchedule::constant_one()),
                     thermal: None,
@@ -1501,12 +1545,14 @@ mod tests {
                     (seed >> 40) as f64 / (1u64 << 24) as f64
                 };
                 // Shifted populations of a disturbed state (f = w (0.8 … 1.2)).
-                let a: Vec<T> = (0..Q * n)
-                    .map(|k| T::of(W[k / n] * (0.4 * next() - 0.2)))
-                    .collect();
+                let a: Vec<T> = rounded::<T, S>(
+                    (0..Q * n)
+                        .map(|k| T::of(W[k / n] * (0.4 * next() - 0.2)))
+                        .collect(),
+                );
                 let mut want = a.clone();
                 for _ in 0..3 {
-                    want = naive_step(&g, &model, &sponges, &want);
+                    want = rounded::<T, S>(naive_step(&g, &model, &sponges, &want));
                 }
                 // The planes of slab `s` of a whole-domain population array.
                 let part = |v: &[T], s: &SlabSpec| -> Vec<T> {
@@ -1519,10 +1565,10 @@ mod tests {
                 for slabs in (1..=3).filter(|&k| k <= nz) {
                     for wide in widths() {
                         let specs = SlabSpec::split(domain, slabs).unwrap();
-                        let mut ms: Vec<CpuModule<T>> = specs
+                        let mut ms: Vec<CpuModule<T, S>> = specs
                             .iter()
                             .map(|s| {
-                                let mut m = CpuModule::<T>::new(&params, s.clone(), 1).unwrap();
+                                let mut m = CpuModule::<T, S>::new(&params, s.clone(), 1).unwrap();
                                 m.wide = wide;
                                 m
                             })
@@ -1543,7 +1589,8 @@ mod tests {
                             ms[s].attach(below, above[s].clone()).unwrap();
                         }
                         for (m, spec) in ms.iter_mut().zip(&specs) {
-                            m.write_populations(bytemuck::cast_slice(&part(&a, spec)), 0)
+                            let stored: Vec<S> = part(&a, spec).into_iter().map(S::store).collect();
+                            m.write_populations(bytemuck::cast_slice(&stored), 0)
                                 .unwrap();
                         }
                         for t in 0..3 {
@@ -1552,14 +1599,14 @@ mod tests {
                             }
                         }
                         for (s, (m, spec)) in ms.iter_mut().zip(&specs).enumerate() {
-                            let got = populations::<T>(m);
+                            let got = populations(m);
                             let bad = got.iter().zip(&part(&want, spec)).position(|(g, w)| {
                                 Real::to_f64(*g).to_bits() != Real::to_f64(*w).to_bits()
                             });
                             assert!(
                                 bad.is_none(),
                                 "{} {nx}x{ny}x{nz}, periodic {periodic:?}, slab {s} of {slabs}, wide {wide}: first difference at value {bad:?}",
-                                T::NAME
+                                S::PRECISION.name()
                             );
                         }
                     }

@@ -5,19 +5,19 @@ use rayon::prelude::*;
 use thelma_core::physics::d3q19::Q;
 use thelma_core::physics::{equilibrium, stored_macroscopic, Arith};
 use thelma_core::InitialState;
-use thelma_core::Real;
 use thelma_core::SlabSpec;
 use thelma_core::{ChangeSums, ComputeError, Fields, Health, MeanSums};
+use thelma_core::{Real, Stored};
 
 /// The shifted populations `[i][z][y][x]` of a slab starting at the equilibrium of `init`'s state
 /// at every node (solid nodes too: they are never updated, and the value is harmless).
-pub(crate) fn initial_populations<T: Real + Arith<Scalar = T>>(
+pub(crate) fn initial_populations<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>>(
     slab: &SlabSpec,
     init: &InitialState,
-) -> Result<Vec<T>, ComputeError> {
+) -> Result<Vec<S>, ComputeError> {
     let (nx, ny, nz) = (slab.nx(), slab.ny(), slab.nz());
     let n = slab.nodes();
-    let mut g = vec![T::zero(); Q * n];
+    let mut g = vec![S::default(); Q * n];
     for z in 0..nz {
         for y in 0..ny {
             for x in 0..nx {
@@ -27,7 +27,7 @@ pub(crate) fn initial_populations<T: Real + Arith<Scalar = T>>(
                 let geq = equilibrium(T::of(drho), u.map(T::of));
                 let p = (z * ny + y) * nx + x;
                 for i in 0..Q {
-                    g[i * n + p] = geq[i];
+                    g[i * n + p] = S::store(geq[i]);
                 }
             }
         }
@@ -80,9 +80,9 @@ pub(crate) fn check_mean_shape(
 /// `j + F` ([`stored_macroscopic`]). Nodes are independent, so runs
 /// of them are computed on rayon's threads: every run reads its fields at its start and its end,
 /// and that time is the run's wall time beyond its steps.
-pub(crate) fn fields_from_populations<T: Real + Arith<Scalar = T>>(
+pub(crate) fn fields_from_populations<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>>(
     slab: &SlabSpec,
-    g: &[T],
+    g: &[S],
     solid: impl Fn(usize) -> bool + Sync,
     force: impl Fn(usize) -> Option<[T; 3]> + Sync,
 ) -> Fields {
@@ -103,7 +103,7 @@ pub(crate) fn fields_from_populations<T: Real + Arith<Scalar = T>>(
                     sol[j] = true;
                     continue;
                 }
-                let node: [T; Q] = std::array::from_fn(|i| g[i * n + p]);
+                let node: [T; Q] = std::array::from_fn(|i| g[i * n + p].load());
                 let m = stored_macroscopic(&node, force(p));
                 rho[j] = 1.0 + m.drho.to_f64();
                 ux[j] = m.u[0].to_f64();
@@ -119,9 +119,9 @@ pub(crate) fn fields_from_populations<T: Real + Arith<Scalar = T>>(
 /// u computed as [`fields_from_populations`] computes it. `prev` holds u_prev (x, y, z per node, in
 /// the run's precision, which holds u exactly) when `compare`; it receives u. Without `compare` the
 /// change is 0.
-pub(crate) fn velocity_change_of_populations<T: Real + Arith<Scalar = T>>(
+pub(crate) fn velocity_change_of_populations<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>>(
     slab: &SlabSpec,
-    g: &[T],
+    g: &[S],
     solid: impl Fn(usize) -> bool,
     force: Option<[f64; 3]>,
     prev: &mut [T],
@@ -135,7 +135,7 @@ pub(crate) fn velocity_change_of_populations<T: Real + Arith<Scalar = T>>(
         if solid(p) {
             continue;
         }
-        let node: [T; Q] = std::array::from_fn(|i| g[i * n + p]);
+        let node: [T; Q] = std::array::from_fn(|i| g[i * n + p].load());
         let now = stored_macroscopic(&node, force).u;
         let u = [now[0].to_f64(), now[1].to_f64(), now[2].to_f64()];
         let was = &mut prev[3 * p..3 * p + 3];
@@ -155,9 +155,9 @@ pub(crate) fn velocity_change_of_populations<T: Real + Arith<Scalar = T>>(
 
 /// The watchdog's check of shifted populations: the first fluid node with a non-finite value and the
 /// fluid density range, summed in f64 (the CUDA module's reduction kernel does the same on the device).
-pub(crate) fn health_of_populations<T: Real>(
+pub(crate) fn health_of_populations<S: Stored>(
     slab: &SlabSpec,
-    g: &[T],
+    g: &[S],
     solid: impl Fn(usize) -> bool,
 ) -> Health {
     let (nx, ny) = (slab.nx(), slab.ny());
@@ -174,7 +174,7 @@ pub(crate) fn health_of_populations<T: Real>(
         let mut drho = 0.0;
         let mut finite = true;
         for i in 0..Q {
-            let v = g[i * n + p].to_f64();
+            let v = g[i * n + p].load().to_f64();
             finite &= v.is_finite();
             drho += v;
         }

@@ -345,13 +345,15 @@ pub struct MemoryInfo {
 }
 
 /// Bytes a slab of a lattice on `stencil` needs on its device: two lattices of Q populations, one
-/// flag byte per node, the previous velocity of the convergence measure (3 values per node, made
-/// at the first measure) and the interface buffers it allocates (4 buffers of the crossing planes
-/// above it).
+/// flag byte per node, the previous velocity of the convergence measure (3 values per node in the
+/// arithmetic's precision, made at the first measure) and the interface buffers it allocates (4
+/// buffers of the crossing planes above it).
 pub fn slab_bytes(slab: &SlabSpec, stencil: &Stencil, precision: Precision) -> u64 {
     let nodes = slab.nodes() as u64;
     let b = precision.bytes() as u64;
-    (2 * stencil.q() as u64 + 3) * nodes * b + nodes + 4 * slab.interface_values(stencil) as u64 * b
+    let velocity = 3 * precision.arithmetic().bytes() as u64;
+    (2 * stencil.q() as u64 * b + velocity + 1) * nodes
+        + 4 * slab.interface_values(stencil) as u64 * b
 }
 
 /// Bytes a slab's temperature lattice adds to [`slab_bytes`] (D3Q7 beside the flow): two lattices

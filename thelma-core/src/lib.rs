@@ -31,7 +31,7 @@ pub use config::{
 };
 pub use domain::{partition, Domain, PartitionError, SlabSpec};
 pub use numfmt::{num, num_exact, num_sig, Num};
-pub use real::{Precision, Real};
+pub use real::{Precision, Real, ScaledHalf, Stored};
 pub use runtime::{
     Aborted, Averaging, DeviceInfo, RunStats, Runtime, RuntimeError, StepBarrier, WorkerTimes,
 };

@@ -37,6 +37,10 @@ pub struct DeviceSummary {
 pub enum StopReason {
     /// The velocity's change per 1,000 steps fell below the tolerance.
     Converged,
+    /// The velocity's change between two checks fell to the rounding of 16-bit storage
+    /// ([`thelma_core::Precision::resolution`]) before it reached the tolerance: the state is as
+    /// steady as the storage can hold it.
+    Resolution,
     /// A fixed-length run reached its `--steps`.
     Steps,
     /// A run to convergence reached `--max-steps` first.
@@ -53,6 +57,9 @@ impl StopReason {
         match self {
             StopReason::Converged => {
                 "converged (the change per 1,000 steps fell below the tolerance)"
+            }
+            StopReason::Resolution => {
+                "converged to the storage's resolution (the change between checks fell to its rounding)"
             }
             StopReason::Steps => "reached its --steps",
             StopReason::MaxSteps => "hit --max-steps before converging",

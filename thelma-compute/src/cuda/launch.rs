@@ -87,10 +87,7 @@ impl Kernel {
 
     /// The symbol in the compiled image.
     pub fn name(self, precision: Precision) -> String {
-        let suffix = match precision {
-            Precision::F32 => "f32",
-            Precision::F64 => "f64",
-        };
+        let suffix = precision.name();
         match self {
             Kernel::CollidePropagate(c) => format!("collide_propagate_d3q19_{c}_{suffix}"),
             Kernel::CollideOpen(c) => format!("collide_open_d3q19_{c}_{suffix}"),

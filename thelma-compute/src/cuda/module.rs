@@ -16,13 +16,12 @@ use thelma_core::physics::{
     coupled_force, temperature, thermal_equilibrium_populations, Arith, ThermalCoefficients,
     ThermalSetup, D3Q19, QT,
 };
-use thelma_core::Precision;
-use thelma_core::Real;
 use thelma_core::SlabSpec;
 use thelma_core::{
     interface_offset, ChangeSums, ComputeError, ComputeModule, Fields, Health, InletSchedule,
     InterfaceMemory, MeanSums, MemoryInfo, ModuleFactory, Placement, WALL_SLOTS,
 };
+use thelma_core::{Precision, Real, ScaledHalf, Stored};
 
 use super::device;
 use super::launch::{self, InletArgs, Kernel, StepArgs, CHANGE_BLOCKS, HEALTH_BLOCKS};
@@ -30,6 +29,24 @@ use super::prelude::{PreludeParams, OPEN_BIT, SOLID_BIT};
 use super::shape::LaunchShape;
 use crate::fields::{check_mean_shape, fields_from_populations, initial_populations, no_means};
 use crate::params::ModelParams;
+
+/// A stored type of the populations as the device holds it: bits that cudarc copies, of the same
+/// size and layout as the host's value.
+pub trait DeviceStored: Stored {
+    type Bits: DeviceRepr + ValidAsZeroBits + bytemuck::Pod + Default;
+}
+
+impl DeviceStored for f32 {
+    type Bits = f32;
+}
+
+impl DeviceStored for f64 {
+    type Bits = f64;
+}
+
+impl DeviceStored for ScaledHalf {
+    type Bits = u16;
+}
 
 fn dev_err(what: &str) -> impl FnOnce(cudarc::driver::DriverError) -> ComputeError + '_ {
     move |e| ComputeError::Device(format!("{what}: {e}"))
@@ -86,6 +103,12 @@ impl ModuleFactory for CudaFactory {
                 slab.clone(),
             )?),
             Precision::F64 => Box::new(CudaModule::<f64>::new(
+                &self.params,
+                self.shape,
+                device,
+                slab.clone(),
+            )?),
+            Precision::F16 => Box::new(CudaModule::<f32, ScaledHalf>::new(
                 &self.params,
                 self.shape,
                 device,
@@ -183,11 +206,11 @@ struct Attached {
     dev: u64,
 }
 
-/// The CUDA module for one slab in precision `T`.
+/// The CUDA module for one slab, colliding in `T` and storing the populations as `S`.
 ///
 /// Field order is drop order: device buffers and interfaces go before the stream and context.
-pub struct CudaModule<T: Real + DeviceRepr> {
-    lattices: [CudaSlice<T>; 2],
+pub struct CudaModule<T: Real + DeviceRepr, S: DeviceStored<Arith = T> = T> {
+    lattices: [CudaSlice<S::Bits>; 2],
     ptrs: [u64; 2],
     /// Which lattice holds the current state.
     cur: usize,
@@ -244,9 +267,10 @@ pub struct CudaModule<T: Real + DeviceRepr> {
     ctx: Arc<CudaContext>,
 }
 
-impl<T> CudaModule<T>
+impl<T, S> CudaModule<T, S>
 where
     T: Real + Arith<Scalar = T> + DeviceRepr + ValidAsZeroBits + bytemuck::Pod,
+    S: DeviceStored<Arith = T>,
 {
     pub fn new(
         params: &ModelParams,
@@ -280,10 +304,10 @@ where
             .map_err(dev_err("cannot create a stream"))?;
 
         let pp = PreludeParams {
-            precision: T::PRECISION,
+            precision: S::PRECISION,
             model: params.model.clone(),
             block_x: shape.block_x,
-            min_blocks: shape.min_blocks_of(T::PRECISION, params.thermal.is_some()),
+            min_blocks: shape.min_blocks_of(S::PRECISION, params.thermal.is_some()),
             index_bytes,
             thermal: params.thermal.clone(),
             sponges: params.sponges.clone(),
@@ -318,7 +342,7 @@ where
         if params.thermal.is_some() {
             kernels.extend([Kernel::ExportThermal, Kernel::GatherThermal]);
         }
-        let names: Vec<String> = kernels.iter().map(|k| k.name(T::PRECISION)).collect();
+        let names: Vec<String> = kernels.iter().map(|k| k.name(S::PRECISION)).collect();
         let (image, mut funcs) = launch::load(&stream, &cubin, &names)?;
         let thermal_kernels = if params.thermal.is_some() {
             let gather = funcs.pop();
@@ -348,12 +372,23 @@ where
             move |e: cudarc::driver::DriverError| {
                 ComputeError::OutOfMemory(format!(
                     "cuda:{ordinal}: {what} ({} MiB): {e}",
-                    (len * std::mem::size_of::<T>()) >> 20
+                    (len * std::mem::size_of::<S>()) >> 20
                 ))
             }
         };
-        let a = stream.alloc_zeros::<T>(len).map_err(oom("lattice A"))?;
-        let b = stream.alloc_zeros::<T>(len).map_err(oom("lattice B"))?;
+        if params.thermal.is_some() && std::mem::size_of::<S>() != std::mem::size_of::<T>() {
+            // The interface buffers carry the temperature's plane in the flow's storage.
+            return Err(ComputeError::Invalid(format!(
+                "a temperature lattice is not available with {} storage",
+                S::PRECISION.name()
+            )));
+        }
+        let a = stream
+            .alloc_zeros::<S::Bits>(len)
+            .map_err(oom("lattice A"))?;
+        let b = stream
+            .alloc_zeros::<S::Bits>(len)
+            .map_err(oom("lattice B"))?;
         let thermal = match (&params.thermal, thermal_kernels) {
             (Some(setup), Some((export, gather))) => {
                 Some(ThermalDevice::new(&stream, setup, n, export, gather)?)
@@ -444,7 +479,7 @@ where
             describe: format!(
                 "cuda:{ordinal} {} {} (collision kernel: {} registers, block {})",
                 info.name,
-                T::NAME,
+                S::PRECISION.name(),
                 regs,
                 shape.block_x
             ),
@@ -453,7 +488,7 @@ where
         };
         // The lattices start zeroed: shifted populations at rest (ρ = 1, u = 0).
         if let Some(init) = &params.initial {
-            let g = initial_populations::<T>(&m.slab, init)?;
+            let g = initial_populations::<T, S>(&m.slab, init)?;
             m.upload(&g)?;
         }
         Ok(m)
@@ -471,17 +506,22 @@ where
         sync_stream(&self.stream)
     }
 
-    fn upload(&mut self, vals: &[T]) -> Result<(), ComputeError> {
-        to_device(&self.stream, vals, &mut self.lattices[self.cur])
+    fn upload(&mut self, vals: &[S]) -> Result<(), ComputeError> {
+        to_device(
+            &self.stream,
+            bytemuck::cast_slice::<S, S::Bits>(vals),
+            &mut self.lattices[self.cur],
+        )
     }
 
-    fn download(&self) -> Result<Vec<T>, ComputeError> {
-        to_host(&self.stream, &self.lattices[self.cur])
+    fn download(&self) -> Result<Vec<S>, ComputeError> {
+        let bits = to_host(&self.stream, &self.lattices[self.cur])?;
+        Ok(bytemuck::cast_slice::<S::Bits, S>(&bits).to_vec())
     }
 
     /// Byte offset of buffer `up[parity]`/`down[parity]` inside an interface.
     fn offset(&self, upward: bool, parity: usize) -> u64 {
-        (interface_offset(self.interface_values(), upward, parity) * std::mem::size_of::<T>())
+        (interface_offset(self.interface_values(), upward, parity) * std::mem::size_of::<S>())
             as u64
     }
 
@@ -620,12 +660,12 @@ fn sync_stream(stream: &CudaStream) -> Result<(), ComputeError> {
 }
 
 /// `buf` on the host, once the work enqueued before has finished.
-fn to_host<T: Real + DeviceRepr>(
+fn to_host<T: DeviceRepr + Default + Clone>(
     stream: &Arc<CudaStream>,
     buf: &CudaSlice<T>,
 ) -> Result<Vec<T>, ComputeError> {
     sync_stream(stream)?;
-    let mut out = vec![T::zero(); buf.len()];
+    let mut out = vec![T::default(); buf.len()];
     stream
         .memcpy_dtoh(buf, &mut out)
         .map_err(dev_err("copy from the device"))?;
@@ -634,7 +674,7 @@ fn to_host<T: Real + DeviceRepr>(
 }
 
 /// Replaces the start of `buf` with `vals` and waits for the copy.
-fn to_device<T: Real + DeviceRepr>(
+fn to_device<T: DeviceRepr>(
     stream: &Arc<CudaStream>,
     vals: &[T],
     buf: &mut CudaSlice<T>,
@@ -651,9 +691,10 @@ fn raw<U>(s: &CudaSlice<U>, stream: &CudaStream) -> u64 {
     p
 }
 
-impl<T> ComputeModule for CudaModule<T>
+impl<T, S> ComputeModule for CudaModule<T, S>
 where
     T: Real + Arith<Scalar = T> + DeviceRepr + ValidAsZeroBits + bytemuck::Pod,
+    S: DeviceStored<Arith = T>,
 {
     fn describe(&self) -> String {
         self.describe.clone()
@@ -662,7 +703,7 @@ where
     fn allocate_interface(&mut self) -> Result<Arc<dyn InterfaceMemory>, ComputeError> {
         Ok(Arc::new(MappedInterface::new(
             &self.ctx,
-            4 * self.interface_values() * std::mem::size_of::<T>(),
+            4 * self.interface_values() * std::mem::size_of::<S>(),
         )?))
     }
 
@@ -671,7 +712,7 @@ where
         below: Option<Arc<dyn InterfaceMemory>>,
         above: Option<Arc<dyn InterfaceMemory>>,
     ) -> Result<(), ComputeError> {
-        let need = 4 * self.interface_values() * std::mem::size_of::<T>();
+        let need = 4 * self.interface_values() * std::mem::size_of::<S>();
         let att = |m: Option<Arc<dyn InterfaceMemory>>| -> Result<Option<Attached>, ComputeError> {
             m.map(|mem| {
                 if mem.bytes() < need {
@@ -984,43 +1025,61 @@ where
             ComputeError::OutOfMemory(format!("nodes to read ({} nodes): {e}", nodes.len()))
         };
         let list = self.stream.clone_htod(nodes).map_err(oom)?;
-        // The populations of lattice `a` (`q` per node) at the listed nodes, with gather kernel `f`.
-        let gather = |f: &CudaFunction, a: u64, q: usize| -> Result<Vec<T>, ComputeError> {
-            let out = self.stream.alloc_zeros::<T>(nodes.len() * q).map_err(oom)?;
-            // SAFETY: `f` was loaded for this module's precision and gathers from a lattice of q
-            // values per node of the slab, which `a` is (the flow's or the temperature's current
-            // one); every listed index is below n (checked above), `out` has q values per node,
-            // and both buffers outlive the launch (the copy below synchronises the stream).
-            unsafe {
-                launch::gather_nodes(
-                    &self.stream,
-                    f,
-                    a,
-                    raw(&list, &self.stream),
-                    nodes.len() as i32,
-                    n as u64,
-                    raw(&out, &self.stream),
-                )
-            }?;
-            self.stream
-                .clone_dtoh(&out)
-                .map_err(dev_err("cannot copy the nodes' populations back"))
-        };
-        let flow = gather(&self.gather_k, self.ptrs[self.cur], Q)?;
+        // The populations of lattice `a` (`q` per node, of `size` bytes each) at the listed nodes,
+        // with gather kernel `f`, as bytes.
+        let gather =
+            |f: &CudaFunction, a: u64, q: usize, size: usize| -> Result<Vec<u8>, ComputeError> {
+                let out = self
+                    .stream
+                    .alloc_zeros::<u8>(nodes.len() * q * size)
+                    .map_err(oom)?;
+                // SAFETY: `f` was loaded for this module's precision and gathers from a lattice of q
+                // values per node of the slab, which `a` is (the flow's or the temperature's current
+                // one); every listed index is below n (checked above), `out` has q values per node,
+                // and both buffers outlive the launch (the copy below synchronises the stream).
+                unsafe {
+                    launch::gather_nodes(
+                        &self.stream,
+                        f,
+                        a,
+                        raw(&list, &self.stream),
+                        nodes.len() as i32,
+                        n as u64,
+                        raw(&out, &self.stream),
+                    )
+                }?;
+                self.stream
+                    .clone_dtoh(&out)
+                    .map_err(dev_err("cannot copy the nodes' populations back"))
+            };
+        let flow = gather(
+            &self.gather_k,
+            self.ptrs[self.cur],
+            Q,
+            std::mem::size_of::<S>(),
+        )?;
+        let flow: Vec<f64> = bytemuck::pod_collect_to_vec::<u8, S>(&flow)
+            .into_iter()
+            .map(|v| Real::to_f64(v.load()))
+            .collect();
         let Some(th) = &self.thermal else {
-            return Ok(flow.iter().map(|&v| Real::to_f64(v)).collect());
+            return Ok(flow);
         };
-        let heat = gather(&th.gather, th.ptrs[self.cur], QT)?;
+        let heat = gather(&th.gather, th.ptrs[self.cur], QT, std::mem::size_of::<T>())?;
+        let heat: Vec<f64> = bytemuck::pod_collect_to_vec::<u8, T>(&heat)
+            .into_iter()
+            .map(Real::to_f64)
+            .collect();
         Ok(flow
             .chunks_exact(Q)
             .zip(heat.chunks_exact(QT))
             .flat_map(|(g, h)| g.iter().chain(h))
-            .map(|&v| Real::to_f64(v))
+            .copied()
             .collect())
     }
 
     fn write_populations(&mut self, bytes: &[u8], next_step: u64) -> Result<(), ComputeError> {
-        let flow = self.lattices[self.cur].len() * std::mem::size_of::<T>();
+        let flow = self.lattices[self.cur].len() * std::mem::size_of::<S>();
         let thermal = self
             .thermal
             .as_ref()
@@ -1032,16 +1091,11 @@ where
                 bytes.len()
             )));
         }
-        let values = |b: &[u8]| {
-            let mut vals = vec![T::zero(); b.len() / std::mem::size_of::<T>()];
-            bytemuck::cast_slice_mut::<T, u8>(&mut vals).copy_from_slice(b);
-            vals
-        };
-        self.upload(&values(&bytes[..flow]))?;
+        self.upload(&bytemuck::pod_collect_to_vec::<u8, S>(&bytes[..flow]))?;
         if let Some(th) = &mut self.thermal {
             to_device(
                 &self.stream,
-                &values(&bytes[flow..]),
+                &bytemuck::pod_collect_to_vec::<u8, T>(&bytes[flow..]),
                 &mut th.lattices[self.cur],
             )?;
         }
@@ -1050,7 +1104,7 @@ where
     }
 }
 
-impl<T: Real + DeviceRepr> Drop for CudaModule<T> {
+impl<T: Real + DeviceRepr, S: DeviceStored<Arith = T>> Drop for CudaModule<T, S> {
     fn drop(&mut self) {
         // Kernels may still store into interface memory that this module's handles keep alive.
         let _ = self.stream.synchronize();

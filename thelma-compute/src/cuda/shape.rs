@@ -18,14 +18,20 @@ pub const RESIDENT_THREADS_F64: u32 = 512;
 /// and 768 on an H100 with blocks of 128 (PERFORMANCE.md). Its f64 step keeps the flow's plan.
 pub const RESIDENT_THREADS_THERMAL_F32: u32 = 896;
 
+/// The same for f16 storage (collided in f32): its loads and stores carry half the bytes, so the
+/// bandwidth needs more of them in flight. 1,280 threads (a cap of 48 registers) measured fastest
+/// of 1,024 (62 registers), 1,152 (56), 1,280, 1,408 (40) and 2,048 (32) on an H100 at 256³–512³:
+/// MRT 86.8 % of the 77 B/node roofline at 512³ against 81.9 % (PERFORMANCE.md).
+pub const RESIDENT_THREADS_F16: u32 = 1280;
+
 /// Launch shape of the collision kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LaunchShape {
     /// Threads per block along x (a power of two, at most 1024).
     pub block_x: u32,
     /// `__launch_bounds__` minimum blocks per multiprocessor; `None`: the measured default of the
-    /// precision ([`RESIDENT_THREADS_F32`], [`RESIDENT_THREADS_THERMAL_F32`] or
-    /// [`RESIDENT_THREADS_F64`] resident threads, in whole blocks: 896 threads are 7 blocks of 128
+    /// precision ([`RESIDENT_THREADS_F32`], [`RESIDENT_THREADS_THERMAL_F32`],
+    /// [`RESIDENT_THREADS_F16`] or [`RESIDENT_THREADS_F64`] resident threads, in whole blocks: 896 threads are 7 blocks of 128
     /// but 3 of 256).
     pub min_blocks: Option<u32>,
 }
@@ -49,7 +55,9 @@ impl LaunchShape {
     pub fn min_blocks_of(&self, precision: Precision, thermal: bool) -> u32 {
         let threads = match (precision, thermal) {
             (Precision::F32, false) => RESIDENT_THREADS_F32,
-            (Precision::F32, true) => RESIDENT_THREADS_THERMAL_F32,
+            (Precision::F16, false) => RESIDENT_THREADS_F16,
+            // A temperature lattice is refused with f16 storage (CaseConfig::validate).
+            (Precision::F32 | Precision::F16, true) => RESIDENT_THREADS_THERMAL_F32,
             (Precision::F64, _) => RESIDENT_THREADS_F64,
         };
         self.min_blocks

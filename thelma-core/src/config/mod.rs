@@ -596,9 +596,9 @@ impl CaseConfig {
         }
         // τ a hair above ½ in f64 may round to ½ in the run's precision (ω = 2), where the scheme is
         // unconditionally unstable: refuse it here rather than let the watchdog find out.
-        let tau_stored = match self.numerics.precision {
-            Precision::F32 => tau as f32 as f64,
+        let tau_stored = match self.numerics.precision.arithmetic() {
             Precision::F64 => tau,
+            _ => tau as f32 as f64,
         };
         if tau_stored <= 0.5 {
             let (key, flag) = if p.viscosity.is_some() {
@@ -613,7 +613,7 @@ impl CaseConfig {
                     "nu = {} gives tau = {}, which is 0.5 in {}: raise the viscosity or use --precision f64",
                     num_exact(viscosity),
                     num_exact(tau),
-                    self.numerics.precision.name()
+                    self.numerics.precision.arithmetic().name()
                 ),
             ));
         }
@@ -642,6 +642,15 @@ impl CaseConfig {
         }
         if self.output.dir.as_os_str().is_empty() {
             return Err(bad("output.dir", "--output", "must name a folder"));
+        }
+        if self.thermal.is_some() && self.numerics.precision == Precision::F16 {
+            // The temperature's populations cross the slab interfaces in the flow's buffers, and
+            // a θ difference of a few per cent would keep about 7 bits in 16-bit storage.
+            return Err(bad(
+                "numerics.precision",
+                "--precision",
+                "f16 storage is not available with [thermal]: use f32",
+            ));
         }
         let arrays = self.output.arrays()?;
         if self.thermal.is_none() && arrays.contains(&OutputField::Temperature) {
@@ -2098,6 +2107,26 @@ mod tests {
         c.numerics.precision = Precision::F64;
         let p = c.validate().unwrap();
         assert!(p.tau > 0.5);
+    }
+
+    #[test]
+    fn f16_storage_collides_in_f32_and_is_refused_with_a_temperature_lattice() {
+        let mut c = CaseConfig::default();
+        c.numerics.precision = Precision::F16;
+        assert!(c.validate().is_ok());
+        // τ is checked in the arithmetic's precision, f32.
+        c.physics.viscosity = Some(1e-9);
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("0.5 in f32"), "{e}");
+        c.physics.viscosity = None;
+        c.thermal = Some(ThermalConfig::default());
+        let e = c.validate().unwrap_err().to_string();
+        assert!(
+            e.contains("numerics.precision") && e.contains("[thermal]") && !e.contains('\n'),
+            "{e}"
+        );
+        c.numerics.precision = Precision::F32;
+        assert!(c.validate().is_ok());
     }
 
     #[test]
