@@ -43,6 +43,11 @@ fn run_help_documents_every_option() {
 fn bad_values_give_one_line_naming_the_option_and_exit_2() {
     let tmp = std::env::temp_dir().join(format!("thelma-cli-bad-{}", std::process::id()));
     let o = tmp.to_str().unwrap();
+    // A case with a temperature lattice, which f16 storage is refused with.
+    let room = format!(
+        "{}/../examples/ventilated-room.toml",
+        env!("CARGO_MANIFEST_DIR")
+    );
     let cases: &[(&[&str], &str)] = &[
         (&["run", "--size", "0", "-o", o], "--size"),
         (&["run", "--size", "1", "-o", o], "--size"),
@@ -59,7 +64,11 @@ fn bad_values_give_one_line_naming_the_option_and_exit_2() {
         (&["run", "--smagorinsky", "2", "-o", o], "--smagorinsky"),
         (&["run", "--force", "1,0", "-o", o], "--force"),
         (&["run", "--force", "0.5,0,0", "-o", o], "--force"),
-        (&["run", "--precision", "f16", "-o", o], "--precision"),
+        (&["run", "--precision", "f8", "-o", o], "--precision"),
+        (
+            &["run", "--config", &room, "--precision", "f16", "-o", o],
+            "numerics.precision",
+        ),
         (&["run", "--devices", "1,1", "-o", o], "--devices"),
         (
             &[
