@@ -123,31 +123,25 @@ pub trait Stored:
     fn store(x: Self::Arith) -> Self;
 }
 
-impl Stored for f32 {
-    type Arith = f32;
-    const PRECISION: Precision = Precision::F32;
-    #[inline(always)]
-    fn load(self) -> f32 {
-        self
-    }
-    #[inline(always)]
-    fn store(x: f32) -> f32 {
-        x
-    }
+/// Formats stored as they are computed: the conversions are the identity.
+macro_rules! stored_as_computed {
+    ($($t:ty => $p:expr),*) => {$(
+        impl Stored for $t {
+            type Arith = $t;
+            const PRECISION: Precision = $p;
+            #[inline(always)]
+            fn load(self) -> $t {
+                self
+            }
+            #[inline(always)]
+            fn store(x: $t) -> $t {
+                x
+            }
+        }
+    )*};
 }
 
-impl Stored for f64 {
-    type Arith = f64;
-    const PRECISION: Precision = Precision::F64;
-    #[inline(always)]
-    fn load(self) -> f64 {
-        self
-    }
-    #[inline(always)]
-    fn store(x: f64) -> f64 {
-        x
-    }
-}
+stored_as_computed!(f32 => Precision::F32, f64 => Precision::F64);
 
 /// A population stored in 16 bits: the IEEE 754 binary16 bits of `g · 2^15`, `g = f − w` the shifted
 /// population (thelma_core::physics), collided in `f32`.
