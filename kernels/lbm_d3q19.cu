@@ -18,8 +18,9 @@
 // Layout: populations f[i][z][y][x], x fastest; one thread per node, blocks of THELMA_BLOCK_X threads
 // along x, grid (ceil(nx / block), ny, nz). Interface buffers are [population slot (5)][y][x] planes
 // (a sixth after them for a temperature lattice's crossing population, kernels/thermal_d3q7.cu) in
-// page-locked host memory mapped into the device: the boundary layers store their outgoing populations
-// straight into them and load the neighbours' from them, so no copy is ever enqueued between steps.
+// channels of mapped host, device or peer memory (thelma_core::Transport): the boundary layers store
+// their outgoing populations straight into the neighbours' and load theirs from their own, so no copy
+// is ever enqueued between steps.
 
 // The value direction i pulls into row (y, z) at source column xs near a y or z edge of the slab
 // (uniform over a block): wrapped on a periodic y axis, zero beyond a y wall (bounce-back then

@@ -12,7 +12,9 @@ use thelma_core::physics::equilibrium;
 use thelma_core::physics::Collision;
 use thelma_core::ModuleFactory;
 use thelma_core::Runtime;
-use thelma_core::{CaseConfig, CaseKind, Obstacle, Precision, ScaledHalf, Stored};
+use thelma_core::{
+    CaseConfig, CaseKind, Half12, Obstacle, Precision, ScaledHalf, Stored, TransportChoice,
+};
 use thelma_core::{Domain, SlabSpec};
 use thelma_geometry::Geometry;
 
@@ -54,6 +56,20 @@ fn no_gpu(why: String) -> Option<usize> {
 /// A runtime over the CUDA module on the GPUs `ids` (repeat an id for several slabs on one GPU).
 pub fn cuda_runtime(case: &CaseConfig, ids: &[usize]) -> Runtime {
     Module::Cuda.runtime_with(model(case), case, ids)
+}
+
+/// A CUDA runtime on the GPUs `ids` whose channels take `transport`.
+pub fn cuda_runtime_over(case: &CaseConfig, ids: &[usize], transport: TransportChoice) -> Runtime {
+    let factory = CudaFactory::new(model(case))
+        .expect("CUDA is present")
+        .with_transport(transport);
+    Runtime::start(
+        Arc::new(factory),
+        domain(case),
+        ids,
+        Arc::new(AtomicBool::new(false)),
+    )
+    .unwrap_or_else(|e| panic!("cuda runtime over {transport} starts: {e}"))
 }
 
 /// The compute modules a test body can run on, by their names in `thelma_compute::BACKENDS`.
@@ -252,6 +268,8 @@ pub fn agreement_tolerance(m: Module, p: Precision) -> f64 {
         // The modules' f32 arithmetic differs in its last bit (fused multiply-adds), which now and
         // then rounds a stored value to the neighbouring binary16 value (2⁻¹¹ of it).
         (_, Precision::F16) => 2e-3,
+        // Likewise at Half12's spacing (2⁻¹² of a value).
+        (_, Precision::F16c) => 1e-3,
     }
 }
 
@@ -269,6 +287,10 @@ pub fn values(bytes: &[u8], p: Precision) -> Vec<f64> {
         Precision::F16 => bytes
             .chunks_exact(2)
             .map(|b| ScaledHalf(u16::from_ne_bytes(b.try_into().unwrap())).load() as f64)
+            .collect(),
+        Precision::F16c => bytes
+            .chunks_exact(2)
+            .map(|b| Half12(u16::from_ne_bytes(b.try_into().unwrap())).load() as f64)
             .collect(),
     }
 }
@@ -308,6 +330,10 @@ pub fn scatter_populations(rt: &Runtime, whole: &[f64], precision: Precision) ->
                 Precision::F16 => vals
                     .iter()
                     .flat_map(|v| ScaledHalf::store(*v as f32).0.to_ne_bytes())
+                    .collect(),
+                Precision::F16c => vals
+                    .iter()
+                    .flat_map(|v| Half12::store(*v as f32).0.to_ne_bytes())
                     .collect(),
             }
         })

@@ -248,9 +248,10 @@ per_module!(f16_cavity => sixteen_bit_storage_follows_the_f32_cavity, sixteen_bi
 const F16_CAVITY_RMS: f64 = 1e-3;
 
 /// The lid-driven cavity (32³, Re 100, lid 0.1, MRT) after 4,500 steps, when the f32 run has
-/// converged: f16 storage's velocity within 0.01 U of f32's at every node (the largest differences
-/// sit at the lid's edges) and within [`F16_CAVITY_RMS`] (rms) over the nodes (measured 2.6e-4 U on
-/// the centreline profiles).
+/// converged: each 16-bit storage's velocity within 0.01 U of f32's at every node (the largest
+/// differences sit at the lid's edges) and within [`F16_CAVITY_RMS`] (rms) over the nodes (measured
+/// 2.6e-4 U on the centreline profiles in f16), and f16c's rms (measured 7.3e-5 U against f16's
+/// 1.9e-4 on an H100) below three quarters of f16's.
 fn f16_cavity(m: Module) {
     let velocity = |p: Precision| {
         let mut case = thelma_core::CaseConfig::default();
@@ -261,25 +262,34 @@ fn f16_cavity(m: Module) {
         rt.run(4500).unwrap();
         rt.fields().unwrap()
     };
-    let (a, b) = (velocity(Precision::F32), velocity(Precision::F16));
+    let a = velocity(Precision::F32);
     let lid = 0.1;
-    let d: Vec<f64> = (0..a.ux.len())
-        .filter(|&p| !a.solid[p])
-        .map(|p| {
-            let d = [a.ux[p] - b.ux[p], a.uy[p] - b.uy[p], a.uz[p] - b.uz[p]];
-            (d[0] * d[0] + d[1] * d[1] + d[2] * d[2]).sqrt() / lid
-        })
-        .collect();
-    let worst = d.iter().copied().fold(0.0, f64::max);
-    let rms = (d.iter().map(|v| v * v).sum::<f64>() / d.len() as f64).sqrt();
     let moved = a.ux.iter().map(|u| u.abs()).fold(0.0, f64::max) / lid;
-    eprintln!(
-        "{}: f16 cavity: |u − u_f32| largest {worst:.3e} U, rms {rms:.3e} U",
-        m.name()
-    );
     assert!(moved > 0.3, "the cavity did not move ({moved} U)");
-    assert!(
-        worst < 0.01 && rms < F16_CAVITY_RMS,
-        "largest {worst:e} U, rms {rms:e} U"
-    );
+    let mut rms_of = Vec::new();
+    for p in [Precision::F16, Precision::F16c] {
+        let b = velocity(p);
+        let d: Vec<f64> = (0..a.ux.len())
+            .filter(|&k| !a.solid[k])
+            .map(|k| {
+                let d = [a.ux[k] - b.ux[k], a.uy[k] - b.uy[k], a.uz[k] - b.uz[k]];
+                (d[0] * d[0] + d[1] * d[1] + d[2] * d[2]).sqrt() / lid
+            })
+            .collect();
+        let worst = d.iter().copied().fold(0.0, f64::max);
+        let rms = (d.iter().map(|v| v * v).sum::<f64>() / d.len() as f64).sqrt();
+        eprintln!(
+            "{}: {} cavity: |u − u_f32| largest {worst:.3e} U, rms {rms:.3e} U",
+            m.name(),
+            p.name()
+        );
+        assert!(
+            worst < 0.01 && rms < F16_CAVITY_RMS,
+            "{}: largest {worst:e} U, rms {rms:e} U",
+            p.name()
+        );
+        rms_of.push(rms);
+    }
+    // One more significand bit: f16c's rounding pulls the flow less far from f32's.
+    assert!(rms_of[1] < 0.75 * rms_of[0], "f16 / f16c rms {rms_of:?}");
 }

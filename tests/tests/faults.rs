@@ -10,8 +10,8 @@ use thelma_compute::CpuFactory;
 use thelma_core::CaseConfig;
 use thelma_core::SlabSpec;
 use thelma_core::{
-    ChangeSums, ComputeError, ComputeModule, Fields, Health, InterfaceMemory, MeanSums,
-    ModuleFactory, Placement,
+    ChangeSums, Channel, ComputeError, ComputeModule, Fields, Health, Links, MeanSums,
+    ModuleFactory, Placement, Transport, TransportChoice, TransportRefused,
 };
 use thelma_core::{Runtime, RuntimeError};
 use thelma_tests::{domain, model};
@@ -64,6 +64,9 @@ impl ModuleFactory for Faulty {
     fn placement(&self, device: usize, slab: &SlabSpec) -> Placement {
         self.inner.placement(device, slab)
     }
+    fn transport(&self, reader: usize, writer: usize) -> Result<Transport, TransportRefused> {
+        self.inner.transport(reader, writer)
+    }
     fn create(
         &self,
         device: usize,
@@ -86,15 +89,11 @@ impl ComputeModule for FaultyModule {
     fn describe(&self) -> String {
         self.inner.describe()
     }
-    fn allocate_interface(&mut self) -> Result<Arc<dyn InterfaceMemory>, ComputeError> {
-        self.inner.allocate_interface()
+    fn allocate_channel(&mut self, t: Transport) -> Result<Arc<dyn Channel>, ComputeError> {
+        self.inner.allocate_channel(t)
     }
-    fn attach(
-        &mut self,
-        b: Option<Arc<dyn InterfaceMemory>>,
-        a: Option<Arc<dyn InterfaceMemory>>,
-    ) -> Result<(), ComputeError> {
-        self.inner.attach(b, a)
+    fn attach(&mut self, links: Links) -> Result<(), ComputeError> {
+        self.inner.attach(links)
     }
     fn step(&mut self, t: u64) -> Result<(), ComputeError> {
         match self.fail_at {
@@ -233,4 +232,56 @@ fn a_device_out_of_memory_at_creation_fails_the_start_and_joins_every_worker() {
     );
     assert!(start.elapsed() < Duration::from_secs(10));
     assert_eq!(alive.load(Ordering::SeqCst), 0, "modules still alive");
+}
+
+#[test]
+fn a_transport_the_devices_cannot_take_fails_the_start_naming_it_and_joins_every_worker() {
+    let mut c = CaseConfig::default();
+    c.domain.size = [8, 8, 12];
+    for t in [Transport::Device, Transport::Peer] {
+        let alive = Arc::new(AtomicUsize::new(0));
+        let factory = Arc::new(Faulty {
+            inner: CpuFactory::new(model(&c), 3, 3).with_transport(TransportChoice::Fixed(t)),
+            device: 0,
+            at: u64::MAX,
+            fault: Fault::Error,
+            alive: alive.clone(),
+        });
+        let err = Runtime::start(
+            factory,
+            domain(&c),
+            &[0, 1, 2],
+            Arc::new(AtomicBool::new(false)),
+        )
+        .err()
+        .expect("the start must fail");
+        assert!(matches!(err, RuntimeError::Transport(_)), "{err}");
+        let msg = err.to_string();
+        assert!(
+            msg.starts_with(&format!("--transport {t}: ")) && msg.contains("host memory"),
+            "{msg}"
+        );
+        assert_eq!(alive.load(Ordering::SeqCst), 0, "modules still alive");
+    }
+    // What host memory can carry starts.
+    for choice in [
+        TransportChoice::Auto,
+        TransportChoice::Fixed(Transport::ZeroCopy),
+    ] {
+        let f = CpuFactory::new(model(&c), 3, 3).with_transport(choice);
+        let rt = Runtime::start(
+            Arc::new(f),
+            domain(&c),
+            &[0, 1, 2],
+            Arc::new(AtomicBool::new(false)),
+        )
+        .unwrap();
+        for d in rt.devices() {
+            assert_eq!(
+                d.transports,
+                [d.slab.has_below(), d.slab.has_above()].map(|h| h.then_some(Transport::ZeroCopy))
+            );
+        }
+        rt.shutdown();
+    }
 }

@@ -58,7 +58,12 @@ fn on_device_watchdog_agrees_with_the_cpu_module_and_finds_the_first_bad_node() 
     if gpus().is_none() {
         return;
     }
-    for precision in [Precision::F32, Precision::F64, Precision::F16] {
+    for precision in [
+        Precision::F32,
+        Precision::F64,
+        Precision::F16,
+        Precision::F16c,
+    ] {
         let c = variant_case([20, 18, 22], false, (Collision::MRT, false), precision);
         let d = domain(&c);
         let mut init = vortex_populations(d, 0.05);

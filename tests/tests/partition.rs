@@ -5,18 +5,23 @@
 //! run in CI, the CUDA ones on a GPU host (`--ignored`).
 
 use thelma_core::physics::Collision;
-use thelma_core::{Obstacle, Precision};
+use thelma_core::{Obstacle, Precision, Transport, TransportChoice};
 use thelma_geometry::{Geometry, BYTE_PALETTE};
 use thelma_tests::{
-    agreement_tolerance, assert_slabs_equal_one_slab, box_case, cpu_runtime, domain,
-    gather_populations, per_module, run_from_vortex, scatter_populations, values, variant_case,
-    vortex_populations, Module, VARIANTS,
+    agreement_tolerance, assert_slabs_equal_one_slab, box_case, cpu_runtime, cuda_runtime_over,
+    domain, gather_populations, gpus, per_module, run_from_vortex, scatter_populations, values,
+    variant_case, vortex_populations, Module, VARIANTS,
 };
 
 fn slabs_equal_one_slab(m: Module) {
     for periodic_z in [false, true] {
         for variant in VARIANTS {
-            for precision in [Precision::F32, Precision::F64, Precision::F16] {
+            for precision in [
+                Precision::F32,
+                Precision::F64,
+                Precision::F16,
+                Precision::F16c,
+            ] {
                 // 23 planes: uneven slabs for every count from 2 to 5.
                 let c = variant_case([24, 20, 23], periodic_z, variant, precision);
                 let what = format!("periodic z {periodic_z}, {variant:?}, {precision:?}");
@@ -29,12 +34,62 @@ fn slabs_equal_one_slab(m: Module) {
 per_module!(slabs_equal_one_slab => slabs_equal_one_slab_bit_for_bit_on_the_cpu_module,
     slabs_equal_one_slab_bit_for_bit_on_the_cuda_module);
 
+/// Every transport the host offers carries the same bits: slabs sharing a GPU over device memory
+/// and over zero-copy, and, on a host with several GPUs, one slab per GPU over peer memory (where
+/// the GPUs have peer access) and over zero-copy; each run equals one slab, and each channel took
+/// the transport asked for.
+#[test]
+#[ignore = "needs a CUDA device"]
+fn every_transport_carries_one_slabs_bits_on_the_cuda_module() {
+    let Some(n) = gpus() else {
+        return;
+    };
+    let mut layouts = vec![(vec![0, 0, 0], vec![Transport::ZeroCopy, Transport::Device])];
+    if n > 1 {
+        let mut ts = vec![Transport::ZeroCopy];
+        // Neighbours in both orders, the ring's last and first among them.
+        let peers = (0..n).all(|a| {
+            (0..n).all(|b| a == b || thelma_compute::cuda::can_access_peer(a, b).unwrap_or(false))
+        });
+        if peers {
+            ts.push(Transport::Peer);
+        }
+        layouts.push(((0..n).collect(), ts));
+    }
+    for periodic_z in [false, true] {
+        for precision in [Precision::F32, Precision::F16c] {
+            let c = variant_case([24, 20, 23], periodic_z, (Collision::MRT, false), precision);
+            let reference = run_from_vortex(Module::Cuda.runtime(&c, 1), &c, 200);
+            for (ids, transports) in &layouts {
+                for &t in transports {
+                    let rt = cuda_runtime_over(&c, ids, TransportChoice::Fixed(t));
+                    for d in rt.devices() {
+                        for got in d.transports.iter().flatten() {
+                            assert_eq!(*got, t, "devices {ids:?}");
+                        }
+                    }
+                    let got = run_from_vortex(rt, &c, 200);
+                    assert!(
+                        got == reference,
+                        "{t} on devices {ids:?}, periodic z {periodic_z}, {precision:?}: differs from one slab"
+                    );
+                }
+            }
+        }
+    }
+}
+
 /// The module against the CPU module on two slabs: equal to rounding (the CPU module itself equals
 /// it bit for bit, which is also partition invariance).
 fn agrees_with_the_cpu_module(m: Module) {
     for periodic_z in [false, true] {
         for variant in VARIANTS {
-            for precision in [Precision::F32, Precision::F64, Precision::F16] {
+            for precision in [
+                Precision::F32,
+                Precision::F64,
+                Precision::F16,
+                Precision::F16c,
+            ] {
                 // The CPU module's own case is smaller: it only repeats partition invariance.
                 let size = match m {
                     Module::Cpu => [20, 18, 22],

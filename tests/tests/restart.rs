@@ -112,7 +112,7 @@ fn restart_is_bit_exact(backend: &str, first: usize, resumed: usize, numerics: &
 }
 
 /// Every restart case on module `m`: the same device count; onto more devices; onto fewer in f64;
-/// onto more in f16 storage;
+/// onto more in f16 storage, onto fewer in f16c;
 /// with TRT, an eddy viscosity and a force. GPUs are physical, so a host with one GPU resumes onto
 /// the same count (several slabs on one GPU are `partition.rs`'s).
 fn restart_cases(m: Module) {
@@ -121,6 +121,7 @@ fn restart_cases(m: Module) {
     restart_is_bit_exact(m.name(), d(2), d(3), &["--collision", "bgk"]);
     restart_is_bit_exact(m.name(), d(3), d(1), &["--precision", "f64"]);
     restart_is_bit_exact(m.name(), d(2), d(3), &["--precision", "f16"]);
+    restart_is_bit_exact(m.name(), d(3), d(2), &["--precision", "f16c"]);
     restart_is_bit_exact(
         m.name(),
         d(2),

@@ -73,7 +73,9 @@ fn start(rt: &mut Runtime, p: Precision, f: impl Fn(usize, usize, usize) -> ([f6
                     .flat_map(|v| (*v as f32).to_ne_bytes())
                     .collect(),
                 Precision::F64 => vals.iter().flat_map(|v| v.to_ne_bytes()).collect(),
-                Precision::F16 => unreachable!("no temperature lattice with f16 storage"),
+                Precision::F16 | Precision::F16c => {
+                    unreachable!("no temperature lattice with 16-bit storage")
+                }
             }
         })
         .collect();

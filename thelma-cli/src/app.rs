@@ -406,6 +406,7 @@ impl Tally<'_> {
                             } else {
                                 0
                             }),
+                    transports: d.transports.map(|t| t.map(|t| t.name().to_string())),
                 }
             })
             .collect();

@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use anyhow::Result;
 use thelma_compute::{BackendError, Choice, ModelParams, Tuning};
-use thelma_core::{BackendName, CaseConfig, DeviceSpec, ModuleFactory};
+use thelma_core::{
+    plan_transports, BackendName, CaseConfig, DeviceSpec, Domain, ModuleFactory, SlabSpec,
+};
 
 use crate::error::UsageError;
 
@@ -18,6 +20,27 @@ pub struct Selection {
     pub note: String,
 }
 
+/// Refuses, before anything is allocated or written, a transport that cannot join two of the
+/// run's slabs (`--transport device` across GPUs, `peer` without peer access, a GPU transport on
+/// the CPU). A device list the partition refuses is left to `preflight`, which names it.
+pub fn check_transport(
+    factory: &dyn ModuleFactory,
+    case: &CaseConfig,
+    devices: &[usize],
+) -> Result<()> {
+    let domain = Domain::new(case.domain.size, case.domain.periodic);
+    let Ok(slabs) = SlabSpec::split(domain, devices.len()) else {
+        return Ok(());
+    };
+    plan_transports(&slabs, devices, |r, w| factory.transport(r, w)).map_err(|e| {
+        UsageError::new(
+            "--transport",
+            format!("{} cannot serve this run: {}", e.asked, e.why),
+        )
+    })?;
+    Ok(())
+}
+
 /// Picks the backend the case names and resolves its device list.
 pub fn select(case: &CaseConfig, params: ModelParams) -> Result<Selection> {
     let hw = &case.hardware;
@@ -25,11 +48,13 @@ pub fn select(case: &CaseConfig, params: ModelParams) -> Result<Selection> {
     let devices = resolve(&choice, &hw.devices)?;
     let tuning = Tuning {
         threads: hw.threads,
+        transport: hw.transport,
         ..Tuning::default()
     };
     let factory = choice
         .factory(params, devices.len(), &tuning)
         .map_err(|e| UsageError::new("--backend", e.to_string()))?;
+    check_transport(factory.as_ref(), case, &devices)?;
     Ok(Selection {
         factory,
         devices,

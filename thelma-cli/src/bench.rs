@@ -19,9 +19,9 @@ use thelma_compute::cuda::{self, LaunchShape};
 use thelma_compute::{ModelParams, Tuning};
 use thelma_core::physics::{Collision, D3Q19};
 use thelma_core::slab_bytes;
-use thelma_core::Runtime;
 use thelma_core::{BackendName, CaseConfig, DeviceSpec, Precision, MAX_THREADS};
 use thelma_core::{Domain, SlabSpec};
+use thelma_core::{Runtime, RuntimeError, Transport, TransportChoice};
 use thelma_geometry::Geometry;
 use thelma_results::wrap;
 
@@ -56,6 +56,10 @@ pub struct BenchArgs {
         allow_negative_numbers = true
     )]
     pub slabs_per_device: usize,
+    /// Transports of the channels between slabs, comma-separated: auto, zero-copy, device, peer.
+    /// Each multi-slab run is measured in each; the one-slab baseline once.
+    #[arg(long, value_name = "NAME,...", value_parser = TransportChoice::parse, value_delimiter = ',', default_value = "auto")]
+    pub transport: Vec<TransportChoice>,
     /// Only the run on all the listed devices (no 1..N sweep).
     #[arg(long)]
     pub no_sweep: bool,
@@ -134,6 +138,10 @@ pub struct BenchRow {
     /// which had one slab per device.
     #[serde(default)]
     pub slabs: usize,
+    /// The transports the run's channels took (`device`, `peer+zero-copy`), `-` for one slab
+    /// without channels; empty in reports written before it was recorded (zero-copy).
+    #[serde(default)]
+    pub transport: String,
     pub lattice: [usize; 3],
     pub steps: u64,
     pub wall_s: f64,
@@ -570,164 +578,192 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
             for &s in &sizes {
                 // MLUPS of one slab on one device, per geometry: the efficiency's baseline.
                 let mut one: Vec<Option<f64>> = vec![None; geometries.len()];
-                for slab_ids in &runs {
-                    let slabs = slab_ids.len();
-                    let devices = distinct(slab_ids);
-                    let lattice = match (&base, args.scaling) {
-                        (Some((c, ..)), _) => c.domain.size,
-                        (None, Scaling::Weak) => [s, s, s.saturating_mul(slabs)],
-                        (None, Scaling::Strong) => [s, s, s],
-                    };
-                    if lattice[2] < slabs {
-                        skipped.push(format!("{s}: {slabs} slabs for {} planes", lattice[2]));
-                        continue;
-                    }
-                    // The closed box's MLUPS of this lattice and these slabs (a case's baseline).
-                    let mut box_mlups: Option<f64> = None;
-                    for (g, geometry_case) in geometries.iter().enumerate() {
-                        let mut case = match geometry_case {
-                            Some(c) => (*c).clone(),
-                            None => {
-                                let mut c = CaseConfig::default();
-                                c.domain.size = lattice;
-                                c
-                            }
-                        };
-                        case.numerics.collision = collision;
-                        case.numerics.smagorinsky = smagorinsky;
-                        case.numerics.precision = precision;
-                        let lat = match case.validate() {
-                            Ok(lat) => lat,
-                            // Weak scaling may take a size that fits one device past the node limit.
-                            Err(e) if e.flag == "--size" => {
-                                skipped.push(format!("{s} on {slabs} slabs: {}", e.message));
-                                continue;
-                            }
-                            Err(e) => bail!(UsageError::new(e.flag, e.message)),
-                        };
-                        let geometry = match (geometry_case, &base) {
-                            (Some(_), Some((.., g))) => g.clone(),
-                            _ => Arc::new(Geometry::from_case(&case)?),
-                        };
-                        let params = ModelParams::new(&case, &lat, geometry);
-                        // The slabs of a device share its cores (host backends).
-                        let per_device = slabs.div_ceil(devices);
-                        let tuning = Tuning {
-                            threads: (total_threads / per_device).max(1),
-                            launch: LaunchShape {
-                                block_x: args.block,
-                                min_blocks: args.min_blocks,
-                            },
-                        };
-                        let factory = choice.factory(params, devices, &tuning)?;
-                        let domain = Domain::new(lattice, case.domain.periodic);
-                        let slab_specs = SlabSpec::split(domain, slabs)?;
-                        // The flow's lattices and, for a case with [thermal], the temperature's.
-                        let lattice_bytes = |sl: &SlabSpec| {
-                            host_bytes(std::slice::from_ref(sl), precision, case.thermal.is_some())
-                        };
-                        let too_big = slab_specs
-                            .iter()
-                            .zip(slab_ids)
-                            .find_map(|(sl, &d)| {
-                                // Slabs sharing a device share its memory.
-                                let on_device = slab_ids.iter().filter(|&&x| x == d).count() as u64;
-                                let need = on_device * lattice_bytes(sl);
-                                factory
-                                    .device_memory(d)
-                                    .filter(|m| need > m.free - m.free / 20)
-                                    .map(|m| {
-                                        format!(
-                                            "{need} bytes needed on device {d}, {} free",
-                                            m.free
-                                        )
-                                    })
-                            })
-                            .or_else(|| {
-                                // The CPU module's lattices all live in host memory.
-                                let need = slab_specs.iter().map(lattice_bytes).sum::<u64>();
-                                available.filter(|&a| need > a).map(|a| {
-                                    format!("{need} bytes of host memory needed, {a} available")
-                                })
-                            });
-                        if let Some(why) = too_big {
-                            skipped.push(format!(
-                                "{label} {} {s} on {devices} devices ({slabs} slabs): {why}",
-                                precision.name()
-                            ));
+                for (k, &transport) in args.transport.iter().enumerate() {
+                    for slab_ids in &runs {
+                        // The one-slab baseline is measured once, with the first transport, where
+                        // it has no channels (a case periodic along z has: the slab is its own
+                        // neighbour).
+                        let ring = base.as_ref().is_some_and(|(c, ..)| c.domain.periodic[2]);
+                        if k > 0 && slab_ids.len() == 1 && !ring {
                             continue;
                         }
-                        let mut rt = Runtime::start(
-                            factory,
-                            domain,
-                            slab_ids,
-                            Arc::new(AtomicBool::new(false)),
-                        )?;
-                        if !started {
-                            started = true;
-                            // Where hwloc could not pin a worker the figures are of unpinned threads:
-                            // said once, as `thelma run` says it.
-                            if let Some(e) =
-                                rt.devices().iter().find_map(|d| d.binding.as_ref().err())
-                            {
-                                progress(&format!(
+                        let slabs = slab_ids.len();
+                        let devices = distinct(slab_ids);
+                        let lattice = match (&base, args.scaling) {
+                            (Some((c, ..)), _) => c.domain.size,
+                            (None, Scaling::Weak) => [s, s, s.saturating_mul(slabs)],
+                            (None, Scaling::Strong) => [s, s, s],
+                        };
+                        if lattice[2] < slabs {
+                            skipped.push(format!("{s}: {slabs} slabs for {} planes", lattice[2]));
+                            continue;
+                        }
+                        // The closed box's MLUPS of this lattice and these slabs (a case's baseline).
+                        let mut box_mlups: Option<f64> = None;
+                        for (g, geometry_case) in geometries.iter().enumerate() {
+                            let mut case = match geometry_case {
+                                Some(c) => (*c).clone(),
+                                None => {
+                                    let mut c = CaseConfig::default();
+                                    c.domain.size = lattice;
+                                    c
+                                }
+                            };
+                            case.numerics.collision = collision;
+                            case.numerics.smagorinsky = smagorinsky;
+                            case.numerics.precision = precision;
+                            let lat = match case.validate() {
+                                Ok(lat) => lat,
+                                // Weak scaling may take a size that fits one device past the node limit.
+                                Err(e) if e.flag == "--size" => {
+                                    skipped.push(format!("{s} on {slabs} slabs: {}", e.message));
+                                    continue;
+                                }
+                                Err(e) => bail!(UsageError::new(e.flag, e.message)),
+                            };
+                            let geometry = match (geometry_case, &base) {
+                                (Some(_), Some((.., g))) => g.clone(),
+                                _ => Arc::new(Geometry::from_case(&case)?),
+                            };
+                            let params = ModelParams::new(&case, &lat, geometry);
+                            // The slabs of a device share its cores (host backends).
+                            let per_device = slabs.div_ceil(devices);
+                            let tuning = Tuning {
+                                threads: (total_threads / per_device).max(1),
+                                launch: LaunchShape {
+                                    block_x: args.block,
+                                    min_blocks: args.min_blocks,
+                                },
+                                transport,
+                            };
+                            let factory = choice.factory(params, devices, &tuning)?;
+                            let domain = Domain::new(lattice, case.domain.periodic);
+                            let slab_specs = SlabSpec::split(domain, slabs)?;
+                            // The flow's lattices and, for a case with [thermal], the temperature's.
+                            let lattice_bytes = |sl: &SlabSpec| {
+                                host_bytes(
+                                    std::slice::from_ref(sl),
+                                    precision,
+                                    case.thermal.is_some(),
+                                )
+                            };
+                            let too_big = slab_specs
+                                .iter()
+                                .zip(slab_ids)
+                                .find_map(|(sl, &d)| {
+                                    // Slabs sharing a device share its memory.
+                                    let on_device =
+                                        slab_ids.iter().filter(|&&x| x == d).count() as u64;
+                                    let need = on_device * lattice_bytes(sl);
+                                    factory
+                                        .device_memory(d)
+                                        .filter(|m| need > m.free - m.free / 20)
+                                        .map(|m| {
+                                            format!(
+                                                "{need} bytes needed on device {d}, {} free",
+                                                m.free
+                                            )
+                                        })
+                                })
+                                .or_else(|| {
+                                    // The CPU module's lattices all live in host memory.
+                                    let need = slab_specs.iter().map(lattice_bytes).sum::<u64>();
+                                    available.filter(|&a| need > a).map(|a| {
+                                        format!("{need} bytes of host memory needed, {a} available")
+                                    })
+                                });
+                            if let Some(why) = too_big {
+                                skipped.push(format!(
+                                    "{label} {} {s} on {devices} devices ({slabs} slabs): {why}",
+                                    precision.name()
+                                ));
+                                continue;
+                            }
+                            let mut rt = match Runtime::start(
+                                factory,
+                                domain,
+                                slab_ids,
+                                Arc::new(AtomicBool::new(false)),
+                            ) {
+                                Ok(rt) => rt,
+                                // A transport these devices cannot take is skipped, said as such.
+                                Err(RuntimeError::Transport(e)) => {
+                                    skipped.push(format!(
+                                        "{label} {} {s} on {devices} devices ({slabs} slabs): {e}",
+                                        precision.name()
+                                    ));
+                                    continue;
+                                }
+                                Err(e) => return Err(e.into()),
+                            };
+                            let transport_used = transports_used(&rt);
+                            if !started {
+                                started = true;
+                                // Where hwloc could not pin a worker the figures are of unpinned threads:
+                                // said once, as `thelma run` says it.
+                                if let Some(e) =
+                                    rt.devices().iter().find_map(|d| d.binding.as_ref().err())
+                                {
+                                    progress(&format!(
                                 "warning: worker threads run unpinned ({e}); the figures may suffer"
                             ));
-                            }
-                            progress(&format!("device 0: {}", rt.devices()[0].describe));
-                            // The case's name once, not on each of its rows: a path would take a
-                            // row past the width of a terminal.
-                            if let Some(name) = &case_name {
-                                progress(&wrap(&format!(
+                                }
+                                progress(&format!("device 0: {}", rt.devices()[0].describe));
+                                // The case's name once, not on each of its rows: a path would take a
+                                // row past the width of a terminal.
+                                if let Some(name) = &case_name {
+                                    progress(&wrap(&format!(
                                     "case {name}: its rows follow the closed box of its lattice\n  \
                                      `case N%`: the case's MLUPS as a share of the closed box's"
                                 )));
+                                }
+                                progress(&header());
                             }
-                            progress(&header());
+                            if warmup > 0 {
+                                rt.run(warmup)?;
+                            }
+                            let steps = args
+                                .steps
+                                .unwrap_or_else(|| default_steps(domain.nodes()))
+                                .max(1);
+                            let st = rt.run(steps)?;
+                            let bad = rt.health()?.iter().find_map(|h| h.non_finite);
+                            rt.shutdown();
+                            if let Some(node) = bad {
+                                bail!("the benchmark diverged at node {node:?}");
+                            }
+                            let wall = st.wall.as_secs_f64();
+                            let mlups = domain.nodes() as f64 * st.steps as f64 / wall / 1e6;
+                            if slabs == 1 {
+                                one[g] = Some(mlups);
+                            }
+                            if geometry_case.is_none() {
+                                box_mlups = Some(mlups);
+                            }
+                            let roofline = devices as f64 * bandwidth
+                                / bytes_per_node(precision, case.thermal.is_some())
+                                / 1e6;
+                            let row = BenchRow {
+                                collision: label.clone(),
+                                precision: precision.name().into(),
+                                size: s,
+                                devices,
+                                slabs,
+                                transport: transport_used,
+                                lattice,
+                                steps: st.steps,
+                                wall_s: wall,
+                                mlups,
+                                mlups_per_device: mlups / devices as f64,
+                                roofline_mlups: roofline,
+                                roofline_fraction: mlups / roofline,
+                                parallel_efficiency: one[g].map(|m1| mlups / (devices as f64 * m1)),
+                                case: geometry_case.and(case_name.clone()),
+                                of_box: geometry_case.and(box_mlups).map(|b| mlups / b),
+                            };
+                            progress(&format_row(&row));
+                            rows.push(row);
                         }
-                        if warmup > 0 {
-                            rt.run(warmup)?;
-                        }
-                        let steps = args
-                            .steps
-                            .unwrap_or_else(|| default_steps(domain.nodes()))
-                            .max(1);
-                        let st = rt.run(steps)?;
-                        let bad = rt.health()?.iter().find_map(|h| h.non_finite);
-                        rt.shutdown();
-                        if let Some(node) = bad {
-                            bail!("the benchmark diverged at node {node:?}");
-                        }
-                        let wall = st.wall.as_secs_f64();
-                        let mlups = domain.nodes() as f64 * st.steps as f64 / wall / 1e6;
-                        if slabs == 1 {
-                            one[g] = Some(mlups);
-                        }
-                        if geometry_case.is_none() {
-                            box_mlups = Some(mlups);
-                        }
-                        let roofline = devices as f64 * bandwidth
-                            / bytes_per_node(precision, case.thermal.is_some())
-                            / 1e6;
-                        let row = BenchRow {
-                            collision: label.clone(),
-                            precision: precision.name().into(),
-                            size: s,
-                            devices,
-                            slabs,
-                            lattice,
-                            steps: st.steps,
-                            wall_s: wall,
-                            mlups,
-                            mlups_per_device: mlups / devices as f64,
-                            roofline_mlups: roofline,
-                            roofline_fraction: mlups / roofline,
-                            parallel_efficiency: one[g].map(|m1| mlups / (devices as f64 * m1)),
-                            case: geometry_case.and(case_name.clone()),
-                            of_box: geometry_case.and(box_mlups).map(|b| mlups / b),
-                        };
-                        progress(&format_row(&row));
-                        rows.push(row);
                     }
                 }
             }
@@ -763,6 +799,25 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
     Ok(report)
 }
 
+/// The transports of a runtime's channels, in `Transport::ALL` order, joined by `+`; `-` without
+/// channels.
+fn transports_used(rt: &Runtime) -> String {
+    let used: Vec<&str> = Transport::ALL
+        .iter()
+        .filter(|t| {
+            rt.devices()
+                .iter()
+                .any(|d| d.transports.contains(&Some(**t)))
+        })
+        .map(|t| t.name())
+        .collect();
+    if used.is_empty() {
+        "-".into()
+    } else {
+        used.join("+")
+    }
+}
+
 /// How many different devices `ids` names.
 fn distinct(ids: &[usize]) -> usize {
     let mut seen: Vec<usize> = ids.to_vec();
@@ -774,15 +829,25 @@ fn distinct(ids: &[usize]) -> usize {
 /// The table's header line.
 pub fn header() -> String {
     format!(
-        "{:<4} {:<4} {:>5} {:>4} {:>5} {:>16} {:>11} {:>11} {:>9} {:>6}",
-        "coll", "prec", "size", "dev", "slabs", "lattice", "MLUPS", "MLUPS/dev", "roofline", "eff"
+        "{:<4} {:<4} {:>5} {:>4} {:>5} {:>16} {:>11} {:>11} {:>9} {:>6}  {}",
+        "coll",
+        "prec",
+        "size",
+        "dev",
+        "slabs",
+        "lattice",
+        "MLUPS",
+        "MLUPS/dev",
+        "roofline",
+        "eff",
+        "transport"
     )
 }
 
 /// One row of the table.
 pub fn format_row(r: &BenchRow) -> String {
     format!(
-        "{:<4} {:<4} {:>5} {:>4} {:>5} {:>16} {:>11.1} {:>11.1} {:>8.1}% {:>6}",
+        "{:<4} {:<4} {:>5} {:>4} {:>5} {:>16} {:>11.1} {:>11.1} {:>8.1}% {:>6}  {}",
         r.collision,
         r.precision,
         r.size,
@@ -794,7 +859,13 @@ pub fn format_row(r: &BenchRow) -> String {
         100.0 * r.roofline_fraction,
         r.parallel_efficiency
             .map(|e| format!("{:.1}%", 100.0 * e))
-            .unwrap_or_else(|| "-".into())
+            .unwrap_or_else(|| "-".into()),
+        match (r.transport.as_str(), r.slabs) {
+            // Reports written before transports were recorded exchanged through zero-copy.
+            ("", 0 | 1) => "-",
+            ("", _) => "zero-copy",
+            (t, _) => t,
+        }
     ) + &match (&r.case, r.of_box) {
         (Some(_), Some(f)) => format!("  case {:.1}%", 100.0 * f),
         (Some(_), None) => "  case".into(),

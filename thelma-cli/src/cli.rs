@@ -5,7 +5,9 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 use thelma_core::physics::Collision;
-use thelma_core::{BackendName, CaseConfig, DeviceSpec, PhysicalUnits, Precision, SlicePlane};
+use thelma_core::{
+    BackendName, CaseConfig, DeviceSpec, PhysicalUnits, Precision, SlicePlane, TransportChoice,
+};
 
 use crate::error::UsageError;
 
@@ -17,6 +19,9 @@ pub enum PrecisionArg {
     F64,
     /// 16-bit populations (IEEE half of the shifted population scaled by 2^15), collided in f32.
     F16,
+    /// 16-bit populations with a 12-bit significand (1 sign, 4 exponent, 11 fraction bits of the
+    /// shifted population), collided in f32: twice f16's precision over the populations' range.
+    F16c,
 }
 
 impl From<PrecisionArg> for Precision {
@@ -25,6 +30,7 @@ impl From<PrecisionArg> for Precision {
             PrecisionArg::F32 => Precision::F32,
             PrecisionArg::F64 => Precision::F64,
             PrecisionArg::F16 => Precision::F16,
+            PrecisionArg::F16c => Precision::F16c,
         }
     }
 }
@@ -150,6 +156,11 @@ pub struct RunArgs {
     /// CPU backend: threads in all (0: one per core).
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub threads: Option<usize>,
+    /// How populations cross between slabs: auto (device memory between slabs of one GPU, peer
+    /// memory between GPUs with peer access, zero-copy otherwise), zero-copy (mapped host memory),
+    /// device or peer. Default auto.
+    #[arg(long, value_name = "NAME", value_parser = TransportChoice::parse)]
+    pub transport: Option<TransportChoice>,
     /// Periodic axes, e.g. `x,y` (walls elsewhere; the cavity's z stays walled).
     #[arg(long, value_name = "AXES", value_parser = parse_axes, allow_hyphen_values = true)]
     pub periodic: Option<[bool; 3]>,
@@ -447,6 +458,9 @@ impl RunArgs {
         }
         if let Some(t) = self.threads {
             c.hardware.threads = t;
+        }
+        if let Some(t) = self.transport {
+            c.hardware.transport = t;
         }
         if let Some(p) = self.periodic {
             // A periodic z under the cavity's lid is refused by `CaseConfig::validate`.

@@ -201,17 +201,19 @@ pub struct SolverFigures {
     pub size: usize,
     /// MLUPS of the 1-device row.
     pub single_mlups: f64,
-    /// (devices, MLUPS) of the rows of that collision, precision and size, one per device count.
-    pub measured: Vec<(usize, f64)>,
+    /// (devices, transport, MLUPS) of the rows of that collision, precision and size, one per
+    /// device count and transport (`-` for one device, which exchanges nothing).
+    pub measured: Vec<(usize, String, f64)>,
 }
 
 impl SolverFigures {
-    /// The solver's measured MLUPS on `devices` devices, when the report has that row.
-    pub fn measured_mlups(&self, devices: usize) -> Option<f64> {
+    /// The solver's measured MLUPS on `devices` devices over `transport` (the benchmark's name
+    /// of it), when the report has that row; one device's row serves every transport.
+    pub fn measured_mlups(&self, devices: usize, transport: &str) -> Option<f64> {
         self.measured
             .iter()
-            .find(|&&(n, _)| n == devices)
-            .map(|&(_, m)| m)
+            .find(|(n, t, _)| *n == devices && (devices == 1 || t == transport))
+            .map(|&(_, _, m)| m)
     }
 }
 
@@ -280,13 +282,21 @@ pub fn solver_figures(
             one.collision, one.mlups
         ));
     }
-    let mut measured: Vec<(usize, f64)> = Vec::new();
+    let mut measured: Vec<(usize, String, f64)> = Vec::new();
     for r in report.rows.iter().filter(of_domain) {
+        // Reports written before transports were recorded exchanged through zero-copy.
+        let transport = match (r.transport.as_str(), r.devices) {
+            (_, 1) => "-",
+            ("", _) => "zero-copy",
+            (t, _) => t,
+        };
         if r.collision == one.collision
             && distinct_devices(&report.devices, r.devices)
-            && !measured.iter().any(|&(n, _)| n == r.devices)
+            && !measured
+                .iter()
+                .any(|(n, t, _)| *n == r.devices && t == transport)
         {
-            measured.push((r.devices, r.mlups));
+            measured.push((r.devices, transport.to_string(), r.mlups));
         }
     }
     Ok(SolverFigures {
@@ -523,8 +533,9 @@ pub fn measure(args: &CommBenchArgs, progress: &mut dyn FnMut(&BenchResult)) -> 
                                 result.aggregate_gbs * 1e9,
                                 single_step_s,
                             );
-                            let measured_mlups =
-                                solver.as_ref().and_then(|(_, f)| f.measured_mlups(n));
+                            let measured_mlups = solver
+                                .as_ref()
+                                .and_then(|(_, f)| f.measured_mlups(n, transport.name()));
                             runs.push(Measured {
                                 result,
                                 model,
@@ -799,6 +810,7 @@ mod tests {
             size,
             devices,
             slabs: devices,
+            transport: String::new(),
             lattice: [size, size, size * devices],
             steps: 10,
             wall_s: 1.0,
@@ -845,20 +857,22 @@ mod tests {
         let f = solver_figures(&r, 192, "f32").unwrap();
         assert_eq!((f.collision.as_str(), f.single_mlups), ("mrt", 800.0));
         // The i-device figures are of the same collision as the single-device one.
-        assert_eq!(f.measured_mlups(1), Some(800.0));
-        assert_eq!(f.measured_mlups(2), Some(1500.0));
-        assert_eq!(f.measured_mlups(3), None);
-        assert_eq!(f.measured_mlups(4), Some(2900.0));
+        assert_eq!(f.measured_mlups(1, "zero-copy"), Some(800.0));
+        assert_eq!(f.measured_mlups(2, "zero-copy"), Some(1500.0));
+        assert_eq!(f.measured_mlups(3, "zero-copy"), None);
+        assert_eq!(f.measured_mlups(4, "zero-copy"), Some(2900.0));
         assert_eq!(solver_figures(&r, 192, "f64").unwrap().single_mlups, 300.0);
         assert_eq!(
-            solver_figures(&r, 128, "f32").unwrap().measured_mlups(2),
+            solver_figures(&r, 128, "f32")
+                .unwrap()
+                .measured_mlups(2, "zero-copy"),
             None
         );
         // Without an MRT row the BGK one stands in, with its own multi-device rows.
         let bgk = report(Scaling::Weak, FOUR, r.rows[..2].to_vec());
         let f = solver_figures(&bgk, 192, "f32").unwrap();
         assert_eq!(
-            (f.collision.as_str(), f.measured_mlups(2)),
+            (f.collision.as_str(), f.measured_mlups(2, "zero-copy")),
             ("bgk", Some(1700.0))
         );
     }
@@ -905,7 +919,7 @@ mod tests {
                 .collect(),
         );
         let f = solver_figures(&r, 128, "f32").unwrap();
-        assert_eq!(f.measured, vec![(1, 100.0)]);
+        assert_eq!(f.measured, vec![(1, "-".to_string(), 100.0)]);
     }
 
     #[test]
@@ -922,7 +936,7 @@ mod tests {
         let r = report(Scaling::Weak, &["cuda:0", "cuda:1"], rows);
         let f = solver_figures(&r, 128, "f32").unwrap();
         assert_eq!(f.single_mlups, 100.0);
-        assert_eq!(f.measured, vec![(1, 100.0)]);
+        assert_eq!(f.measured, vec![(1, "-".to_string(), 100.0)]);
     }
 
     #[test]

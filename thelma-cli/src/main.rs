@@ -142,6 +142,9 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
                     ))
                 );
             }
+            if let Some(line) = exchange(devices) {
+                say!("{}", wrap(&line));
+            }
             clock = Instant::now();
             // The bar draws on stderr; plain lines go to stdout. A bar only where both are a
             // terminal, so that `thelma run > log` keeps its progress lines in the log.
@@ -286,6 +289,33 @@ mod signals {
 /// Below this relaxation time a run is warned that it may diverge (τ − ½ = 3ν: at Re = 1000 and
 /// U = 0.1 that is a grid under 30 nodes).
 const TAU_WARN: f64 = 0.51;
+
+/// `exchange: peer` where every channel takes one transport, otherwise each channel by its reader
+/// and writer (`exchange: slab 1 from slab 0 over peer, …`); `None` without channels.
+fn exchange(devices: &[thelma_core::DeviceInfo]) -> Option<String> {
+    let n = devices.len();
+    let channels: Vec<(usize, usize, thelma_core::Transport)> = devices
+        .iter()
+        .enumerate()
+        .flat_map(|(s, d)| {
+            let [below, above] = d.transports;
+            [
+                below.map(|t| (s, (s + n - 1) % n, t)),
+                above.map(|t| (s, (s + 1) % n, t)),
+            ]
+        })
+        .flatten()
+        .collect();
+    let (_, _, first) = *channels.first()?;
+    if channels.iter().all(|&(_, _, t)| t == first) {
+        return Some(format!("exchange: {first}"));
+    }
+    let each: Vec<String> = channels
+        .iter()
+        .map(|(r, w, t)| format!("slab {r} from slab {w} over {t}"))
+        .collect();
+    Some(format!("exchange: {}", each.join(", ")))
+}
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {

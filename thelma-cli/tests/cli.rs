@@ -70,6 +70,23 @@ fn bad_values_give_one_line_naming_the_option_and_exit_2() {
             "numerics.precision",
         ),
         (&["run", "--devices", "1,1", "-o", o], "--devices"),
+        (&["run", "--transport", "nvlink", "-o", o], "--transport"),
+        (
+            &[
+                "run",
+                "--size",
+                "8",
+                "--backend",
+                "cpu",
+                "--devices",
+                "2",
+                "--transport",
+                "peer",
+                "-o",
+                o,
+            ],
+            "--transport",
+        ),
         (
             &[
                 "run",
@@ -174,6 +191,8 @@ fn a_three_device_cpu_run_prints_bindings_and_per_device_statistics() {
         out.contains("MLUPS") && out.contains("% of device time computing"),
         "{out}"
     );
+    // Three slabs of the CPU module share host memory.
+    assert!(out.lines().any(|l| l == "exchange: zero-copy"), "{out}");
     // Per device: its step time, and on the next line the bytes it exchanges (each slab has at
     // least one neighbour).
     let lines: Vec<&str> = out.lines().collect();
@@ -204,6 +223,21 @@ fn a_three_device_cpu_run_prints_bindings_and_per_device_statistics() {
         serde_json::from_str(&std::fs::read_to_string(tmp.join("summary.json")).unwrap()).unwrap();
     assert_eq!(summary["steps"], 60);
     assert_eq!(summary["devices"].as_array().unwrap().len(), 3);
+    // Each slab reads its neighbours' populations from host memory (the CPU module's transport).
+    let transports: Vec<serde_json::Value> = summary["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["transports"].clone())
+        .collect();
+    assert_eq!(
+        transports,
+        [
+            serde_json::json!([null, "zero-copy"]),
+            serde_json::json!(["zero-copy", "zero-copy"]),
+            serde_json::json!(["zero-copy", null]),
+        ]
+    );
     let _ = std::fs::remove_dir_all(tmp);
 }
 

@@ -78,6 +78,8 @@ fn bench_on_the_cpu_measures_bandwidth_and_scaling_and_writes_json() {
         assert!((r["roofline_mlups"].as_f64().unwrap() / roofline - 1.0).abs() < 1e-12);
         assert!((r["roofline_fraction"].as_f64().unwrap() - m / roofline).abs() < 1e-12);
         assert_eq!(r["slabs"], r["devices"], "{r}");
+        let want = if r["slabs"] == 1 { "-" } else { "zero-copy" };
+        assert_eq!(r["transport"], want, "{r}");
     }
     for r in rows {
         assert!(r["mlups"].as_f64().unwrap() > 0.0);

@@ -8,7 +8,9 @@
 use std::fmt;
 use std::sync::Arc;
 
-use thelma_core::{BackendName, ComputeError, DeviceSpec, DeviceSpecError, ModuleFactory};
+use thelma_core::{
+    BackendName, ComputeError, DeviceSpec, DeviceSpecError, ModuleFactory, TransportChoice,
+};
 
 use crate::cpu::CpuFactory;
 use crate::cuda::{self, CudaFactory, LaunchShape};
@@ -31,6 +33,9 @@ pub struct Tuning {
     pub threads: usize,
     /// Launch shape of the step kernel. GPU backends.
     pub launch: LaunchShape,
+    /// The transport of the channels between slabs (`--transport`); each backend refuses what
+    /// its devices cannot do when the runtime plans the channels.
+    pub transport: TransportChoice,
 }
 
 /// How a backend builds the factory of a run on a number of devices.
@@ -68,7 +73,8 @@ pub const BACKENDS: &[Backend] = &[
         build: |params, _devices, tuning| {
             let factory = CudaFactory::new(params)
                 .map_err(|e| ComputeError::Device(e.to_string()))?
-                .with_shape(tuning.launch);
+                .with_shape(tuning.launch)
+                .with_transport(tuning.transport);
             Ok(Arc::new(factory))
         },
     },
@@ -82,7 +88,9 @@ pub const BACKENDS: &[Backend] = &[
             })
         },
         build: |params, devices, tuning| {
-            Ok(Arc::new(CpuFactory::new(params, devices, tuning.threads)))
+            Ok(Arc::new(
+                CpuFactory::new(params, devices, tuning.threads).with_transport(tuning.transport),
+            ))
         },
     },
 ];

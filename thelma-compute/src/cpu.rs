@@ -24,10 +24,10 @@ use thelma_core::physics::{
 };
 use thelma_core::SlabSpec;
 use thelma_core::{
-    interface_offset, ChangeSums, ComputeError, ComputeModule, Fields, Health, InterfaceMemory,
-    MeanSums, ModuleFactory, Placement, WALL_SLOTS,
+    channel_offset, ChangeSums, Channel, ComputeError, ComputeModule, Fields, Health, Links,
+    MeanSums, ModuleFactory, Placement, Transport, TransportChoice, TransportRefused, WALL_SLOTS,
 };
-use thelma_core::{Real, ScaledHalf, Stored};
+use thelma_core::{Half12, Real, ScaledHalf, Stored};
 use thelma_geometry::{LinkRule, NodeFlags};
 
 use crate::fields::{
@@ -109,6 +109,7 @@ pub struct CpuFactory {
     params: ModelParams,
     devices: usize,
     threads_per_device: usize,
+    transport: TransportChoice,
 }
 
 impl CpuFactory {
@@ -123,13 +124,33 @@ impl CpuFactory {
             params,
             devices,
             threads_per_device: (total / devices.max(1)).max(1),
+            transport: TransportChoice::Auto,
         }
+    }
+
+    /// With the transport a run asks for (`auto` and `zero-copy` are host memory; the GPU
+    /// transports are refused when the runtime plans its channels).
+    pub fn with_transport(mut self, transport: TransportChoice) -> Self {
+        self.transport = transport;
+        self
     }
 }
 
 impl ModuleFactory for CpuFactory {
     fn backend(&self) -> &'static str {
         "cpu"
+    }
+    fn transport(&self, _reader: usize, _writer: usize) -> Result<Transport, TransportRefused> {
+        match self.transport {
+            TransportChoice::Auto | TransportChoice::Fixed(Transport::ZeroCopy) => {
+                Ok(Transport::ZeroCopy)
+            }
+            TransportChoice::Fixed(asked) => Err(TransportRefused {
+                asked,
+                why: "the CPU module's slabs share host memory (use zero-copy, or --backend cuda)"
+                    .into(),
+            }),
+        }
     }
     fn placement(&self, device: usize, _slab: &SlabSpec) -> Placement {
         Placement::Cores {
@@ -154,6 +175,11 @@ impl ModuleFactory for CpuFactory {
                 self.threads_per_device,
             )?),
             thelma_core::Precision::F16 => Box::new(CpuModule::<f32, ScaledHalf>::new(
+                &self.params,
+                slab.clone(),
+                self.threads_per_device,
+            )?),
+            thelma_core::Precision::F16c => Box::new(CpuModule::<f32, Half12>::new(
                 &self.params,
                 slab.clone(),
                 self.threads_per_device,
@@ -190,7 +216,7 @@ const _: () = assert!(
 // like a `Vec`'s. Raw pointers to it (`ptr`, as the step's `a_raw` and `b`, and as an interface's
 // `as_ptr`) are used across threads only under the step protocol: within a step lattice A is only
 // read, each row of lattice B and of an interface buffer is written by one task, and an interface's
-// buffers of the other parity are only read (see `HostInterface`).
+// buffers of the other parity are only read (see `HostChannel`).
 unsafe impl<T: Send> Send for AlignedBuf<T> {}
 unsafe impl<T: Sync> Sync for AlignedBuf<T> {}
 
@@ -248,20 +274,26 @@ impl<T> std::ops::DerefMut for AlignedBuf<T> {
     }
 }
 
-/// Plain, zeroed, cache-line aligned host memory for one interface. Modules on several threads write
-/// it through `as_ptr`, following the step protocol: within a step, each buffer of an interface is
-/// written by exactly one module and the buffers of the other parity are only read; the runtime's
+/// Plain, zeroed, cache-line aligned host memory for one channel. Modules on several threads write
+/// it through `address`, following the step protocol: within a step, each buffer of a channel is
+/// written by exactly one module and the buffer of the other parity is only read; the runtime's
 /// barrier (a mutex) orders one step's writes before the next step's reads.
-struct HostInterface(AlignedBuf<u8>);
+struct HostChannel(AlignedBuf<u8>);
 
 // SAFETY: an `AlignedBuf` of `len` bytes, 64-byte aligned, owned by this value and freed only when it
 // drops; modules access it under the step protocol.
-unsafe impl InterfaceMemory for HostInterface {
-    fn as_ptr(&self) -> *mut u8 {
+unsafe impl Channel for HostChannel {
+    fn address(&self) -> *mut u8 {
         self.0.ptr
     }
     fn bytes(&self) -> usize {
         self.0.len
+    }
+    fn transport(&self) -> Transport {
+        Transport::ZeroCopy
+    }
+    fn device(&self) -> Option<usize> {
+        None
     }
 }
 
@@ -303,8 +335,8 @@ pub struct CpuModule<T: Real + Arith<Scalar = T>, S: Stored<Arith = T> = T> {
     force: Option<[T; 3]>,
     a: AlignedBuf<S>,
     b: AlignedBuf<S>,
-    below: Option<Arc<dyn InterfaceMemory>>,
-    above: Option<Arc<dyn InterfaceMemory>>,
+    /// The channels read and written.
+    links: Links,
     pool: rayon::ThreadPool,
     threads: usize,
     /// 512-bit bundles with AVX-512 (when the CPU has it) rather than [`LANES`].
@@ -375,8 +407,7 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> CpuModule<T, S> {
             params: params.clone(),
             a,
             b,
-            below: None,
-            above: None,
+            links: Links::default(),
             pool,
             threads,
             wide: avx512_available(),
@@ -417,21 +448,15 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> CpuModule<T, S> {
         self.slab.interface_values(&D3Q19) + thermal
     }
 
-    /// The thermal slot of buffer `up[parity]` or `down[parity]` of an interface.
-    fn thermal_ptr(
-        &self,
-        m: &Option<Arc<dyn InterfaceMemory>>,
-        up: bool,
-        parity: usize,
-    ) -> Option<SyncPtr<T>> {
+    /// The thermal slot of buffer `parity` of a channel.
+    fn thermal_ptr(&self, m: &Option<Arc<dyn Channel>>, parity: usize) -> Option<SyncPtr<T>> {
         let vals = self.interface_values();
         let plane = self.slab.nx() * self.slab.ny();
         m.as_ref().map(|m| {
-            // SAFETY: the interface holds 4 buffers of `vals` values, each ending with the thermal
+            // SAFETY: the channel holds 2 buffers of `vals` values, each ending with the thermal
             // plane at THERMAL_SLOT · plane (a module with a thermal lattice allocates it so).
             SyncPtr(unsafe {
-                (m.as_ptr() as *mut T)
-                    .add(interface_offset(vals, up, parity) + THERMAL_SLOT * plane)
+                (m.address() as *mut T).add(channel_offset(vals, parity) + THERMAL_SLOT * plane)
             })
         })
     }
@@ -439,39 +464,39 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> CpuModule<T, S> {
     /// The thermal interface pointers of step `t`.
     fn thermal_links(&self, t: u64) -> ThermalLinks<T> {
         let (rin, rout) = (((t + 1) % 2) as usize, (t % 2) as usize);
+        let l = &self.links;
         ThermalLinks {
-            below_in: self.thermal_ptr(&self.below, true, rin),
-            above_in: self.thermal_ptr(&self.above, false, rin),
-            above_out: self.thermal_ptr(&self.above, true, rout),
-            below_out: self.thermal_ptr(&self.below, false, rout),
+            below_in: self.thermal_ptr(&l.from_below, rin),
+            above_in: self.thermal_ptr(&l.from_above, rin),
+            above_out: self.thermal_ptr(&l.to_above, rout),
+            below_out: self.thermal_ptr(&l.to_below, rout),
         }
     }
 
-    /// Writes the crossing populations of the boundary layers of lattice A into the buffers of `parity`.
+    /// Writes the crossing populations of the boundary layers of lattice A into the buffers of
+    /// `parity` of the channels it writes.
     fn publish(&mut self, parity: usize) {
         let (nx, ny, nz) = (self.slab.nx(), self.slab.ny(), self.slab.nz());
         let n = self.n();
         let plane = nx * ny;
-        let vals = self.interface_values();
+        let off = channel_offset(self.interface_values(), parity);
         if let Some(th) = &self.thermal {
-            let up = self.thermal_ptr(&self.above, true, parity);
-            let down = self.thermal_ptr(&self.below, false, parity);
+            let up = self.thermal_ptr(&self.links.to_above, parity);
+            let down = self.thermal_ptr(&self.links.to_below, parity);
             th.publish(&self.slab, up, down);
         }
-        if let Some(above) = &self.above {
-            let out = above.as_ptr() as *mut S;
-            let off = interface_offset(vals, true, parity);
+        if let Some(above) = &self.links.to_above {
+            let out = above.address() as *mut S;
             for (k, &i) in UP.iter().enumerate() {
                 let src = &self.a[i * n + (nz - 1) * plane..i * n + nz * plane];
-                // SAFETY: the interface holds 4 buffers of `vals` values; `off + k·plane + plane ≤ 4·vals`.
+                // SAFETY: the channel holds 2 buffers of `vals` values; `off + k·plane + plane ≤ 2·vals`.
                 unsafe {
                     std::ptr::copy_nonoverlapping(src.as_ptr(), out.add(off + k * plane), plane)
                 }
             }
         }
-        if let Some(below) = &self.below {
-            let out = below.as_ptr() as *mut S;
-            let off = interface_offset(vals, false, parity);
+        if let Some(below) = &self.links.to_below {
+            let out = below.address() as *mut S;
             for (k, &i) in DOWN.iter().enumerate() {
                 let src = &self.a[i * n..i * n + plane];
                 // SAFETY: as above.
@@ -488,10 +513,10 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> CpuModule<T, S> {
         let rin = ((t + 1) % 2) as usize;
         let rout = (t % 2) as usize;
         let vals = self.interface_values();
-        let ptr_at = |m: &Option<Arc<dyn InterfaceMemory>>, up: bool, parity: usize| {
+        let ptr_at = |m: &Option<Arc<dyn Channel>>, parity: usize| {
             m.as_ref().map(|m| {
-                // SAFETY: the offset lies inside the interface allocation (4 buffers of `vals`).
-                SyncPtr(unsafe { (m.as_ptr() as *mut S).add(interface_offset(vals, up, parity)) })
+                // SAFETY: the offset lies inside the channel (2 buffers of `vals`).
+                SyncPtr(unsafe { (m.address() as *mut S).add(channel_offset(vals, parity)) })
             })
         };
         let ctx = StepCtx {
@@ -506,10 +531,10 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> CpuModule<T, S> {
             palette: &self.palette,
             coeff: &self.coeff,
             force: self.force,
-            below_in: ptr_at(&self.below, true, rin),
-            above_in: ptr_at(&self.above, false, rin),
-            above_out: ptr_at(&self.above, true, rout),
-            below_out: ptr_at(&self.below, false, rout),
+            below_in: ptr_at(&self.links.from_below, rin),
+            above_in: ptr_at(&self.links.from_above, rin),
+            above_out: ptr_at(&self.links.to_above, rout),
+            below_out: ptr_at(&self.links.to_below, rout),
             amplitude: self.params.inlets.amplitudes(t).map(T::of),
             z0: self.slab.z.start,
             size: self.slab.domain.size,
@@ -643,13 +668,13 @@ struct StepCtx<'a, T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> {
     palette: &'a [Entry<T>],
     coeff: &'a Coefficients<T>,
     force: Option<[T; 3]>,
-    /// `up[(t+1)%2]` of the interface below: populations arriving from below.
+    /// Buffer `(t+1)%2` of the channel from below: populations arriving from below.
     below_in: Option<SyncPtr<S>>,
-    /// `down[(t+1)%2]` of the interface above: populations arriving from above.
+    /// Buffer `(t+1)%2` of the channel from above: populations arriving from above.
     above_in: Option<SyncPtr<S>>,
-    /// `up[t%2]` of the interface above: this slab's top layer going up.
+    /// Buffer `t%2` of the slab above's channel from below: this slab's top layer going up.
     above_out: Option<SyncPtr<S>>,
-    /// `down[t%2]` of the interface below: this slab's bottom layer going down.
+    /// Buffer `t%2` of the slab below's channel from above: this slab's bottom layer going down.
     below_out: Option<SyncPtr<S>>,
     /// This step's amplitude of each wall-velocity slot (velocity inlets scale their links by it).
     amplitude: [T; WALL_SLOTS],
@@ -1182,31 +1207,32 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> ComputeModule for CpuMod
         )
     }
 
-    fn allocate_interface(&mut self) -> Result<Arc<dyn InterfaceMemory>, ComputeError> {
-        let bytes = 4 * self.interface_values() * std::mem::size_of::<S>();
-        Ok(Arc::new(HostInterface(AlignedBuf::zeroed(
+    fn allocate_channel(&mut self, transport: Transport) -> Result<Arc<dyn Channel>, ComputeError> {
+        if transport != Transport::ZeroCopy {
+            return Err(ComputeError::Invalid(format!(
+                "the CPU module's slabs share host memory, not {transport} memory"
+            )));
+        }
+        let bytes = 2 * self.interface_values() * std::mem::size_of::<S>();
+        Ok(Arc::new(HostChannel(AlignedBuf::zeroed(
             bytes,
             0,
-            "an interface buffer",
+            "a channel",
         )?)))
     }
 
-    fn attach(
-        &mut self,
-        below: Option<Arc<dyn InterfaceMemory>>,
-        above: Option<Arc<dyn InterfaceMemory>>,
-    ) -> Result<(), ComputeError> {
-        let need = 4 * self.interface_values() * std::mem::size_of::<S>();
-        for m in below.iter().chain(above.iter()) {
-            if m.bytes() < need {
-                return Err(ComputeError::Invalid(format!(
-                    "interface of {} bytes, {need} needed",
-                    m.bytes()
-                )));
-            }
+    fn attach(&mut self, links: Links) -> Result<(), ComputeError> {
+        links.check(2 * self.interface_values() * std::mem::size_of::<S>())?;
+        if let Some((c, _)) = links
+            .all()
+            .find(|(c, _)| c.transport() != Transport::ZeroCopy)
+        {
+            return Err(ComputeError::Invalid(format!(
+                "the CPU module cannot reach a channel in {} memory",
+                c.transport()
+            )));
         }
-        self.below = below;
-        self.above = above;
+        self.links = links;
         self.u_prev_valid = false;
         self.publish(1);
         Ok(())
@@ -1468,6 +1494,7 @@ mod tests {
         vectorised_step_equals_the_definition::<f32, f32>();
         vectorised_step_equals_the_definition::<f64, f64>();
         vectorised_step_equals_the_definition::<f32, ScaledHalf>();
+        vectorised_step_equals_the_definition::<f32, Half12>();
     }
 
     fn vectorised_step_equals_the_definition<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>>() {
@@ -1573,20 +1600,28 @@ mod tests {
                                 m
                             })
                             .collect();
-                        // Slab s owns the interface above it; periodic z closes the ring.
-                        let above: Vec<Option<Arc<dyn InterfaceMemory>>> = (0..slabs)
-                            .map(|s| {
-                                specs[s]
-                                    .has_above()
-                                    .then(|| ms[s].allocate_interface().unwrap())
-                            })
+                        // Slab s reads the channels it allocates; periodic z closes the ring.
+                        let n = slabs;
+                        let mut own = |s: usize, side: bool| {
+                            side.then(|| ms[s].allocate_channel(Transport::ZeroCopy).unwrap())
+                        };
+                        let channels: Vec<_> = (0..n)
+                            .map(|s| (own(s, specs[s].has_below()), own(s, specs[s].has_above())))
                             .collect();
-                        for s in 0..slabs {
-                            let below = specs[s]
-                                .has_below()
-                                .then(|| above[(s + slabs - 1) % slabs].clone())
-                                .flatten();
-                            ms[s].attach(below, above[s].clone()).unwrap();
+                        for s in 0..n {
+                            let links = Links {
+                                from_below: channels[s].0.clone(),
+                                from_above: channels[s].1.clone(),
+                                to_above: channels[(s + 1) % n]
+                                    .0
+                                    .clone()
+                                    .filter(|_| specs[s].has_above()),
+                                to_below: channels[(s + n - 1) % n]
+                                    .1
+                                    .clone()
+                                    .filter(|_| specs[s].has_below()),
+                            };
+                            ms[s].attach(links).unwrap();
                         }
                         for (m, spec) in ms.iter_mut().zip(&specs) {
                             let stored: Vec<S> = part(&a, spec).into_iter().map(S::store).collect();

@@ -46,12 +46,17 @@ fn every_kernel_variant_compiles_for_sm_90() {
     if !nvrtc_or_skip() {
         return;
     }
-    for precision in [Precision::F32, Precision::F64, Precision::F16] {
+    for precision in [
+        Precision::F32,
+        Precision::F64,
+        Precision::F16,
+        Precision::F16c,
+    ] {
         for (op, _) in OPERATORS {
             let collision = Collision::parse(op).unwrap();
             for variant in 0..4 {
-                // A temperature lattice is refused with f16 storage (CaseConfig::validate).
-                if precision == Precision::F16 && variant == 3 {
+                // A temperature lattice is refused with 16-bit storage (CaseConfig::validate).
+                if precision.is_16_bit() && variant == 3 {
                     continue;
                 }
                 let mut p = PreludeParams::example(precision, collision);

@@ -1,8 +1,9 @@
 //! The compute-module trait: the one seam between the runtime and whatever updates a slab (the CPU
-//! oracle, the CUDA module, later ones), and the interface memory two neighbouring modules share.
+//! oracle, the CUDA module, later ones); the channels two neighbouring modules share are in
+//! `transport`.
 //!
 //! A module is created on its worker thread and never leaves it (a CUDA context is bound to its
-//! thread), so the trait does not require `Send`. Interface memory is the only thing shared across
+//! thread), so the trait does not require `Send`. Channels are the only thing shared across
 //! threads; its access discipline is the step protocol of DESIGN §3, enforced by the runtime's barrier.
 
 use std::sync::Arc;
@@ -11,6 +12,7 @@ use crate::config::Precision;
 use crate::domain::SlabSpec;
 
 use crate::physics::Stencil;
+use crate::transport::{Channel, Links, Transport, TransportRefused};
 
 /// The macroscopic fields of one slab (or of the whole domain once gathered), `[z][y][x]`, x fastest.
 ///
@@ -217,34 +219,6 @@ pub enum ComputeError {
     Geometry(String),
 }
 
-/// Host memory that holds the four buffers of one interface (between slab s below and s + 1 above):
-/// `up[0]`, `up[1]`, `down[0]`, `down[1]`, each [`SlabSpec::interface_values`] values of the run's
-/// precision, laid out `[buffer][crossing population][y][x]`.
-///
-/// The lower slab's module allocates it (plain memory for the CPU module, page-locked device-mapped
-/// memory for CUDA) and both modules of the interface keep a handle.
-///
-/// # Safety
-/// Modules read and write `bytes()` bytes from `as_ptr()` on several threads, in the kernels too, so
-/// an implementation must guarantee that `as_ptr()` points to an allocation of at least `bytes()`
-/// bytes, aligned to 8 bytes, that stays valid and does not move for as long as the value lives, that
-/// nothing else reads or writes it except under the step protocol (DESIGN §3), and that both
-/// methods return the same values for the value's whole life. The trait is `unsafe` because safe
-/// code could otherwise hand a module a dangling or short buffer.
-pub unsafe trait InterfaceMemory: Send + Sync {
-    /// Base address: a host pointer, and under unified addressing also the address the kernels use.
-    fn as_ptr(&self) -> *mut u8;
-    /// Size in bytes.
-    fn bytes(&self) -> usize;
-}
-
-/// Offset (in values) of buffer `up[parity]` or `down[parity]` inside an interface.
-#[inline]
-pub fn interface_offset(values_per_buffer: usize, upward: bool, parity: usize) -> usize {
-    let buffer = if upward { parity } else { 2 + parity };
-    buffer * values_per_buffer
-}
-
 /// Bytes that cross one interface per step (both directions) for a lattice on `stencil`.
 pub fn interface_bytes_per_step(slab: &SlabSpec, stencil: &Stencil, precision: Precision) -> usize {
     2 * slab.interface_values(stencil) * precision.bytes()
@@ -253,27 +227,25 @@ pub fn interface_bytes_per_step(slab: &SlabSpec, stencil: &Stencil, precision: P
 /// A collide-and-stream engine for one slab.
 ///
 /// Lifecycle, driven by the runtime on the module's own thread: create (by a [`ModuleFactory`]) →
-/// [`allocate_interface`](Self::allocate_interface) for the interface above, if any → [`attach`](Self::attach)
+/// [`allocate_channel`](Self::allocate_channel) for each neighbour it reads from → [`attach`](Self::attach)
 /// → any number of [`step`](Self::step) / [`synchronize`](Self::synchronize) / reads → drop.
 pub trait ComputeModule {
     /// One line naming the device (`cpu (8 threads)`, `cuda:0 NVIDIA H200`).
     fn describe(&self) -> String;
 
-    /// Allocates memory for the interface above this slab, sized for the crossing populations of
-    /// the lattices the module exchanges.
-    fn allocate_interface(&mut self) -> Result<Arc<dyn InterfaceMemory>, ComputeError>;
+    /// Allocates a channel this slab reads from (populations from one neighbour), in `transport`
+    /// (which the module's factory chose), sized for the crossing populations of the lattices the
+    /// module exchanges.
+    fn allocate_channel(&mut self, transport: Transport) -> Result<Arc<dyn Channel>, ComputeError>;
 
-    /// Connects the interfaces below and above (the same memory twice for a periodic single slab) and
-    /// publishes this slab's boundary layers of the current state into the buffers of parity 1, which
-    /// step 0 reads.
-    fn attach(
-        &mut self,
-        below: Option<Arc<dyn InterfaceMemory>>,
-        above: Option<Arc<dyn InterfaceMemory>>,
-    ) -> Result<(), ComputeError>;
+    /// Connects the channels it reads and writes (a periodic single slab writes its own) and
+    /// publishes this slab's boundary layers of the current state into the buffers of parity 1 of
+    /// the channels it writes, which step 0 reads.
+    fn attach(&mut self, links: Links) -> Result<(), ComputeError>;
 
-    /// Enqueues step `t`: reads the lattice and the interface buffers of parity `(t + 1) % 2`, writes
-    /// the other lattice and the buffers of parity `t % 2`. May return before the step is done.
+    /// Enqueues step `t`: reads the lattice and the buffers of parity `(t + 1) % 2` of the channels
+    /// it reads, writes the other lattice and the buffers of parity `t % 2` of the channels it
+    /// writes. May return before the step is done.
     fn step(&mut self, t: u64) -> Result<(), ComputeError>;
 
     /// Waits until every enqueued step has finished and its interface stores are visible.
@@ -335,6 +307,12 @@ pub trait ModuleFactory: Send + Sync {
     fn device_memory(&self, _device: usize) -> Option<MemoryInfo> {
         None
     }
+    /// The transport of the channel through which `reader` receives from `writer` (devices of this
+    /// backend, possibly the same), under the run's choice; a choice the pair cannot take is
+    /// refused. Host backends share plain host memory ([`Transport::ZeroCopy`]).
+    fn transport(&self, _reader: usize, _writer: usize) -> Result<Transport, TransportRefused> {
+        Ok(Transport::ZeroCopy)
+    }
 }
 
 /// Free and total memory of a device, in bytes.
@@ -346,8 +324,8 @@ pub struct MemoryInfo {
 
 /// Bytes a slab of a lattice on `stencil` needs on its device: two lattices of Q populations, one
 /// flag byte per node, the previous velocity of the convergence measure (3 values per node in the
-/// arithmetic's precision, made at the first measure) and the interface buffers it allocates (4
-/// buffers of the crossing planes above it).
+/// arithmetic's precision, made at the first measure) and the channels it reads (two, each of 2
+/// buffers of the crossing planes).
 pub fn slab_bytes(slab: &SlabSpec, stencil: &Stencil, precision: Precision) -> u64 {
     let nodes = slab.nodes() as u64;
     let b = precision.bytes() as u64;
@@ -359,7 +337,7 @@ pub fn slab_bytes(slab: &SlabSpec, stencil: &Stencil, precision: Precision) -> u
 /// Bytes a slab's temperature lattice adds to [`slab_bytes`] (D3Q7 beside the flow): two lattices
 /// of 7 populations, the per-node force and advecting velocity the CPU module keeps between its
 /// passes (3 + 3 values; the CUDA module's fused step needs none, so this bounds both), and the
-/// thermal plane of the 4 interface buffers.
+/// thermal plane of the 4 channel buffers.
 pub fn thermal_slab_bytes(slab: &SlabSpec, precision: Precision) -> u64 {
     let nodes = slab.nodes() as u64;
     let b = precision.bytes() as u64;

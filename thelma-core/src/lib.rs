@@ -14,12 +14,12 @@ mod numfmt;
 pub mod physics;
 mod real;
 mod runtime;
+mod transport;
 
 pub use affinity::{bind_current_thread, core_count, pci_locality, AffinityError, Binding};
 pub use compute::{
-    interface_bytes_per_step, interface_offset, slab_bytes, thermal_slab_bytes, ChangeSums,
-    ComputeError, ComputeModule, Fields, Health, InterfaceMemory, MeanSums, MemoryInfo,
-    ModuleFactory, Placement,
+    interface_bytes_per_step, slab_bytes, thermal_slab_bytes, ChangeSums, ComputeError,
+    ComputeModule, Fields, Health, MeanSums, MemoryInfo, ModuleFactory, Placement,
 };
 pub use config::{
     Axis, BackendName, BodyConfig, BoundaryConfig, BoundaryKind, CaseConfig, CaseFileError,
@@ -31,7 +31,11 @@ pub use config::{
 };
 pub use domain::{partition, Domain, PartitionError, SlabSpec};
 pub use numfmt::{num, num_exact, num_sig, Num};
-pub use real::{Precision, Real, ScaledHalf, Stored};
+pub use real::{Half12, Precision, Real, ScaledHalf, Stored};
 pub use runtime::{
     Aborted, Averaging, DeviceInfo, RunStats, Runtime, RuntimeError, StepBarrier, WorkerTimes,
+};
+pub use transport::{
+    channel_offset, gpu_transport, plan as plan_transports, Channel, DevicePair, Links,
+    SlabTransports, Transport, TransportChoice, TransportRefused, UnknownTransport,
 };

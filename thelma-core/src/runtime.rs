@@ -17,10 +17,12 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::affinity::{bind_current_thread, AffinityError, Binding};
 use crate::compute::{
-    ChangeSums, ComputeError, ComputeModule, Fields, Health, InterfaceMemory, MeanSums,
-    ModuleFactory,
+    ChangeSums, ComputeError, ComputeModule, Fields, Health, MeanSums, ModuleFactory,
 };
 use crate::domain::{Domain, PartitionError, SlabSpec};
+use crate::transport::{
+    plan as plan_transports, Channel, Links, SlabTransports, Transport, TransportRefused,
+};
 
 /// A barrier for a fixed number of parties that can be aborted (waking every waiter with an error)
 /// and that carries one stop decision per generation, taken by the last party to arrive, so that all
@@ -93,6 +95,9 @@ impl StepBarrier {
 pub enum RuntimeError {
     #[error(transparent)]
     Partition(#[from] PartitionError),
+    /// The transport asked for cannot join two of the run's devices (bad input).
+    #[error(transparent)]
+    Transport(TransportRefused),
     // The module's error is part of this message rather than a `source`, so that error chains
     // printed with `{:#}` do not repeat it.
     #[error("device {device} ({backend}, slab {slab}): {error}")]
@@ -122,10 +127,12 @@ pub enum RuntimeError {
 }
 
 enum Command {
-    Attach {
-        below: Option<Arc<dyn InterfaceMemory>>,
-        above: Option<Arc<dyn InterfaceMemory>>,
+    /// Allocate the channels the slab reads from below and from above, in these transports.
+    Allocate {
+        below: Option<Transport>,
+        above: Option<Transport>,
     },
+    Attach(Links),
     Run {
         t0: u64,
         steps: u64,
@@ -150,7 +157,10 @@ enum Reply {
     Created {
         describe: String,
         binding: Result<Binding, AffinityError>,
-        above: Option<Arc<dyn InterfaceMemory>>,
+    },
+    Channels {
+        below: Option<Arc<dyn Channel>>,
+        above: Option<Arc<dyn Channel>>,
     },
     Attached,
     Ran(WorkerTimes),
@@ -189,6 +199,8 @@ pub struct DeviceInfo {
     pub describe: String,
     /// The thread binding, or why there is none.
     pub binding: Result<Binding, AffinityError>,
+    /// The transports of the channels the slab reads from below and from above.
+    pub transports: SlabTransports,
 }
 
 /// Which states the time average samples: those at steps `from`, `from + every`, … (the state at
@@ -249,6 +261,9 @@ impl Runtime {
         stop: Arc<AtomicBool>,
     ) -> Result<Runtime, RuntimeError> {
         let slabs = SlabSpec::split(domain, devices.len())?;
+        // Every channel's transport, refused before any worker starts or allocates.
+        let transports = plan_transports(&slabs, devices, |r, w| factory.transport(r, w))
+            .map_err(RuntimeError::Transport)?;
         let n = slabs.len();
         let barrier = Arc::new(StepBarrier::new(n));
         let (reply_tx, replies) = unbounded();
@@ -298,39 +313,54 @@ impl Runtime {
             averaging: None,
         };
 
-        // Creation: each worker reports its module and the interface above it.
+        // Creation: each worker reports its module.
         let created = rt.collect(|_, r| match r {
-            Reply::Created {
-                describe,
-                binding,
-                above,
-            } => Ok((describe, binding, above)),
+            Reply::Created { describe, binding } => Ok((describe, binding)),
             other => Err(other),
         })?;
-        let mut aboves = Vec::with_capacity(n);
-        for (s, (describe, binding, above)) in created.into_iter().enumerate() {
+        for (s, (describe, binding)) in created.into_iter().enumerate() {
             rt.devices.push(DeviceInfo {
                 device: devices[s],
                 slab: slabs[s].clone(),
                 describe,
                 binding,
+                transports: transports[s],
             });
-            aboves.push(above);
         }
-        // Connection: the interface below slab s is the one above slab s − 1 (ring when periodic).
+        // Channels: each slab allocates the ones it reads, in the planned transports.
+        for (s, [below, above]) in transports.iter().enumerate() {
+            rt.send(
+                s,
+                Command::Allocate {
+                    below: *below,
+                    above: *above,
+                },
+            )?;
+        }
+        let channels = rt.collect(|_, r| match r {
+            Reply::Channels { below, above } => Ok((below, above)),
+            other => Err(other),
+        })?;
+        // Connection: slab s writes up into what slab s + 1 reads from below, and down into what
+        // slab s − 1 reads from above (around the ring when z is periodic).
         for (s, slab) in slabs.iter().enumerate() {
-            let below = if slab.has_below() {
-                aboves[(s + n - 1) % n].clone()
-            } else {
-                None
+            let links = Links {
+                from_below: channels[s].0.clone(),
+                from_above: channels[s].1.clone(),
+                to_above: if slab.has_above() {
+                    channels[(s + 1) % n].0.clone()
+                } else {
+                    None
+                },
+                to_below: if slab.has_below() {
+                    channels[(s + n - 1) % n].1.clone()
+                } else {
+                    None
+                },
             };
-            let cmd = Command::Attach {
-                below,
-                above: aboves[s].clone(),
-            };
-            rt.send(s, cmd)?;
+            rt.send(s, Command::Attach(links))?;
         }
-        drop(aboves);
+        drop(channels);
         rt.collect(|_, r| match r {
             Reply::Attached => Ok(()),
             other => Err(other),
@@ -679,21 +709,12 @@ fn worker_main(
         let _ = replies.send((s, r));
     };
     let binding = bind_current_thread(&factory.placement(device, &slab));
-    let created = catch_unwind(AssertUnwindSafe(|| -> Result<_, ComputeError> {
-        let mut module = factory.create(device, &slab)?;
-        let above = if slab.has_above() {
-            Some(module.allocate_interface()?)
-        } else {
-            None
-        };
-        Ok((module, above))
-    }));
+    let created = catch_unwind(AssertUnwindSafe(|| factory.create(device, &slab)));
     let mut module: Box<dyn ComputeModule> = match created {
-        Ok(Ok((module, above))) => {
+        Ok(Ok(module)) => {
             reply(Reply::Created {
                 describe: module.describe(),
                 binding,
-                above,
             });
             module
         }
@@ -732,7 +753,12 @@ fn serve(
     stop: &AtomicBool,
 ) -> Reply {
     let r = match cmd {
-        Command::Attach { below, above } => module.attach(below, above).map(|_| Reply::Attached),
+        Command::Allocate { below, above } => (|| {
+            let below = below.map(|t| module.allocate_channel(t)).transpose()?;
+            let above = above.map(|t| module.allocate_channel(t)).transpose()?;
+            Ok(Reply::Channels { below, above })
+        })(),
+        Command::Attach(links) => module.attach(links).map(|_| Reply::Attached),
         Command::Run {
             t0,
             steps,

@@ -29,6 +29,9 @@ pub struct DeviceSummary {
     pub mlups: f64,
     /// Bytes crossing this device's interfaces per step (both directions, both faces).
     pub exchange_bytes_per_step: usize,
+    /// The transports of the channels this slab reads from below and from above (`null` where it
+    /// has no neighbour): `zero-copy`, `device` or `peer`.
+    pub transports: [Option<String>; 2],
 }
 
 /// Why a run stopped.
@@ -529,6 +532,7 @@ mod tests {
                 step_ms: 3.9,
                 mlups: 28.0,
                 exchange_bytes_per_step: 0,
+                transports: [None, None],
             }],
             mass: [1.0, 1.0],
             open: false,

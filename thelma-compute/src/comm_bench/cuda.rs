@@ -9,8 +9,10 @@ use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{result, sys, CudaContext, CudaFunction, CudaStream, DriverError};
 use cudarc::nvrtc;
-use thelma_core::Placement;
 use thelma_core::StepBarrier;
+use thelma_core::{Channel, ComputeError, Placement};
+
+use crate::cuda::{can_access_peer, channel};
 
 use super::graph::{links, sides, Side};
 use super::protocol::{buffer_offset, read_parity, write_parity, Shape};
@@ -266,48 +268,6 @@ impl CudaEndpoint {
         Ok(p)
     }
 
-    /// The device address of mapped host memory at host address `host` in this context.
-    fn mapped(&self, host: usize) -> Result<u64, CommError> {
-        let mut d: sys::CUdeviceptr = 0;
-        // SAFETY: `host` is inside a `PinnedLinks` allocation made with DEVICEMAP | PORTABLE, alive
-        // for the whole run; the context is current on this thread.
-        unsafe { sys::cuMemHostGetDevicePointer_v2(&mut d, host as *mut c_void, 0) }
-            .result()
-            .map_err(driver(self.device, "cannot map page-locked host memory"))?;
-        Ok(d)
-    }
-
-    /// Lets this context store into `peer`'s memory; an already enabled pair is fine.
-    fn enable_peer(&self, peer: usize) -> Result<(), CommError> {
-        if peer == self.device {
-            return Ok(());
-        }
-        let other = CudaContext::new(peer).map_err(driver(peer, "cannot open the device"))?;
-        let mut can = 0i32;
-        // SAFETY: both device handles come from live contexts; `can` is a valid out-pointer.
-        unsafe { sys::cuDeviceCanAccessPeer(&mut can, self.ctx.cu_device(), other.cu_device()) }
-            .result()
-            .map_err(driver(self.device, "cuDeviceCanAccessPeer"))?;
-        if can == 0 {
-            return Err(CommError::Unsupported {
-                transport: Transport::Peer,
-                reason: format!("device {} cannot access device {peer}", self.device),
-            });
-        }
-        self.ctx
-            .bind_to_thread()
-            .map_err(driver(self.device, "bind"))?;
-        // SAFETY: this device's context is current and `other` keeps the peer's primary context
-        // alive for the call; peer access stays enabled for the primary context's lifetime.
-        let r = unsafe { sys::cuCtxEnablePeerAccess(other.cu_ctx(), 0) };
-        match r {
-            sys::CUresult::CUDA_SUCCESS | sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED => {
-                Ok(())
-            }
-            e => Err(driver(self.device, "cuCtxEnablePeerAccess")(DriverError(e))),
-        }
-    }
-
     fn launch(
         &self,
         t: u32,
@@ -461,8 +421,24 @@ impl Drop for CudaEndpoint {
     }
 }
 
-/// Peer transport: the reader owns each stream's two buffers; writers look them up here.
-type PeerTable = Mutex<Vec<[u64; 2]>>;
+/// The solver's transports: each stream's channel, allocated by its reader; writers look it up here.
+type ChannelTable = Mutex<Vec<Option<Arc<dyn Channel>>>>;
+
+/// The solver's transport behind a benchmark transport (the copy engine is the benchmark's own).
+fn solver_transport(t: Transport) -> Option<thelma_core::Transport> {
+    match t {
+        Transport::ZeroCopy => Some(thelma_core::Transport::ZeroCopy),
+        Transport::Peer => Some(thelma_core::Transport::Peer),
+        Transport::CopyEngine => None,
+    }
+}
+
+fn compute(device: usize) -> impl Fn(ComputeError) -> CommError {
+    move |e| CommError::Device {
+        device,
+        message: e.to_string(),
+    }
+}
 
 /// Sets up and runs one device's endpoint.
 fn worker(
@@ -470,7 +446,7 @@ fn worker(
     pos: usize,
     barrier: &StepBarrier,
     pinned: &[usize],
-    table: &PeerTable,
+    table: &ChannelTable,
 ) -> Result<WorkerReport, CommError> {
     let device = cfg.devices[pos];
     let ls = links(cfg.devices.len(), cfg.topology);
@@ -484,7 +460,7 @@ fn worker(
     let mut ep = CudaEndpoint::open(device, shape, cfg.transport)?;
     ep.describe = format!("{}, {binding}", ep.describe);
     ep.counters = ep.alloc(8 * my_sides.len().max(1))?;
-    let at = |link: usize, upward: bool, parity: usize| {
+    let host_at = |link: usize, upward: bool, parity: usize| {
         pinned[link] + 4 * buffer_offset(&shape, upward, parity)
     };
     let never = std::sync::atomic::AtomicBool::new(false);
@@ -494,57 +470,61 @@ fn worker(
             .map(|_| ())
             .map_err(|_| CommError::Aborted)
     };
-    match cfg.transport {
-        Transport::ZeroCopy => {
+    match solver_transport(cfg.transport) {
+        Some(transport) => {
+            // Exactly the solver's channels: each reader allocates its inbound stream's two
+            // buffers in the transport's memory, and writers store into them.
             for s in &my_sides {
-                // Map the allocation's base and offset from it: the driver documents the mapping
-                // for the pointer `cuMemHostAlloc` returned.
-                let base = ep.mapped(pinned[s.link])?;
-                let dev = |upward: bool, parity: usize| {
-                    base + 4 * buffer_offset(&shape, upward, parity) as u64
-                };
-                let mut p = SidePtrs::empty(*s);
-                for parity in 0..2 {
-                    p.out[parity] = dev(s.writes_up, parity);
-                    p.inp[parity] = dev(!s.writes_up, parity);
+                if transport == thelma_core::Transport::Peer {
+                    let l = ls[s.link];
+                    let peer = cfg.devices[if s.writes_up { l.upper } else { l.lower }];
+                    // The writer (`peer`) stores into this reader's memory; one device is its own.
+                    if peer != device && !can_access_peer(peer, device).map_err(compute(device))? {
+                        return Err(CommError::Unsupported {
+                            transport: cfg.transport,
+                            reason: format!("device {device} cannot access device {peer}"),
+                        });
+                    }
                 }
-                ep.sides.push(p);
+                let c = channel::allocate(&ep.ctx, device, transport, 2 * bytes)
+                    .map_err(compute(device))?;
+                table.lock().map_err(|_| CommError::Aborted)?[s.stream_in() as usize] = Some(c);
             }
             pass()?;
+            for s in &my_sides {
+                let (inp, out) = {
+                    let t = table.lock().map_err(|_| CommError::Aborted)?;
+                    (
+                        t[s.stream_in() as usize].clone(),
+                        t[s.stream_out() as usize].clone(),
+                    )
+                };
+                let (Some(inp), Some(out)) = (inp, out) else {
+                    return Err(CommError::Aborted);
+                };
+                let at = |c: &Arc<dyn Channel>| {
+                    channel::address(&ep.ctx, device, c.as_ref()).map_err(compute(device))
+                };
+                let (inp, out) = (at(&inp)?, at(&out)?);
+                let mut p = SidePtrs::empty(*s);
+                p.out = [out, out + bytes as u64];
+                p.inp = [inp, inp + bytes as u64];
+                ep.sides.push(p);
+            }
         }
-        Transport::CopyEngine => {
+        None => {
             for s in &my_sides {
                 let mut p = SidePtrs::empty(*s);
                 let (out, inp) = (ep.alloc(bytes)?, ep.alloc(bytes)?);
                 p.out = [out; 2];
                 p.inp = [inp; 2];
                 for parity in 0..2 {
-                    p.host_out[parity] = at(s.link, s.writes_up, parity);
-                    p.host_in[parity] = at(s.link, !s.writes_up, parity);
+                    p.host_out[parity] = host_at(s.link, s.writes_up, parity);
+                    p.host_in[parity] = host_at(s.link, !s.writes_up, parity);
                 }
                 ep.sides.push(p);
             }
             pass()?;
-        }
-        Transport::Peer => {
-            // Stores travel to the reader's memory: remote writes are posted, remote reads are not.
-            let mut mine = Vec::new();
-            for s in &my_sides {
-                let bufs = [ep.alloc(bytes)?, ep.alloc(bytes)?];
-                table.lock().map_err(|_| CommError::Aborted)?[s.stream_in() as usize] = bufs;
-                mine.push(bufs);
-            }
-            pass()?;
-            for (s, inp) in my_sides.iter().zip(mine) {
-                let l = ls[s.link];
-                let peer = cfg.devices[if s.writes_up { l.upper } else { l.lower }];
-                ep.enable_peer(peer)?;
-                let out = table.lock().map_err(|_| CommError::Aborted)?[s.stream_out() as usize];
-                let mut p = SidePtrs::empty(*s);
-                p.out = out;
-                p.inp = inp;
-                ep.sides.push(p);
-            }
         }
     }
     super::drive(&mut ep, barrier, cfg)
@@ -573,18 +553,18 @@ pub(super) fn run(cfg: &BenchConfig) -> Result<Vec<WorkerReport>, CommError> {
     }
     let ls = links(cfg.devices.len(), cfg.topology);
     let pinned = match cfg.transport {
-        Transport::Peer => None,
-        _ => Some(PinnedLinks::new(
+        Transport::CopyEngine => Some(PinnedLinks::new(
             cfg.devices[0],
             ls.len(),
             4 * cfg.shape.bytes(),
         )?),
+        _ => None,
     };
     let addresses = pinned
         .as_ref()
         .map(PinnedLinks::addresses)
         .unwrap_or_default();
-    let table: PeerTable = Mutex::new(vec![[0; 2]; 2 * ls.len()]);
+    let table: ChannelTable = Mutex::new(vec![None; 2 * ls.len()]);
     let reports = run_workers(cfg, |pos, barrier| {
         worker(cfg, pos, barrier, &addresses, &table)
     });

@@ -1,15 +1,15 @@
 //! The buffer protocol of the benchmark, shared by its CPU and CUDA modes: the words each side
 //! stores, where they go, and which parity is written and read at each iteration.
 //!
-//! Every link owns four buffers of `k · L · L` words laid out as the solver's interface memory
-//! (`up[0], up[1], down[0], down[1]`, [`interface_offset`]). Iteration `t` (from 1) writes the
+//! Every link has four buffers of `k · L · L` words: two per direction, as each of the solver's
+//! channels holds (`thelma_core::Channel`). The CPU mode and the copy engine's host staging lay a
+//! link's four out together (`up[0], up[1], down[0], down[1]`, [`buffer_offset`]); the solver's
+//! transports keep each direction in its reader's channel. Iteration `t` (from 1) writes the
 //! buffers of parity `t % 2` and reads those of parity `(t + 1) % 2`, which the neighbour wrote at
 //! `t − 1`; a barrier separates iterations, so a buffer is never written while it is read. Setup
 //! publishes iteration 0 into parity 0.
 
 use std::sync::atomic::{AtomicU32, Ordering};
-
-use thelma_core::interface_offset;
 
 use super::graph::Side;
 
@@ -69,7 +69,8 @@ impl Shape {
 /// Offset (in words) of buffer `up[parity]` or `down[parity]` inside a link's memory.
 #[inline]
 pub fn buffer_offset(shape: &Shape, upward: bool, parity: usize) -> usize {
-    interface_offset(shape.words(), upward, parity)
+    let buffer = if upward { parity } else { 2 + parity };
+    buffer * shape.words()
 }
 
 /// A link's four buffers in ordinary host memory, for the CPU mode. Relaxed atomics make the shared

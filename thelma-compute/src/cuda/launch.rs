@@ -438,7 +438,7 @@ pub unsafe fn collide_thermal(
 ///
 /// # Safety
 /// `f` is an export kernel of the lattice's precision; `a` is a device lattice of its populations
-/// (19 or 7 per node of nx·ny·nz) and each non-null output an interface buffer in mapped memory with
+/// (19 or 7 per node of nx·ny·nz) and each non-null output a channel buffer this context reaches with
 /// the planes the kernel writes (5·nx·ny values, 6·nx·ny for the thermal export), all allocated
 /// until the stream has finished the launch.
 pub unsafe fn export_faces(

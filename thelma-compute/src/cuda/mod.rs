@@ -1,7 +1,8 @@
 //! The CUDA compute module (cudarc, NVRTC): kernels from `kernels/` compiled at run time for the GPU
-//! found, a fused pull collide-and-propagate step, and the zero-copy interface exchange of TheLMA.
+//! found, a fused pull collide-and-propagate step, and the exchange through channels in mapped
+//! host, device or peer memory.
 //!
-//! `shape` holds the launch shape, `prelude` prints the kernels' constants and collision from
+//! `shape` holds the launch shape, `channel` the transports, `prelude` prints the kernels' constants and collision from
 //! thelma-core, `cache` keeps compiled images on disk, `launch` holds the kernel registry, the
 //! compilation and every unsafe launch, `module` the `ComputeModule` and `ModuleFactory`, `device`
 //! the driver probes, `bench` the bandwidth probe (each file uses only those before it). Device
@@ -9,6 +10,7 @@
 
 pub mod bench;
 mod cache;
+pub mod channel;
 mod device;
 pub mod launch;
 mod module;

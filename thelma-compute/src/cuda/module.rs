@@ -1,6 +1,6 @@
 //! The CUDA compute module: one slab on one GPU, stepped by the fused pull collide-and-propagate
-//! kernel, exchanging its boundary layers through page-locked, device-mapped interface buffers that
-//! the kernel stores to and loads from directly (TheLMA's zero-copy exchange: no copy between steps).
+//! kernel, exchanging its boundary layers through channels (mapped host, device or peer memory,
+//! `super::channel`) that the kernel stores to and loads from directly: no copy between steps.
 //!
 //! Semantics are those of the CPU oracle (`crate::cpu`): same layout, same step protocol and parities,
 //! same bounce-back and moving-wall terms, solid nodes keep their populations.
@@ -8,8 +8,8 @@
 use std::sync::Arc;
 
 use cudarc::driver::{
-    result, sys, CudaContext, CudaFunction, CudaModule as CuModule, CudaSlice, CudaStream,
-    DevicePtr, DeviceRepr, ValidAsZeroBits,
+    result, CudaContext, CudaFunction, CudaModule as CuModule, CudaSlice, CudaStream, DevicePtr,
+    DeviceRepr, ValidAsZeroBits,
 };
 use thelma_core::physics::d3q19::Q;
 use thelma_core::physics::{
@@ -18,11 +18,13 @@ use thelma_core::physics::{
 };
 use thelma_core::SlabSpec;
 use thelma_core::{
-    interface_offset, ChangeSums, ComputeError, ComputeModule, Fields, Health, InletSchedule,
-    InterfaceMemory, MeanSums, MemoryInfo, ModuleFactory, Placement, WALL_SLOTS,
+    channel_offset, gpu_transport, ChangeSums, Channel, ComputeError, ComputeModule, DevicePair,
+    Fields, Health, InletSchedule, Links, MeanSums, MemoryInfo, ModuleFactory, Placement,
+    Transport, TransportChoice, TransportRefused, WALL_SLOTS,
 };
-use thelma_core::{Precision, Real, ScaledHalf, Stored};
+use thelma_core::{Half12, Precision, Real, ScaledHalf, Stored};
 
+use super::channel;
 use super::device;
 use super::launch::{self, InletArgs, Kernel, StepArgs, CHANGE_BLOCKS, HEALTH_BLOCKS};
 use super::prelude::{PreludeParams, OPEN_BIT, SOLID_BIT};
@@ -48,6 +50,10 @@ impl DeviceStored for ScaledHalf {
     type Bits = u16;
 }
 
+impl DeviceStored for Half12 {
+    type Bits = u16;
+}
+
 fn dev_err(what: &str) -> impl FnOnce(cudarc::driver::DriverError) -> ComputeError + '_ {
     move |e| ComputeError::Device(format!("{what}: {e}"))
 }
@@ -60,6 +66,7 @@ pub struct CudaFactory {
     /// a primary context whose last holder lets go is destroyed, and each worker would then make
     /// its device's again.
     contexts: parking_lot::Mutex<Vec<Arc<CudaContext>>>,
+    transport: TransportChoice,
 }
 
 impl CudaFactory {
@@ -70,7 +77,15 @@ impl CudaFactory {
             params,
             shape: LaunchShape::default(),
             contexts: parking_lot::Mutex::new(Vec::new()),
+            transport: TransportChoice::Auto,
         })
+    }
+
+    /// Uses `transport` for the channels (`auto`: device memory between slabs of one GPU, peer
+    /// memory between GPUs with peer access, zero-copy otherwise).
+    pub fn with_transport(mut self, transport: TransportChoice) -> Self {
+        self.transport = transport;
+        self
     }
 
     /// Uses `shape` for the collision kernel (for tuning).
@@ -83,6 +98,17 @@ impl CudaFactory {
 impl ModuleFactory for CudaFactory {
     fn backend(&self) -> &'static str {
         "cuda"
+    }
+    fn transport(&self, reader: usize, writer: usize) -> Result<Transport, TransportRefused> {
+        let same = reader == writer;
+        // A pair the driver cannot answer for gets no peer memory (zero-copy under auto).
+        let peer_access = !same && device::can_access_peer(writer, reader).unwrap_or(false);
+        gpu_transport(
+            self.transport,
+            reader,
+            writer,
+            DevicePair { same, peer_access },
+        )
     }
     fn placement(&self, device: usize, _slab: &SlabSpec) -> Placement {
         match device::pci_bus_id(device) {
@@ -114,6 +140,12 @@ impl ModuleFactory for CudaFactory {
                 device,
                 slab.clone(),
             )?),
+            Precision::F16c => Box::new(CudaModule::<f32, Half12>::new(
+                &self.params,
+                self.shape,
+                device,
+                slab.clone(),
+            )?),
         })
     }
     fn device_memory(&self, device: usize) -> Option<MemoryInfo> {
@@ -128,82 +160,13 @@ impl ModuleFactory for CudaFactory {
     }
 }
 
-/// Page-locked host memory mapped into every context (PORTABLE | DEVICEMAP): one interface's four
-/// buffers, stored to and loaded from by the kernels of both neighbouring slabs.
-pub struct MappedInterface {
-    ptr: *mut u8,
-    bytes: usize,
-    ctx: Arc<CudaContext>,
-}
-
-// SAFETY: the memory is a page-locked allocation owned by this value and valid in every context
-// (PORTABLE). Concurrent access follows the step protocol: within a step each buffer is written by
-// exactly one kernel and the other parity is only read; the barrier orders steps. The context handle
-// is only used to bind a context for the free.
-unsafe impl Send for MappedInterface {}
-unsafe impl Sync for MappedInterface {}
-
-impl MappedInterface {
-    fn new(ctx: &Arc<CudaContext>, bytes: usize) -> Result<Self, ComputeError> {
-        ctx.bind_to_thread().map_err(dev_err("bind context"))?;
-        // SAFETY: a plain allocation request; the pointer is checked and zeroed before use.
-        let ptr = unsafe {
-            result::malloc_host(
-                bytes.max(1),
-                sys::CU_MEMHOSTALLOC_DEVICEMAP | sys::CU_MEMHOSTALLOC_PORTABLE,
-            )
-        }
-        .map_err(|e| ComputeError::OutOfMemory(format!("mapped interface of {bytes} bytes: {e}")))?
-            as *mut u8;
-        // SAFETY: `ptr` points at `bytes` writable bytes.
-        unsafe { std::ptr::write_bytes(ptr, 0, bytes) };
-        Ok(Self {
-            ptr,
-            bytes,
-            ctx: ctx.clone(),
-        })
-    }
-}
-
-impl Drop for MappedInterface {
-    fn drop(&mut self) {
-        // Freeing page-locked memory needs a current context; any context of the process will do.
-        let _ = self.ctx.bind_to_thread();
-        // SAFETY: allocated by cuMemHostAlloc in `new`; every module using it has synchronised its
-        // stream before releasing its handle.
-        let _ = unsafe { result::free_host(self.ptr as *mut std::ffi::c_void) };
-    }
-}
-
-// SAFETY: `ptr` is a page-locked allocation of `bytes` bytes made by cuMemHostAlloc in `new` (page
-// aligned), owned by this value and freed only when it drops; modules access it under the step protocol.
-unsafe impl InterfaceMemory for MappedInterface {
-    fn as_ptr(&self) -> *mut u8 {
-        self.ptr
-    }
-    fn bytes(&self) -> usize {
-        self.bytes
-    }
-}
-
-/// The device address of mapped host memory in the current context.
-fn device_address(ctx: &Arc<CudaContext>, m: &dyn InterfaceMemory) -> Result<u64, ComputeError> {
-    ctx.bind_to_thread().map_err(dev_err("bind context"))?;
-    let mut d: sys::CUdeviceptr = 0;
-    // SAFETY: `d` is a valid out pointer; the driver rejects memory that is not mapped page-locked.
-    let r = unsafe { sys::cuMemHostGetDevicePointer_v2(&mut d, m.as_ptr() as *mut _, 0) };
-    if r != sys::cudaError_enum::CUDA_SUCCESS {
-        return Err(ComputeError::Invalid(format!(
-            "interface memory is not mapped into the device ({r:?})"
-        )));
-    }
-    Ok(d)
-}
-
-/// An interface this slab uses: the shared memory and its address in this module's context.
-struct Attached {
-    _mem: Arc<dyn InterfaceMemory>,
-    dev: u64,
+/// The addresses at which this module's kernels reach its channels (0 where there is none).
+#[derive(Clone, Copy, Default)]
+struct LinkAddresses {
+    from_below: u64,
+    from_above: u64,
+    to_above: u64,
+    to_below: u64,
 }
 
 /// The CUDA module for one slab, colliding in `T` and storing the populations as `S`.
@@ -239,8 +202,10 @@ pub struct CudaModule<T: Real + DeviceRepr, S: DeviceStored<Arith = T> = T> {
     /// Addresses of the index, the palette masks and terms, the watchdog's output and the palette's
     /// link words.
     addr: [u64; 5],
-    below: Option<Attached>,
-    above: Option<Attached>,
+    /// The channels read and written (held so that they outlive every kernel using them), and
+    /// their addresses in this context.
+    links: Links,
+    link_addr: LinkAddresses,
     host_solid: Vec<bool>,
     /// The body force (lattice units), for the velocity `read_fields` reports.
     force: Option<[f64; 3]>,
@@ -265,6 +230,7 @@ pub struct CudaModule<T: Real + DeviceRepr, S: DeviceStored<Arith = T> = T> {
     describe: String,
     stream: Arc<CudaStream>,
     ctx: Arc<CudaContext>,
+    ordinal: usize,
 }
 
 impl<T, S> CudaModule<T, S>
@@ -464,8 +430,8 @@ where
             u_prev_valid: false,
             means: None,
             addr,
-            below: None,
-            above: None,
+            links: Links::default(),
+            link_addr: LinkAddresses::default(),
             host_solid,
             slab,
             collide,
@@ -485,6 +451,7 @@ where
             ),
             stream,
             ctx,
+            ordinal,
         };
         // The lattices start zeroed: shifted populations at rest (ρ = 1, u = 0).
         if let Some(init) = &params.initial {
@@ -519,10 +486,18 @@ where
         Ok(bytemuck::cast_slice::<S::Bits, S>(&bits).to_vec())
     }
 
-    /// Byte offset of buffer `up[parity]`/`down[parity]` inside an interface.
-    fn offset(&self, upward: bool, parity: usize) -> u64 {
-        (interface_offset(self.interface_values(), upward, parity) * std::mem::size_of::<S>())
-            as u64
+    /// Byte offset of the buffer of `parity` inside a channel.
+    fn offset(&self, parity: usize) -> u64 {
+        (channel_offset(self.interface_values(), parity) * std::mem::size_of::<S>()) as u64
+    }
+
+    /// The address of buffer `parity` of the channel at `base` (0: none).
+    fn at(&self, base: u64, parity: usize) -> u64 {
+        if base == 0 {
+            0
+        } else {
+            base + self.offset(parity)
+        }
     }
 
     /// Values in one interface buffer: the flow's crossing planes, and the temperature lattice's
@@ -559,14 +534,8 @@ where
 
     /// Publishes the boundary layers of the current lattice into the buffers of `parity`.
     fn publish(&self, parity: usize) -> Result<(), ComputeError> {
-        let up = self
-            .above
-            .as_ref()
-            .map_or(0, |a| a.dev + self.offset(true, parity));
-        let down = self
-            .below
-            .as_ref()
-            .map_or(0, |b| b.dev + self.offset(false, parity));
+        let up = self.at(self.link_addr.to_above, parity);
+        let down = self.at(self.link_addr.to_below, parity);
         if up != 0 || down != 0 {
             // SAFETY: `export` was loaded for this module's precision; `ptrs[cur]` is one of the
             // module's two lattices (19 values per node of its slab) and `up`/`down` are null or
@@ -700,37 +669,27 @@ where
         self.describe.clone()
     }
 
-    fn allocate_interface(&mut self) -> Result<Arc<dyn InterfaceMemory>, ComputeError> {
-        Ok(Arc::new(MappedInterface::new(
-            &self.ctx,
-            4 * self.interface_values() * std::mem::size_of::<S>(),
-        )?))
+    fn allocate_channel(&mut self, transport: Transport) -> Result<Arc<dyn Channel>, ComputeError> {
+        let bytes = 2 * self.interface_values() * std::mem::size_of::<S>();
+        channel::allocate(&self.ctx, self.ordinal, transport, bytes)
     }
 
-    fn attach(
-        &mut self,
-        below: Option<Arc<dyn InterfaceMemory>>,
-        above: Option<Arc<dyn InterfaceMemory>>,
-    ) -> Result<(), ComputeError> {
-        let need = 4 * self.interface_values() * std::mem::size_of::<S>();
-        let att = |m: Option<Arc<dyn InterfaceMemory>>| -> Result<Option<Attached>, ComputeError> {
-            m.map(|mem| {
-                if mem.bytes() < need {
-                    return Err(ComputeError::Invalid(format!(
-                        "interface of {} bytes, {need} needed",
-                        mem.bytes()
-                    )));
-                }
-                let dev = device_address(&self.ctx, mem.as_ref())?;
-                Ok(Attached { _mem: mem, dev })
+    fn attach(&mut self, links: Links) -> Result<(), ComputeError> {
+        links.check(2 * self.interface_values() * std::mem::size_of::<S>())?;
+        let addr = |c: &Option<Arc<dyn Channel>>| {
+            c.as_ref().map_or(Ok(0), |c| {
+                channel::address(&self.ctx, self.ordinal, c.as_ref())
             })
-            .transpose()
         };
-        let below = att(below)?;
-        let above = att(above)?;
+        let link_addr = LinkAddresses {
+            from_below: addr(&links.from_below)?,
+            from_above: addr(&links.from_above)?,
+            to_above: addr(&links.to_above)?,
+            to_below: addr(&links.to_below)?,
+        };
         self.sync()?;
-        self.below = below;
-        self.above = above;
+        self.links = links;
+        self.link_addr = link_addr;
         self.u_prev_valid = false;
         self.publish(1)
     }
@@ -738,9 +697,7 @@ where
     fn step(&mut self, t: u64) -> Result<(), ComputeError> {
         let rin = ((t + 1) % 2) as usize;
         let rout = (t % 2) as usize;
-        let at = |m: &Option<Attached>, up: bool, parity: usize| {
-            m.as_ref().map_or(0, |a| a.dev + self.offset(up, parity))
-        };
+        let l = self.link_addr;
         let p = self.slab.domain.periodic;
         let args = StepArgs {
             a: self.ptrs[self.cur],
@@ -748,10 +705,10 @@ where
             index: self.addr[0],
             pal_mask: self.addr[1],
             pal_term: self.addr[2],
-            below_in: at(&self.below, true, rin),
-            above_in: at(&self.above, false, rin),
-            above_out: at(&self.above, true, rout),
-            below_out: at(&self.below, false, rout),
+            below_in: self.at(l.from_below, rin),
+            above_in: self.at(l.from_above, rin),
+            above_out: self.at(l.to_above, rout),
+            below_out: self.at(l.to_below, rout),
             size: self.size(),
             periodic: i32::from(p[0]) | (i32::from(p[1]) << 1),
             block_x: self.shape.block_x,

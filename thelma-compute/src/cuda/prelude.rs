@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 
-use thelma_core::{Precision, ScaledHalf};
+use thelma_core::{Half12, Precision, ScaledHalf};
 
 use super::shape::{LaunchShape, DEFAULT_BLOCK_X};
 use thelma_core::physics::d3q19::Q;
@@ -491,7 +491,9 @@ fn stencil_tables(s: &mut String, st: &Stencil) {
 /// The stored type of the populations, `store_t`, and its conversions (thelma_core::Stored): loads
 /// `thelma_load` (of a value) and `thelma_ldg` (through the read-only cache, where the stored type
 /// allows), stores `thelma_store<S>`. With f16 storage, the binary16 bits of g · SCALE
-/// ([`ScaledHalf`]), converted by the PTX instructions that round to nearest even, as the host's.
+/// ([`ScaledHalf`]), converted by the PTX instructions that round to nearest even, as the host's;
+/// with f16c storage, [`Half12`]'s bit operations, printed from its constants as the host runs them
+/// (`__fadd_rn`, which no contraction fuses, for the subnormal rounding).
 fn storage(s: &mut String, precision: Precision) {
     s.push_str(
         "__device__ __forceinline__ real thelma_load(real x) { return x; }\n\
@@ -499,6 +501,34 @@ fn storage(s: &mut String, precision: Precision) {
          template <typename S> __device__ __forceinline__ S thelma_store(real x);\n\
          template <> __device__ __forceinline__ real thelma_store<real>(real x) { return x; }\n",
     );
+    if precision == Precision::F16c {
+        let _ = write!(
+            s,
+            "struct thelma_h12 {{ unsigned short bits; }};\n\
+             typedef thelma_h12 store_t;\n\
+             __device__ __forceinline__ real thelma_load(thelma_h12 h) {{\n    \
+                 unsigned int b = h.bits;\n    \
+                 float v = __uint_as_float(((b & 0x8000u) << 16) | ((b & 0x7FFFu) << 12)) * {scale};\n    \
+                 return (b & 0x7FFFu) == {nan}u ? __uint_as_float(0x7FC00000u) : v;\n}}\n\
+             __device__ __forceinline__ thelma_h12 thelma_ldg(const thelma_h12* p) {{\n    \
+                 return thelma_h12{{__ldg(&p->bits)}};\n}}\n\
+             template <> __device__ __forceinline__ thelma_h12 thelma_store<thelma_h12>(real x) {{\n    \
+                 unsigned int bits = __float_as_uint(x), a = bits & 0x7FFFFFFFu, code;\n    \
+                 if (a < {min_normal}u) {{\n        \
+                     code = __float_as_uint(__fadd_rn(__uint_as_float(a), __uint_as_float({magic}u))) - {magic}u;\n    \
+                 }} else {{\n        \
+                     unsigned int r = a - {rebias}u;\n        \
+                     code = (r + 0x7FFu + ((r >> 12) & 1u)) >> 12;\n    \
+                 }}\n    \
+                 return thelma_h12{{(unsigned short)(((bits >> 16) & 0x8000u) | min(code, {nan}u))}};\n}}\n",
+            scale = lit_f32(Half12::LOAD_SCALE),
+            nan = Half12::NAN_BITS,
+            min_normal = Half12::MIN_NORMAL_BITS,
+            magic = Half12::SUBNORMAL_MAGIC_BITS,
+            rebias = Half12::REBIAS_BITS,
+        );
+        return;
+    }
     if precision != Precision::F16 {
         let _ = writeln!(s, "typedef real store_t;");
         return;
@@ -670,6 +700,30 @@ mod tests {
         assert_eq!(parse(&scale), 32768.0);
         assert_eq!(parse(&inv) * 32768.0, 1.0);
         assert!(p.contains("cvt.rn.f16.f32") && p.contains("cvt.f32.f16"));
+    }
+
+    /// f16c storage prints `Half12`'s conversions with its constants: the load's exact scale 2¹¹²,
+    /// the NaN code, and the store's rounding thresholds.
+    #[test]
+    fn f16c_storage_prints_the_hosts_bit_operations() {
+        let p = prelude(&PreludeParams::example(Precision::F16c, Collision::MRT));
+        assert!(p.contains("typedef float real;") && p.contains("typedef thelma_h12 store_t;"));
+        assert!(p.contains("collide_propagate_d3q19_mrt_f16c"));
+        let scale = lit_f32(Half12::LOAD_SCALE);
+        assert_eq!(
+            scale.trim_end_matches('f').parse::<f32>().unwrap(),
+            2f32.powi(112)
+        );
+        assert!(p.contains(&format!("* {scale};")));
+        for k in [
+            Half12::MIN_NORMAL_BITS,
+            Half12::SUBNORMAL_MAGIC_BITS,
+            Half12::REBIAS_BITS,
+            Half12::NAN_BITS as u32,
+        ] {
+            assert!(p.contains(&format!("{k}u")), "{k}");
+        }
+        assert!(p.contains("__fadd_rn") && !p.contains("cvt.rn.f16.f32"));
     }
 
     /// The printed velocity computes what the host's `stored_macroscopic` does, bit for bit, with and

@@ -55,9 +55,11 @@ impl LaunchShape {
     pub fn min_blocks_of(&self, precision: Precision, thermal: bool) -> u32 {
         let threads = match (precision, thermal) {
             (Precision::F32, false) => RESIDENT_THREADS_F32,
-            (Precision::F16, false) => RESIDENT_THREADS_F16,
-            // A temperature lattice is refused with f16 storage (CaseConfig::validate).
-            (Precision::F32 | Precision::F16, true) => RESIDENT_THREADS_THERMAL_F32,
+            (Precision::F16 | Precision::F16c, false) => RESIDENT_THREADS_F16,
+            // A temperature lattice is refused with 16-bit storage (CaseConfig::validate).
+            (Precision::F32 | Precision::F16 | Precision::F16c, true) => {
+                RESIDENT_THREADS_THERMAL_F32
+            }
             (Precision::F64, _) => RESIDENT_THREADS_F64,
         };
         self.min_blocks

@@ -4,6 +4,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::transport::TransportChoice;
+
 /// The compute module a case asks for, by the name under which `thelma-compute` registers it
 /// (`cpu`, `cuda`), or `auto`: the first registered module that finds a device. The name is checked
 /// against that registry when the run starts; thelma-core knows no module by name.
@@ -172,4 +174,7 @@ pub struct HardwareConfig {
     pub devices: DeviceSpec,
     /// CPU backend: worker threads in all (0: every core).
     pub threads: usize,
+    /// How the populations crossing an interface travel between slabs: `auto`, `zero-copy`,
+    /// `device` or `peer` (`thelma_core::Transport`).
+    pub transport: TransportChoice,
 }

@@ -643,13 +643,16 @@ impl CaseConfig {
         if self.output.dir.as_os_str().is_empty() {
             return Err(bad("output.dir", "--output", "must name a folder"));
         }
-        if self.thermal.is_some() && self.numerics.precision == Precision::F16 {
+        if self.thermal.is_some() && self.numerics.precision.is_16_bit() {
             // The temperature's populations cross the slab interfaces in the flow's buffers, and
             // a θ difference of a few per cent would keep about 7 bits in 16-bit storage.
             return Err(bad(
                 "numerics.precision",
                 "--precision",
-                "f16 storage is not available with [thermal]: use f32",
+                format!(
+                    "{} storage is not available with [thermal]: use f32",
+                    self.numerics.precision.name()
+                ),
             ));
         }
         let arrays = self.output.arrays()?;
