@@ -781,6 +781,9 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
             }
         ));
     }
+    // A size or device that does not fit is met once per transport: said once.
+    let mut said = std::collections::HashSet::new();
+    skipped.retain(|s| said.insert(s.clone()));
     let report = BenchReport {
         backend: choice.backend.name.into(),
         devices: names,
