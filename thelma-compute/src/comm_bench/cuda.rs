@@ -424,15 +424,6 @@ impl Drop for CudaEndpoint {
 /// The solver's transports: each stream's channel, allocated by its reader; writers look it up here.
 type ChannelTable = Mutex<Vec<Option<Arc<dyn Channel>>>>;
 
-/// The solver's transport behind a benchmark transport (the copy engine is the benchmark's own).
-fn solver_transport(t: Transport) -> Option<thelma_core::Transport> {
-    match t {
-        Transport::ZeroCopy => Some(thelma_core::Transport::ZeroCopy),
-        Transport::Peer => Some(thelma_core::Transport::Peer),
-        Transport::CopyEngine => None,
-    }
-}
-
 fn compute(device: usize) -> impl Fn(ComputeError) -> CommError {
     move |e| CommError::Device {
         device,
@@ -470,7 +461,7 @@ fn worker(
             .map(|_| ())
             .map_err(|_| CommError::Aborted)
     };
-    match solver_transport(cfg.transport) {
+    match cfg.transport.solver() {
         Some(transport) => {
             // Exactly the solver's channels: each reader allocates its inbound stream's two
             // buffers in the transport's memory, and writers store into them.

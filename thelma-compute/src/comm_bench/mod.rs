@@ -43,12 +43,20 @@ pub enum Transport {
 impl Transport {
     pub const ALL: [Transport; 3] = [Transport::ZeroCopy, Transport::Peer, Transport::CopyEngine];
 
-    pub fn name(self) -> &'static str {
+    /// The solver's transport this one measures (`thelma_core::Transport`); the copy engine is
+    /// the benchmark's own comparison.
+    pub fn solver(self) -> Option<thelma_core::Transport> {
         match self {
-            Transport::ZeroCopy => "zero-copy",
-            Transport::Peer => "peer",
-            Transport::CopyEngine => "copy-engine",
+            Transport::ZeroCopy => Some(thelma_core::Transport::ZeroCopy),
+            Transport::Peer => Some(thelma_core::Transport::Peer),
+            Transport::CopyEngine => None,
         }
+    }
+
+    /// The solver's name of its transport, or `copy-engine`.
+    pub fn name(self) -> &'static str {
+        self.solver()
+            .map_or("copy-engine", thelma_core::Transport::name)
     }
 }
 
