@@ -113,7 +113,8 @@ impl CsvUnits {
 }
 
 /// Writes `lines.csv` in the case's output folder: one row per fluid node of each
-/// `[[line]]` line of `fields` (solid nodes are left out), its position along the line (the node
+/// `[[line]]` line of `fields` (solid nodes are left out), or per plane holding fluid for a line of
+/// plane means (the means over the plane's fluid nodes), its position along the line (the node
 /// index, or the centre in metres with `[units]`), p − p₀, u and, with a temperature lattice,
 /// T = t0 + θ, each in the case's units as `probes.csv` has them; with `mean` (the time averages)
 /// the same of the averages after them. Returns the file's name, or `None` without lines.
@@ -151,16 +152,18 @@ pub fn write_lines(
             String::new()
         }
     );
-    let values = |f: &Fields, i: usize| {
+    // The quantities at one node, or their means over several (a plane's fluid nodes).
+    let values = |f: &Fields, nodes: &[usize]| {
+        let mean = |a: &[f64]| nodes.iter().map(|&i| a[i]).sum::<f64>() / nodes.len() as f64;
         let mut v = format!(
             ",{:e},{:e},{:e},{:e}",
-            (f.rho[i] - 1.0) / 3.0 * u.to_pressure,
-            f.ux[i] * u.to_velocity,
-            f.uy[i] * u.to_velocity,
-            f.uz[i] * u.to_velocity
+            (mean(&f.rho) - 1.0) / 3.0 * u.to_pressure,
+            mean(&f.ux) * u.to_velocity,
+            mean(&f.uy) * u.to_velocity,
+            mean(&f.uz) * u.to_velocity
         );
         if let Some(t0) = thermal {
-            v += &format!(",{:e}", t0 + f.temperature[i]);
+            v += &format!(",{:e}", t0 + mean(&f.temperature));
         }
         v
     };
@@ -168,20 +171,33 @@ pub fn write_lines(
         let across = case.line_nodes(p).expect("the case was validated");
         let name = p.line_name(k);
         let axis = p.axis.index();
+        let [a0, a1] = p.across();
         for q in 0..fields.size[axis] {
-            let mut node = [0; 3];
-            node[axis] = q;
-            for (j, a) in p.across().into_iter().enumerate() {
-                node[a] = across[j];
+            // The line's node on this plane, or every fluid node of the plane for plane means.
+            let mut nodes = Vec::new();
+            let (r0, r1) = match across {
+                Some([n0, n1]) => (n0..n0 + 1, n1..n1 + 1),
+                None => (0..fields.size[a0], 0..fields.size[a1]),
+            };
+            for j0 in r0 {
+                for j1 in r1.clone() {
+                    let mut node = [0; 3];
+                    node[axis] = q;
+                    node[a0] = j0;
+                    node[a1] = j1;
+                    let i = fields.idx(node[0], node[1], node[2]);
+                    if !fields.solid[i] {
+                        nodes.push(i);
+                    }
+                }
             }
-            let i = fields.idx(node[0], node[1], node[2]);
-            if fields.solid[i] {
+            if nodes.is_empty() {
                 continue;
             }
             let at = dx.map_or(q as f64, |dx| (q as f64 + 0.5) * dx);
-            text += &format!("{name},{at:e}{}", values(fields, i));
+            text += &format!("{name},{at:e}{}", values(fields, &nodes));
             if let Some(m) = mean {
-                text += &values(m, i);
+                text += &values(m, &nodes);
             }
             text.push('\n');
         }

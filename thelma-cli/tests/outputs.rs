@@ -555,7 +555,8 @@ fn lines_write_the_profiles_of_the_final_and_the_mean_fields() {
         &case,
         format!(
             "{base}[[line]]\naxis = \"z\"\nat = [1.0, 2.2]\nname = \"across\"\n\
-             [[line]]\naxis = \"x\"\nat = [2.0, 16.0]\n"
+             [[line]]\naxis = \"x\"\nat = [2.0, 16.0]\n\
+             [[line]]\naxis = \"z\"\nplane = true\nname = \"plane\"\n"
         ),
     )
     .unwrap();
@@ -570,7 +571,7 @@ fn lines_write_the_profiles_of_the_final_and_the_mean_fields() {
         Some("line,position,p,ux,uy,uz,mean_p,mean_ux,mean_uy,mean_uz")
     );
     let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
-    assert_eq!(rows.len(), 32 + 4, "{csv}");
+    assert_eq!(rows.len(), 32 + 4 + 32, "{csv}");
     let (f, nu, h) = (1.3e-5, 1.0 / 6.0, 32.0);
     let peak = f / (2.0 * nu) * (h / 2.0) * (h / 2.0);
     for (z, r) in rows[..32].iter().enumerate() {
@@ -585,8 +586,20 @@ fn lines_write_the_profiles_of_the_final_and_the_mean_fields() {
             );
         }
     }
+    // The plane means along z of a flow uniform across z: the same parabola.
+    for (z, r) in rows[36..].iter().enumerate() {
+        assert_eq!((r[0], r[1].parse::<f64>().unwrap()), ("plane", z as f64));
+        let exact = f / (2.0 * nu) * (z as f64 + 0.5) * (h - z as f64 - 0.5);
+        for col in [3, 7] {
+            let u: f64 = r[col].parse().unwrap();
+            assert!(
+                (u - exact).abs() < 1e-4 * peak,
+                "plane z = {z}: {u} vs {exact}"
+            );
+        }
+    }
     // The line along x through the middle plane: the peak at every node.
-    for (x, r) in rows[32..].iter().enumerate() {
+    for (x, r) in rows[32..36].iter().enumerate() {
         assert_eq!((r[0], r[1].parse::<f64>().unwrap()), ("line1", x as f64));
         let u: f64 = r[3].parse().unwrap();
         assert!(
@@ -614,6 +627,14 @@ fn lines_write_the_profiles_of_the_final_and_the_mean_fields() {
              [[line]]\naxis = \"x\"\nat = [1.0, 4.0]\n",
             "line 1: name \"line1\" names another line too",
         ),
+        (
+            "[[line]]\naxis = \"y\"\nat = [1.0, 4.0]\nplane = true\n",
+            "line 0: `at` and `plane = true` exclude each other",
+        ),
+        (
+            "[[line]]\naxis = \"y\"\n",
+            "line 0: needs `at` (where the line crosses the plane of the other two axes) or `plane = true`",
+        ),
     ] {
         std::fs::write(&case, format!("{base}{extra}")).unwrap();
         let refused = dir.join("refused");
@@ -621,6 +642,47 @@ fn lines_write_the_profiles_of_the_final_and_the_mean_fields() {
         assert_eq!(code, 2, "{e}");
         assert!(e.contains("line") && e.contains(says), "{e}");
         assert!(!refused.exists());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A line of plane means averages over its planes: a periodic box whose x velocity is
+/// `U + A sin(2π x / nx)` gives `U` on every plane across z (the sine sums to zero over its
+/// period) where the line through x = 1 gives `U + A sin(2π / nx)`.
+#[test]
+fn plane_lines_average_over_their_planes() {
+    let dir = scratch("plane-lines");
+    std::fs::create_dir_all(&dir).unwrap();
+    let case = dir.join("case.toml");
+    std::fs::write(
+        &case,
+        "[domain]\ncase = \"box\"\nsize = [16, 4, 6]\nperiodic = [true, true, true]\n\
+         [physics]\nviscosity = 0.1\n[numerics]\nprecision = \"f64\"\n[run]\nsteps = 1\n\
+         [initial]\nvelocity = [\"0.01 + 0.004 * sin(2 * PI * x / nx)\", 0.0, 0.0]\n\
+         [[line]]\naxis = \"z\"\nplane = true\nname = \"mean\"\n\
+         [[line]]\naxis = \"z\"\nat = [1.0, 2.0]\nname = \"at1\"\n",
+    )
+    .unwrap();
+    let out = dir.join("out");
+    let (code, o, e) = run_on_cpu(&case, &out);
+    assert_eq!(code, 0, "{o}{e}");
+    let csv = std::fs::read_to_string(out.join("lines.csv")).unwrap();
+    let rows: Vec<Vec<&str>> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').collect())
+        .collect();
+    assert_eq!(rows.len(), 12, "{csv}");
+    // One step of viscous decay (ν k² = 0.1 (2π/16)² per step) and the density waves it starts
+    // (u is j / ρ) stay well inside these bounds.
+    let at1 = 0.01 + 0.004 * (2.0 * std::f64::consts::PI / 16.0).sin();
+    for r in &rows {
+        let u: f64 = r[3].parse().unwrap();
+        match r[0] {
+            "mean" => assert!((u - 0.01).abs() < 1e-7, "{u}"),
+            "at1" => assert!((u - at1).abs() < 3e-4 && (u - 0.01).abs() > 1e-3, "{u}"),
+            other => panic!("row {other}"),
+        }
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -25,7 +25,10 @@ pub use nusselt::{wall_nusselt, WallNusselt};
 pub use output::{write_atomic, write_bytes_atomic};
 pub use plot::{line_plot, profile_plot, DrawError, Mark, Series, XAxis};
 pub use profiles::{cavity_centrelines, write_csv, Profile};
-pub use reference::{compare, Comparison, Reference, ReferenceError};
+pub use reference::{
+    compare, compare_wall_units, Comparison, Reference, ReferenceError, WallUnitsError,
+    CHANNEL_RETAU180,
+};
 pub use report::{
     clock, seconds, wrap, Convergence, DeviceSummary, ForceMean, ProgressLine, RunSummary,
     StopReason, Timings, UnitsReport, LINE_WIDTH,

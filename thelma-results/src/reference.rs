@@ -17,6 +17,14 @@ pub const CAVITY_RE1000_EXTREMA: [(&str, f64, f64); 3] = [
     ("w_max", 0.10913, 0.2466511),
 ];
 
+/// The mean velocity of turbulent plane channel flow at Re_τ = 178.12 in wall units, Moser, Kim &
+/// Mansour (1999); provenance in the file's header.
+pub const CHANNEL_RETAU180_CSV: &str =
+    include_str!("../data/channel_retau180_moser_kim_mansour1999.csv");
+
+/// The friction Reynolds number of [`CHANNEL_RETAU180_CSV`].
+pub const CHANNEL_RETAU180: f64 = 178.12;
+
 /// Reference data that cannot be read.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ReferenceError {
@@ -83,6 +91,67 @@ impl Reference {
     pub fn cavity_re1000() -> Self {
         Self::parse(CAVITY_RE1000_CSV).expect("the embedded reference data parses")
     }
+
+    /// The Re_τ = 180 channel's mean velocity U⁺(y⁺) of Moser, Kim & Mansour (1999), profile
+    /// `u_plus`.
+    pub fn channel_retau180() -> Self {
+        Self::parse(CHANNEL_RETAU180_CSV).expect("the embedded reference data parses")
+    }
+}
+
+/// A mean velocity profile in wall units against a reference over a band of y⁺.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct WallUnitsError {
+    /// The band compared, y⁺ from `from` to `to`.
+    pub from: f64,
+    pub to: f64,
+    /// Reference points inside the band.
+    pub points: usize,
+    /// Largest |U⁺ − U⁺_ref| / U⁺_ref over them, the simulation interpolated linearly in y⁺.
+    pub max_relative: f64,
+    /// The y⁺ where it is reached.
+    pub at: f64,
+    /// Root mean square of the relative differences.
+    pub rms_relative: f64,
+}
+
+/// Compares a simulated mean profile (y⁺, U⁺) with the reference profile over from ≤ y⁺ ≤ to, at
+/// the reference's points (the simulation is interpolated linearly between its own points and
+/// must cover the band); `None` when the band holds no reference point or the simulation does not
+/// reach across it.
+pub fn compare_wall_units(
+    sim: &Profile,
+    reference: &Profile,
+    from: f64,
+    to: f64,
+) -> Option<WallUnitsError> {
+    let (first, last) = (sim.points.first()?.0, sim.points.last()?.0);
+    if first > from || last < to {
+        return None;
+    }
+    let rel: Vec<(f64, f64)> = reference
+        .points
+        .iter()
+        .filter(|(y, v)| *y >= from && *y <= to && *v != 0.0)
+        .map(|(y, v)| (*y, (sim.at(*y) - v) / v))
+        .collect();
+    if rel.is_empty() {
+        return None;
+    }
+    let (at, max_relative) =
+        rel.iter().fold(
+            (0.0, 0.0f64),
+            |m, (y, e)| if e.abs() > m.1 { (*y, e.abs()) } else { m },
+        );
+    let rms_relative = (rel.iter().map(|(_, e)| e * e).sum::<f64>() / rel.len() as f64).sqrt();
+    Some(WallUnitsError {
+        from,
+        to,
+        points: rel.len(),
+        max_relative,
+        at,
+        rms_relative,
+    })
 }
 
 /// Error of one simulated profile against its reference.
@@ -175,6 +244,45 @@ mod tests {
         assert_eq!(u.points.last(), Some(&(1.0, 1.0)));
         assert_eq!(w.points.last(), Some(&(1.0, 0.0)));
         assert!(u.points.len() > 10 && w.points.len() > 10);
+    }
+
+    #[test]
+    fn the_channel_reference_follows_the_wall_laws() {
+        let r = Reference::channel_retau180();
+        let u = r.profiles.iter().find(|p| p.name == "u_plus").unwrap();
+        assert_eq!(u.points.first(), Some(&(0.0, 0.0)));
+        assert!((u.points.last().unwrap().0 - CHANNEL_RETAU180).abs() < 1e-9);
+        // The viscous sublayer (U⁺ = y⁺ below y⁺ ≈ 1) and, within a few per cent, the log law
+        // U⁺ = ln y⁺ / 0.41 + 5.5 that Kim, Moin & Moser (1987) found at this Reynolds number.
+        assert!((u.at(0.5) - 0.5).abs() < 1e-3);
+        for y in [40.0, 60.0] {
+            let log = f64::ln(y) / 0.41 + 5.5;
+            assert!((u.at(y) - log).abs() / log < 0.03, "{y}: {} {log}", u.at(y));
+        }
+    }
+
+    #[test]
+    fn wall_units_comparison_finds_a_scaled_profile_and_refuses_a_short_one() {
+        let r = Reference::channel_retau180();
+        let u = r.profiles.iter().find(|p| p.name == "u_plus").unwrap();
+        let same = compare_wall_units(u, u, 30.0, 150.0).unwrap();
+        assert!(same.max_relative < 1e-15 && same.points > 10);
+        // A profile 4 % fast over the band, sampled on its own (coarser) points.
+        let fast = Profile {
+            name: "u_plus".into(),
+            points: (0..=90)
+                .map(|k| 2.0 * k as f64)
+                .map(|y| (y, 1.04 * u.at(y)))
+                .collect(),
+        };
+        let e = compare_wall_units(&fast, u, 30.0, 150.0).unwrap();
+        assert!((e.max_relative - 0.04).abs() < 2e-3, "{e:?}");
+        assert!(e.rms_relative > 0.035 && e.rms_relative <= e.max_relative);
+        let short = Profile {
+            name: "u_plus".into(),
+            points: vec![(1.0, 1.0), (100.0, 17.0)],
+        };
+        assert!(compare_wall_units(&short, u, 30.0, 150.0).is_none());
     }
 
     #[test]

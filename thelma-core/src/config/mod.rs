@@ -1171,28 +1171,45 @@ impl CaseConfig {
     }
 
     /// The nodes a `[[line]]` crosses its plane at (along [`LineConfig::across`]), the
-    /// nearest to its `at` (nodes, or metres with `[units]`), or why there are none.
-    pub fn line_nodes(&self, p: &LineConfig) -> Result<[usize; 2], String> {
+    /// nearest to its `at` (nodes, or metres with `[units]`); `None` for a line of plane means;
+    /// or why there are none.
+    pub fn line_nodes(&self, p: &LineConfig) -> Result<Option<[usize; 2]>, String> {
         let unit = if self.units.is_some() { " m" } else { "" };
+        let at = match (p.at, p.plane) {
+            (None, true) => return Ok(None),
+            (Some(_), true) => {
+                return Err(
+                    "`at` and `plane = true` exclude each other (plane means cover every line along the axis)"
+                        .into(),
+                )
+            }
+            (None, false) => {
+                return Err(
+                    "needs `at` (where the line crosses the plane of the other two axes) or `plane = true`"
+                        .into(),
+                )
+            }
+            (Some(at), false) => at,
+        };
         let mut point = [0.0; 3];
         for (k, a) in p.across().into_iter().enumerate() {
-            point[a] = p.at[k];
+            point[a] = at[k];
         }
-        let at = self.node_coordinates(point);
+        let q = self.node_coordinates(point);
         let mut node = [0; 2];
         for (k, a) in p.across().into_iter().enumerate() {
-            let (q, n) = (at[a], self.domain.size[a]);
+            let (q, n) = (q[a], self.domain.size[a]);
             if !(q.is_finite() && q > -0.5 && q < n as f64 - 0.5) {
                 return Err(format!(
                     "at = {:?}{unit} (along {:?}) lies outside the domain along {}",
-                    p.at,
+                    at,
                     p.across().map(|a| ["x", "y", "z"][a]),
                     ["x", "y", "z"][a]
                 ));
             }
             node[k] = (q.round().max(0.0) as usize).min(n - 1);
         }
-        Ok(node)
+        Ok(Some(node))
     }
 
     /// The node nearest to a probe's point (in nodes, or metres with `[units]`), or why there is

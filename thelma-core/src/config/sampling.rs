@@ -65,7 +65,9 @@ pub struct ProbeConfig {
 
 /// One `[[line]]`: the line of nodes along `axis` through `at`, whose velocity, pressure (and
 /// temperature) are written into `lines.csv` when the run ends, with their time averages when
-/// the run takes them (`output.average_from`).
+/// the run takes them (`output.average_from`); or, with `plane = true`, the means over the planes
+/// across `axis`: the profile of a flow homogeneous along the other two axes (a turbulent channel's
+/// mean velocity).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LineConfig {
@@ -73,7 +75,13 @@ pub struct LineConfig {
     pub axis: Axis,
     /// Where it crosses the plane of the other two axes, in their order (x, z for a line along y):
     /// node coordinates, or metres from the box's corner with `[units]`; the nearest nodes.
-    pub at: [f64; 2],
+    /// Not given with `plane = true`, and needed otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<[f64; 2]>,
+    /// Each point of the line is the mean over the fluid nodes of its plane across `axis`
+    /// (a plane without fluid is left out).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub plane: bool,
     /// A name for the CSV's rows (default `line<k>`); no comma, quote or control character.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
