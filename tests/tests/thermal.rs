@@ -594,8 +594,10 @@ fn the_heated_cavity_transfers_de_vahl_davis_heat(m: Module) {
     // The same heat through each wall, from its gradient (what `[thermal] nusselt` reports): into
     // the fluid at the hot wall, out at the cold one.
     let f = rt.fields().unwrap();
-    let hot = thelma_results::wall_nusselt(&f, thelma_core::Face::XMinus, 0.5, l as f64, 1.0);
-    let cold = thelma_results::wall_nusselt(&f, thelma_core::Face::XPlus, -0.5, l as f64, 1.0);
+    let hot =
+        thelma_results::wall_nusselt(&f, thelma_core::Face::XMinus, |_| Some(0.5), l as f64, 1.0);
+    let cold =
+        thelma_results::wall_nusselt(&f, thelma_core::Face::XPlus, |_| Some(-0.5), l as f64, 1.0);
     let (hot, cold) = (hot.unwrap(), cold.unwrap());
     eprintln!("wall Nusselt numbers: hot {hot}, cold {cold}");
     assert!((hot / 2.243 - 1.0).abs() < 0.02, "hot wall Nu = {hot}");

@@ -12,7 +12,7 @@ use thelma_core::physics::{ThermalFace, D3Q19};
 use thelma_core::{interface_bytes_per_step, ComputeError, Fields};
 use thelma_core::{BoundaryKind, CaseConfig, CaseKind, LatticeParams};
 use thelma_core::{DeviceInfo, Runtime, RuntimeError};
-use thelma_core::{Domain, SlabSpec};
+use thelma_core::{Domain, Face, FacePatch, SlabSpec};
 use thelma_geometry::Geometry;
 use thelma_results::Comparison;
 use thelma_results::{wall_nusselt, Profile, WallNusselt};
@@ -323,8 +323,10 @@ pub fn run_case_from(
     })
 }
 
-/// The Nusselt number of each face `[thermal] nusselt` names, from the fields' θ: the box's
-/// extent normal to the face as the length, the spread of the held faces' θ as the difference.
+/// The Nusselt number of each face `[thermal] nusselt` names and of each `[[boundary]]` wall with
+/// `nusselt = true` (a whole face or a patch), from the fields' θ: the box's extent normal to the
+/// face as the length, the spread of the held faces' and patches' θ as the difference. A face
+/// averages over its held nodes, each with the θ its own rule (the face's or a patch's) holds.
 fn nusselt_walls(case: &CaseConfig, lattice: &LatticeParams, f: &Fields) -> Vec<WallNusselt> {
     let (Some(t), Some(setup)) = (&case.thermal, case.thermal_setup(lattice)) else {
         return Vec::new();
@@ -332,15 +334,31 @@ fn nusselt_walls(case: &CaseConfig, lattice: &LatticeParams, f: &Fields) -> Vec<
     let Some(delta) = setup.held_spread() else {
         return Vec::new();
     };
-    t.nusselt
+    let held = |face: Face, p: [usize; 3]| match setup.face_at(face as usize, p) {
+        ThermalFace::Held(theta) => Some(theta),
+        _ => None,
+    };
+    let faces = t.nusselt.iter().map(|&face| (face, None));
+    let walls = case
+        .boundary
         .iter()
-        .filter_map(|&face| {
-            let ThermalFace::Held(theta_w) = setup.faces[face as usize] else {
-                return None;
-            };
+        .filter(|b| b.nusselt)
+        .map(|b| (b.face, case.face_patch(b).expect("the case was validated")));
+    faces
+        .chain(walls)
+        .filter_map(|(face, patch): (Face, Option<FacePatch>)| {
             let length = case.domain.size[face.axis()] as f64;
-            wall_nusselt(f, face, theta_w, length, delta)
-                .map(|nusselt| WallNusselt { face, nusselt })
+            let wall = |p: [usize; 3]| {
+                if patch.is_some_and(|q| !q.holds(p)) {
+                    return None;
+                }
+                held(face, p)
+            };
+            wall_nusselt(f, face, wall, length, delta).map(|nusselt| WallNusselt {
+                face,
+                patch: patch.map(|q| [q.lo, q.hi]),
+                nusselt,
+            })
         })
         .collect()
 }

@@ -686,3 +686,64 @@ fn plane_lines_average_over_their_planes() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `nusselt = true` on a `[[boundary]]` wall reports that wall's Nusselt number, a patch's too:
+/// conduction (no gravity) from a floor held at 21 °C with a 23 °C patch to a ceiling at 19 °C,
+/// adiabatic sides, run to a steady state. The patch passes more heat than the floor around it,
+/// the floor's mean (each node with its own wall's θ) lies between, what enters through the
+/// floor leaves through the ceiling within 1 %, and the summary names the patch by its nodes. A
+/// `nusselt` on a wall without a temperature, or with one spread of none, is refused naming
+/// `boundary`, exit 2, nothing written.
+#[test]
+fn a_held_patch_reports_its_nusselt_number() {
+    let dir = scratch("patch-nusselt");
+    std::fs::create_dir_all(&dir).unwrap();
+    let base = "[domain]\ncase = \"box\"\nsize = [8, 8, 10]\n\
+                [physics]\nviscosity = 0.1\n[numerics]\nprecision = \"f64\"\n\
+                [run]\nsteps = 6000\n[output]\nvtk = false\nimages = false\n\
+                [thermal]\nprandtl = 1.0\nbeta = 0.0\ngravity = [0.0, 0.0, 0.0]\nt0 = 20.0\n";
+    let floor = "[[boundary]]\nface = \"z-\"\ntemperature = 21.0\nnusselt = true\n";
+    let patch = "[[boundary]]\nface = \"z-\"\ntemperature = 23.0\nnusselt = true\n\
+                 patch = { min = [2.0, 3.0], max = [4.0, 5.0] }\n";
+    let ceiling = "[[boundary]]\nface = \"z+\"\ntemperature = 19.0\nnusselt = true\n";
+    let case = dir.join("case.toml");
+    std::fs::write(&case, format!("{base}{floor}{patch}{ceiling}")).unwrap();
+    let out = dir.join("out");
+    let (code, o, e) = run_on_cpu(&case, &out);
+    assert_eq!(code, 0, "{o}{e}");
+    let nu = summary(&out)["nusselt"].as_array().unwrap().clone();
+    assert_eq!(nu.len(), 3, "{nu:?}");
+    let value = |k: usize| nu[k]["nusselt"].as_f64().unwrap();
+    let (floor_nu, patch_nu, ceiling_nu) = (value(0), value(1), value(2));
+    assert_eq!(
+        nu[1]["patch"],
+        serde_json::json!([[2, 3], [4, 5]]),
+        "{nu:?}"
+    );
+    assert!(nu[0].get("patch").is_none());
+    assert!(patch_nu > floor_nu && floor_nu > 0.0, "{nu:?}");
+    assert!(
+        (floor_nu + ceiling_nu).abs() < 0.01 * floor_nu,
+        "in {floor_nu}, out {ceiling_nu}"
+    );
+    assert!(o.contains("z- [2–4, 3–5]"), "{o}");
+    for (extra, says) in [
+        (
+            "[[boundary]]\nface = \"y-\"\nnusselt = true\n",
+            "`nusselt` reports the heat of a wall held at a `temperature`",
+        ),
+        (
+            "[[boundary]]\nface = \"z-\"\ntemperature = 21.0\nnusselt = true\n",
+            "`nusselt` needs two faces or patches held at different temperatures",
+        ),
+    ] {
+        std::fs::write(&case, format!("{base}{extra}")).unwrap();
+        let refused = dir.join("refused");
+        let (code, _, e) = run_on_cpu(&case, &refused);
+        assert_eq!(code, 2, "{e}");
+        assert_eq!(e.trim_end().lines().count(), 1, "{e}");
+        assert!(e.contains("boundary") && e.contains(says), "{e}");
+        assert!(!refused.exists());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

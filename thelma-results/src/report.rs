@@ -212,7 +212,7 @@ impl RunSummary {
             let faces: Vec<String> = self
                 .nusselt
                 .iter()
-                .map(|n| format!("{} {}", n.face.name(), num_sig(n.nusselt, 4)))
+                .map(|n| format!("{} {}", n.label(), num_sig(n.nusselt, 4)))
                 .collect();
             s += &format!("Nusselt (heat into the fluid): {}\n", faces.join(", "));
         }

@@ -173,6 +173,10 @@ pub struct BoundaryConfig {
     /// that sound waves are absorbed instead of reflected.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sponge: Option<SpongeConfig>,
+    /// With `[thermal]`: report the Nusselt number of this wall held at its `temperature`, the
+    /// whole face or its patch (the heat it passes into the fluid, `summary.json`'s `nusselt`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub nusselt: bool,
 }
 
 /// `sponge = { width = …, strength = … }` of a pressure outlet (`thelma_core::physics::Sponges`).
@@ -214,6 +218,7 @@ impl BoundaryConfig {
             temperature: None,
             patch: None,
             sponge: None,
+            nusselt: false,
         }
     }
 }

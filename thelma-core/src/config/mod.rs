@@ -963,6 +963,12 @@ impl CaseConfig {
                     b.kind.name()
                 ));
             }
+            if b.nusselt && (b.kind != BoundaryKind::Wall || b.temperature.is_none()) {
+                return refuse(
+                    "`nusselt` reports the heat of a wall held at a `temperature` (kind = \"wall\" with `temperature`)"
+                        .into(),
+                );
+            }
             if let Some(sp) = &b.sponge {
                 if let Err(m) = self.sponge_layer(b, sp) {
                     return refuse(m);

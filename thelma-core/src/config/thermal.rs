@@ -184,9 +184,16 @@ impl ThermalConfig {
                 return Err(bad(
                     "thermal.nusselt",
                     "--config",
-                    "needs two faces held at different temperatures (the reference difference)",
+                    "needs two faces or patches held at different temperatures (the reference difference)",
                 ));
             }
+        }
+        if boundary.iter().any(|b| b.nusselt) && setup.held_spread().is_none() {
+            return Err(bad(
+                "boundary",
+                "--config",
+                "`nusselt` needs two faces or patches held at different temperatures (the reference difference)",
+            ));
         }
         Ok(setup)
     }
@@ -637,7 +644,7 @@ mod tests {
             cavity,
             &format!("[run]\nsteps = 100\n{}{wall}", nusselt("[\"y-\"]")),
             "thermal.nusselt",
-            "needs two faces held at different temperatures",
+            "needs two faces or patches held at different temperatures",
         );
         // Patches keep their own rule: a warm panel in that wall, a cool one in the adiabatic y+.
         let patches = "[[boundary]]\nface = \"y-\"\ntemperature = 3.0\n\
@@ -652,6 +659,8 @@ mod tests {
         assert_eq!(s.face_at(west, [6, 0, 4]), ThermalFace::Held(1.0));
         assert_eq!(s.face_at(east, [0, 15, 12]), ThermalFace::Held(-1.0));
         assert_eq!(s.face_at(east, [0, 15, 9]), ThermalFace::Adiabatic);
+        // The held patches widen the reference spread of Nusselt numbers: 3.0 down to −1.0.
+        assert_eq!(s.held_spread(), Some(4.0));
     }
 
     #[test]

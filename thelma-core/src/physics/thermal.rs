@@ -92,10 +92,11 @@ pub struct ThermalSetup {
 }
 
 impl ThermalSetup {
-    /// The spread of the θ its held faces hold (highest minus lowest; patches aside), the reference
+    /// The spread of the θ its held faces and patches hold (highest minus lowest), the reference
     /// difference of Nusselt numbers; `None` without two different held values.
     pub fn held_spread(&self) -> Option<f64> {
-        let held = self.faces.iter().filter_map(|f| match f {
+        let rules = self.faces.iter().chain(self.patches.iter().map(|(_, r)| r));
+        let held = rules.filter_map(|f| match f {
             ThermalFace::Held(t) => Some(*t),
             _ => None,
         });
