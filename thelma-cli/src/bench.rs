@@ -94,7 +94,8 @@ pub struct BenchArgs {
     #[arg(long, value_name = "N", default_value_t = cuda::DEFAULT_BLOCK_X, allow_negative_numbers = true)]
     pub block: u32,
     /// CUDA: minimum resident blocks per multiprocessor the kernel is compiled for (bounds its
-    /// registers). Default: 1,024 threads' worth in f32 (896 with [thermal]), 1,280 in f16, 512 in f64.
+    /// registers). Default: 1,024 threads' worth in f32 (896 with [thermal], 768 with [thermal]
+    /// under the Smagorinsky model), 1,280 in f16, 512 in f64.
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub min_blocks: Option<u32>,
     /// CPU backend: threads in all (0: one per core).

@@ -273,7 +273,11 @@ where
             precision: S::PRECISION,
             model: params.model.clone(),
             block_x: shape.block_x,
-            min_blocks: shape.min_blocks_of(S::PRECISION, params.thermal.is_some()),
+            min_blocks: shape.min_blocks_of(
+                S::PRECISION,
+                params.thermal.is_some(),
+                params.model.smagorinsky.is_some(),
+            ),
             index_bytes,
             thermal: params.thermal.clone(),
             sponges: params.sponges.clone(),

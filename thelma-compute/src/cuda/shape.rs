@@ -18,6 +18,12 @@ pub const RESIDENT_THREADS_F64: u32 = 512;
 /// and 768 on an H100 with blocks of 128 (PERFORMANCE.md). Its f64 step keeps the flow's plan.
 pub const RESIDENT_THREADS_THERMAL_F32: u32 = 896;
 
+/// The same for that step under the Smagorinsky model (the eddy viscosity's stress and square root
+/// beside both collisions): 768 threads (a cap of 80 registers) measured fastest of 640, 768, 896
+/// and 1,024 on an H200 for MRT (+9 % over 896) and BGK (+13 %); TRT lost 0.8 % and shares it
+/// (PERFORMANCE.md).
+pub const RESIDENT_THREADS_THERMAL_LES_F32: u32 = 768;
+
 /// The same for f16 storage (collided in f32): its loads and stores carry half the bytes, so the
 /// bandwidth needs more of them in flight. 1,280 threads (a cap of 48 registers) measured fastest
 /// of 1,024 (62 registers), 1,152 (56), 1,280, 1,408 (40) and 2,048 (32) on an H100 at 256³–512³:
@@ -31,7 +37,8 @@ pub struct LaunchShape {
     pub block_x: u32,
     /// `__launch_bounds__` minimum blocks per multiprocessor; `None`: the measured default of the
     /// precision ([`RESIDENT_THREADS_F32`], [`RESIDENT_THREADS_THERMAL_F32`],
-    /// [`RESIDENT_THREADS_F16`] or [`RESIDENT_THREADS_F64`] resident threads, in whole blocks: 896 threads are 7 blocks of 128
+    /// [`RESIDENT_THREADS_THERMAL_LES_F32`], [`RESIDENT_THREADS_F16`] or [`RESIDENT_THREADS_F64`]
+    /// resident threads, in whole blocks: 896 threads are 7 blocks of 128
     /// but 3 of 256).
     pub min_blocks: Option<u32>,
 }
@@ -47,16 +54,19 @@ impl LaunchShape {
 
     /// The minimum blocks per multiprocessor for `precision`.
     pub fn min_blocks_for(&self, precision: Precision) -> u32 {
-        self.min_blocks_of(precision, false)
+        self.min_blocks_of(precision, false, false)
     }
 
     /// The minimum blocks per multiprocessor for the step of `precision`, with a temperature lattice
-    /// or not.
-    pub fn min_blocks_of(&self, precision: Precision, thermal: bool) -> u32 {
+    /// or not, under the Smagorinsky model (`les`) or not.
+    pub fn min_blocks_of(&self, precision: Precision, thermal: bool, les: bool) -> u32 {
         let threads = match (precision, thermal) {
             (Precision::F32, false) => RESIDENT_THREADS_F32,
             (Precision::F16 | Precision::F16c, false) => RESIDENT_THREADS_F16,
             // A temperature lattice is refused with 16-bit storage (CaseConfig::validate).
+            (Precision::F32 | Precision::F16 | Precision::F16c, true) if les => {
+                RESIDENT_THREADS_THERMAL_LES_F32
+            }
             (Precision::F32 | Precision::F16 | Precision::F16c, true) => {
                 RESIDENT_THREADS_THERMAL_F32
             }
@@ -71,5 +81,37 @@ impl LaunchShape {
 impl Default for LaunchShape {
     fn default() -> Self {
         Self::for_block(DEFAULT_BLOCK_X)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The measured plans in blocks of 128: 8 in f32, 7 with a temperature lattice, 6 with one
+    /// under LES, 10 in 16 bits, 4 in f64; LES alone keeps the flow's plan; an explicit
+    /// `min_blocks` wins, and blocks of 256 halve the counts.
+    #[test]
+    fn each_step_takes_its_measured_register_plan() {
+        let s = LaunchShape::default();
+        let plans = [
+            (Precision::F32, false, false, 8),
+            (Precision::F32, false, true, 8),
+            (Precision::F32, true, false, 7),
+            (Precision::F32, true, true, 6),
+            (Precision::F16, false, false, 10),
+            (Precision::F16c, false, true, 10),
+            (Precision::F64, true, true, 4),
+        ];
+        for (p, thermal, les, blocks) in plans {
+            assert_eq!(s.min_blocks_of(p, thermal, les), blocks, "{p:?} {thermal} {les}");
+        }
+        let wide = LaunchShape::for_block(256);
+        assert_eq!(wide.min_blocks_of(Precision::F32, true, true), 3);
+        let fixed = LaunchShape {
+            block_x: 128,
+            min_blocks: Some(5),
+        };
+        assert_eq!(fixed.min_blocks_of(Precision::F32, true, true), 5);
     }
 }
