@@ -104,7 +104,11 @@ mod tests {
             (Precision::F64, true, true, 4),
         ];
         for (p, thermal, les, blocks) in plans {
-            assert_eq!(s.min_blocks_of(p, thermal, les), blocks, "{p:?} {thermal} {les}");
+            assert_eq!(
+                s.min_blocks_of(p, thermal, les),
+                blocks,
+                "{p:?} {thermal} {les}"
+            );
         }
         let wide = LaunchShape::for_block(256);
         assert_eq!(wide.min_blocks_of(Precision::F32, true, true), 3);
