@@ -13,7 +13,7 @@ use thelma_core::{interface_bytes_per_step, ComputeError, Fields};
 use thelma_core::{BoundaryKind, CaseConfig, CaseKind, LatticeParams};
 use thelma_core::{DeviceInfo, Runtime, RuntimeError};
 use thelma_core::{Domain, Face, FacePatch, SlabSpec};
-use thelma_geometry::Geometry;
+use thelma_geometry::{immersed_bodies, Geometry};
 use thelma_results::Comparison;
 use thelma_results::{wall_nusselt, Profile, WallNusselt};
 use thelma_results::{DeviceSummary, RunSummary, StopReason, Timings, UnitsReport};
@@ -96,7 +96,9 @@ pub fn run_case_from(
         .into());
     }
     samples::probe_nodes(case, &geometry)?;
+    let immersed = immersed_bodies(case).map_err(|e| UsageError::new("--config", e.to_string()))?;
     let params = ModelParams::new(case, &lattice, geometry.clone());
+    let uniform_force = params.model.force;
     let sel = backend::select(case, params)?;
     preflight::check(case, &*sel.factory, &sel.devices, sel.host)?;
     let resumed = match resume {
@@ -117,6 +119,7 @@ pub fn run_case_from(
     })?;
     out_dir.keep();
     rt.set_averaging(case.averaging());
+    rt.set_immersed(immersed, uniform_force);
     // The last state known to be healthy on disk: the checkpoint resumed from, then each one saved.
     let mut saved: Option<(u64, PathBuf)> = None;
     if let Some((ck, path)) = resumed {

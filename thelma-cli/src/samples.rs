@@ -17,7 +17,7 @@ use thelma_core::physics::d3q19::Q;
 use thelma_core::physics::{
     coupled_force, momentum_exchange, stored_macroscopic, temperature, ThermalCoefficients, QT,
 };
-use thelma_core::{CaseConfig, Fields, Runtime, SlabSpec};
+use thelma_core::{BodyMethod, CaseConfig, Fields, Runtime, SlabSpec};
 use thelma_geometry::{BodyLinks, Geometry};
 use thelma_results::{line_plot, write_bytes_atomic, ForceMean, Mark, Series, XAxis};
 
@@ -208,6 +208,14 @@ pub fn write_lines(
     Ok(Some(name.to_string()))
 }
 
+/// One sample of the forces: its step, the force on every solid (solid order) and the torque on
+/// every immersed body (`[[body]]` order).
+struct ForceSample {
+    step: u64,
+    force: Vec<[f64; 3]>,
+    torque: Vec<[f64; 3]>,
+}
+
 /// What a run samples, and what it has sampled.
 pub struct Samples {
     forces_every: u64,
@@ -219,6 +227,9 @@ pub struct Samples {
     /// Per probe: its slab and its place in that slab's list.
     probes: Vec<(usize, usize)>,
     bodies: usize,
+    /// The solid numbers of the immersed bodies, in `[[body]]` order: their forces and torques
+    /// are the immersed boundary method's, from the runtime.
+    immersed: Vec<usize>,
     /// The coefficients' axes and scale `2 / (U² A)` (lattice units).
     coefficients: Option<(usize, usize, f64)>,
     /// The model's body force (the probes' velocity is the collision's `(j + F/2)/ρ`, from the
@@ -237,10 +248,12 @@ pub struct Samples {
     to_velocity: f64,
     to_pressure: f64,
     to_force: f64,
+    /// Torque: N·m with `units.density`, 1 otherwise.
+    to_torque: f64,
     forces_csv: Option<Csv>,
     probes_csv: Option<Csv>,
-    /// (step, force per body) of every force sample of this run.
-    history: Vec<(u64, Vec<[f64; 3]>)>,
+    /// Every force sample of this run.
+    history: Vec<ForceSample>,
     dir: PathBuf,
     /// Files written, relative to the output folder.
     pub written: Vec<String>,
@@ -291,6 +304,10 @@ impl Samples {
         }
         // Obstacles, then STL bodies: the geometry's solid_owner numbering.
         let bodies = case.domain.obstacles.len() + case.body.len();
+        let immersed: Vec<usize> = (0..case.body.len())
+            .filter(|&b| case.body[b].method == BodyMethod::Immersed)
+            .map(|b| case.domain.obstacles.len() + b)
+            .collect();
         let coefficients = case.force_reference().map(|(a, u)| {
             (
                 case.forces.drag.index(),
@@ -322,10 +339,14 @@ impl Samples {
                 })
                 .collect();
             let mut h = format!("step,{time}");
-            for b in &names {
+            let t_unit = if f_unit.is_empty() { "" } else { "_Nm" };
+            for (k, b) in names.iter().enumerate() {
                 h += &format!(",{b}_fx{f_unit},{b}_fy{f_unit},{b}_fz{f_unit}");
                 if coefficients.is_some() {
                     h += &format!(",{b}_cd,{b}_cl");
+                }
+                if immersed.contains(&k) {
+                    h += &format!(",{b}_tx{t_unit},{b}_ty{t_unit},{b}_tz{t_unit}");
                 }
             }
             Some(Csv::open(&dir.join("forces.csv"), &h, resume)?)
@@ -358,6 +379,7 @@ impl Samples {
             links,
             probes,
             bodies,
+            immersed,
             coefficients,
             force: case.flow_model(&lattice).force,
             thermal_k: case
@@ -368,6 +390,11 @@ impl Samples {
             to_velocity,
             to_pressure,
             to_force,
+            to_torque: if to_force == 1.0 {
+                1.0
+            } else {
+                to_force * case.unit_scales().map_or(1.0, |s| s.dx)
+            },
             forces_csv,
             probes_csv,
             history: Vec::new(),
@@ -412,18 +439,34 @@ impl Samples {
                     }
                 }
             }
+            // The immersed bodies' loads of the step that made this state (none before the first).
+            let mut torques = vec![[0.0; 3]; self.immersed.len()];
+            if let Some((_, loads)) = rt.immersed_loads() {
+                for (j, &b) in self.immersed.iter().enumerate() {
+                    per[b] = loads[j].force;
+                    torques[j] = loads[j].torque;
+                }
+            }
             let mut row = format!("{step},{time}");
-            for f in &per {
+            for (b, f) in per.iter().enumerate() {
                 let k = self.to_force;
                 row += &format!(",{:e},{:e},{:e}", f[0] * k, f[1] * k, f[2] * k);
                 if let Some((d, l, scale)) = self.coefficients {
                     row += &format!(",{:e},{:e}", f[d] * scale, f[l] * scale);
                 }
+                if let Some(j) = self.immersed.iter().position(|&i| i == b) {
+                    let (t, k) = (torques[j], self.to_torque);
+                    row += &format!(",{:e},{:e},{:e}", t[0] * k, t[1] * k, t[2] * k);
+                }
             }
             if let Some(csv) = &mut self.forces_csv {
                 csv.row(&row)?;
             }
-            self.history.push((step, per));
+            self.history.push(ForceSample {
+                step,
+                force: per,
+                torque: torques,
+            });
         }
         if probes {
             let mut row = format!("{step},{time}");
@@ -462,17 +505,23 @@ impl Samples {
         let means: Vec<ForceMean> = (0..self.bodies)
             .map(|b| {
                 let mut force = [0.0; 3];
-                for (_, f) in half {
+                let j = self.immersed.iter().position(|&i| i == b);
+                let mut torque = j.map(|_| [0.0; 3]);
+                for h in half {
                     for a in 0..3 {
-                        force[a] += f[b][a] / half.len() as f64;
+                        force[a] += h.force[b][a] / half.len() as f64;
+                        if let (Some(m), Some(j)) = (&mut torque, j) {
+                            m[a] += h.torque[j][a] / half.len() as f64;
+                        }
                     }
                 }
                 ForceMean {
                     body: b,
                     samples: half.len(),
-                    from_step: half[0].0,
-                    to_step: half[half.len() - 1].0,
+                    from_step: half[0].step,
+                    to_step: half[half.len() - 1].step,
                     force,
+                    torque,
                     coefficients: self
                         .coefficients
                         .map(|(d, l, scale)| [force[d] * scale, force[l] * scale]),
@@ -496,7 +545,7 @@ impl Samples {
                     points: self
                         .history
                         .iter()
-                        .map(|(s, f)| (x(*s), value(&f[b], which)))
+                        .map(|h| (x(h.step), value(&h.force[b], which)))
                         .collect(),
                     mark: Mark::Line,
                 });

@@ -42,6 +42,12 @@ fn the_body_in_channel_example_runs_on_the_cpu() {
 
 /// A case in a fresh folder with one `[[body]]` whose STL file holds `stl` (none when `None`).
 fn refused_body(stl: Option<&[u8]>, translate: &str) {
+    refused_body_with(stl, translate, "", "body[0]");
+}
+
+/// [`refused_body`] with `extra` lines in the `[[body]]` table (and the case after it), refused
+/// naming `key`.
+fn refused_body_with(stl: Option<&[u8]>, translate: &str, extra: &str, key: &str) {
     let tmp = tempfile::tempdir().unwrap();
     if let Some(bytes) = stl {
         std::fs::write(tmp.path().join("body.stl"), bytes).unwrap();
@@ -50,7 +56,7 @@ fn refused_body(stl: Option<&[u8]>, translate: &str) {
     std::fs::write(
         &case,
         format!(
-            "[domain]\nsize = [32, 16, 16]\n\n[[body]]\nstl = \"body.stl\"\nscale = 3.0\ntranslate = {translate}\n"
+            "[domain]\nsize = [32, 16, 16]\n\n[[body]]\nstl = \"body.stl\"\nscale = 3.0\ntranslate = {translate}\n{extra}\n"
         ),
     )
     .unwrap();
@@ -69,8 +75,103 @@ fn refused_body(stl: Option<&[u8]>, translate: &str) {
     assert_eq!(code, 2, "{stdout}{err}");
     assert!(!err.contains("panicked"), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
-    assert!(err.contains("body[0]"), "does not name the key: {err}");
+    assert!(err.contains(key), "does not name {key}: {err}");
     assert!(!out.exists(), "a refused body left {}", out.display());
+}
+
+#[test]
+fn an_immersed_body_that_cannot_move_as_given_is_refused_naming_the_key() {
+    let sphere = std::fs::read(examples().join("sphere.stl")).unwrap();
+    let centre = "[16.0, 7.5, 7.5]";
+    let refused = |extra: &str, key: &str| refused_body_with(Some(&sphere), centre, extra, key);
+    // A motion table out of order.
+    refused(
+        "method = \"immersed\"\npath = [[10.0, 0.0, 0.0, 0.0], [5.0, 1.0, 0.0, 0.0]]",
+        "body[0].path",
+    );
+    // Motion given to a voxelised body.
+    refused("velocity = [0.01, 0.0, 0.0]", "body[0].velocity");
+    refused(
+        "rotation = { axis = [0.0, 0.0, 1.0], origin = [16.0, 7.5, 7.5], rate = 0.01 }",
+        "body[0].rotation",
+    );
+    refused(
+        "method = \"immersed\"\nrotation = { axis = [0.0, 0.0, 0.0], origin = [16.0, 7.5, 7.5], rate = 0.01 }",
+        "body[0].rotation.axis",
+    );
+    // Leaving the domain within the run's two steps: the sphere's top at z = 10.5 rises by 5.
+    refused(
+        "method = \"immersed\"\npath = [[0.0, 0.0, 0.0, 0.0], [2.0, 0.0, 0.0, 5.0]]",
+        "body[0]: the immersed body leaves the domain along z",
+    );
+    // Points faster than the lattice allows.
+    refused(
+        "method = \"immersed\"\nvelocity = [0.3, 0.0, 0.0]",
+        "body[0]: the immersed body's points move",
+    );
+    refused(
+        "method = \"immersed\"\n\n[numerics]\nimmersed_iterations = 0",
+        "numerics.immersed_iterations",
+    );
+    // A mesh whose triangles have no area gives no points.
+    let flat = b"solid flat\nfacet normal 0 0 1\nouter loop\nvertex 0 0 0\nvertex 1 0 0\nvertex 2 0 0\nendloop\nendfacet\nendsolid flat\n";
+    refused_body_with(
+        Some(flat),
+        centre,
+        "method = \"immersed\"",
+        "body[0]: the immersed body has no surface points",
+    );
+}
+
+#[test]
+fn an_immersed_body_reports_its_force_and_torque() {
+    // A sphere turning about z in a closed box at rest: the fluid brakes the rotation (a torque
+    // against it, −z) and, by symmetry, pushes it nowhere.
+    let tmp = tempfile::tempdir().unwrap();
+    let case = tmp.path().join("case.toml");
+    let stl = examples().join("sphere.stl");
+    std::fs::write(
+        &case,
+        format!(
+            "[domain]\nsize = [24, 24, 24]\ncase = \"box\"\n\n[physics]\nviscosity = 0.05\n\n[forces]\nevery = 10\n\n[[body]]\nstl = {stl:?}\nscale = 5.0\ntranslate = [11.5, 11.5, 11.5]\nmethod = \"immersed\"\nrotation = {{ axis = [0.0, 0.0, 1.0], origin = [11.5, 11.5, 11.5], rate = 0.004 }}\nname = \"ball\"\n"
+        ),
+    )
+    .unwrap();
+    let out = tmp.path().join("out");
+    let (code, stdout, err) = thelma(&[
+        "run",
+        "--config",
+        case.to_str().unwrap(),
+        "--steps",
+        "100",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stdout}{err}");
+    assert!(
+        stdout.contains("immersed bodies run on the CPU module"),
+        "{stdout}"
+    );
+    let text = std::fs::read_to_string(out.join("forces.csv")).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next().unwrap(),
+        "step,time,ball_fx,ball_fy,ball_fz,ball_tx,ball_ty,ball_tz"
+    );
+    let last: Vec<f64> = lines
+        .last()
+        .unwrap()
+        .split(',')
+        .map(|v| v.parse().unwrap())
+        .collect();
+    let (force, torque) = (&last[2..5], &last[5..8]);
+    assert!(torque[2] < -1e-3, "the fluid brakes the rotation: {last:?}");
+    for a in 0..3 {
+        assert!(force[a].abs() < 1e-3 * torque[2].abs(), "{last:?}");
+    }
+    assert!(torque[0].abs() < 1e-3 * torque[2].abs(), "{last:?}");
+    let summary = std::fs::read_to_string(out.join("summary.json")).unwrap();
+    assert!(summary.contains("\"torque\""), "{summary}");
 }
 
 #[test]

@@ -349,6 +349,15 @@ pub struct CpuModule<T: Real + Arith<Scalar = T>, S: Stored<Arith = T> = T> {
     u_prev_valid: bool,
     /// The running sums of the time average, made at the first sample.
     means: Option<MeanSums>,
+    /// Per-node forces (the immersed bodies'), made at the first [`ComputeModule::set_node_forces`].
+    node_forces: Option<NodeForces<T>>,
+}
+
+/// The force of every node, per axis (the uniform force where nothing else is set), and the nodes
+/// the last call set.
+struct NodeForces<T> {
+    force: [Vec<T>; 3],
+    set: Vec<u32>,
 }
 
 impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> CpuModule<T, S> {
@@ -414,6 +423,7 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> CpuModule<T, S> {
             u_prev: Vec::new(),
             u_prev_valid: false,
             means: None,
+            node_forces: None,
             thermal: params
                 .thermal
                 .as_ref()
@@ -510,41 +520,8 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> CpuModule<T, S> {
     /// Step `t` with operator `O`; `EXTRA`: whether the model has an eddy viscosity or a force (the
     /// plain variant is compiled without either, so it carries no branch on them).
     fn step_with<O: CollisionOperator, const EXTRA: bool>(&mut self, t: u64) {
-        let rin = ((t + 1) % 2) as usize;
-        let rout = (t % 2) as usize;
-        let vals = self.interface_values();
-        let ptr_at = |m: &Option<Arc<dyn Channel>>, parity: usize| {
-            m.as_ref().map(|m| {
-                // SAFETY: the offset lies inside the channel (2 buffers of `vals`).
-                SyncPtr(unsafe { (m.address() as *mut S).add(channel_offset(vals, parity)) })
-            })
-        };
-        let ctx = StepCtx {
-            nx: self.slab.nx(),
-            ny: self.slab.ny(),
-            nz: self.slab.nz(),
-            periodic: self.slab.domain.periodic,
-            a: &self.a,
-            a_raw: SyncPtr(self.a.ptr),
-            b: SyncPtr(self.b.ptr),
-            index: &self.index,
-            palette: &self.palette,
-            coeff: &self.coeff,
-            force: self.force,
-            below_in: ptr_at(&self.links.from_below, rin),
-            above_in: ptr_at(&self.links.from_above, rin),
-            above_out: ptr_at(&self.links.to_above, rout),
-            below_out: ptr_at(&self.links.to_below, rout),
-            amplitude: self.params.inlets.amplitudes(t).map(T::of),
-            z0: self.slab.z.start,
-            size: self.slab.domain.size,
-            coupling: self.thermal.as_mut().map(|th| Coupling {
-                force: th.force.each_mut().map(|f| SyncPtr(f.as_mut_ptr())),
-                u: th.u.each_mut().map(|u| SyncPtr(u.as_mut_ptr())),
-                nu: th.nu.as_mut().map(|v| SyncPtr(v.as_mut_ptr())),
-            }),
-            sponges: (!self.params.sponges.is_empty()).then_some(&self.params.sponges),
-        };
+        let coupling = self.coupling();
+        let ctx = self.ctx(t, coupling);
         let (rows, ny) = (ctx.nz * ctx.ny, ctx.ny);
         // Rows go to the pool's threads in runs of at least 4.
         let rows = || (0..rows).into_par_iter().with_min_len(4);
@@ -565,6 +542,58 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> CpuModule<T, S> {
             rows().for_each(|r| ctx.row::<O, EXTRA, LANES>(r / ny, r % ny))
         });
         std::mem::swap(&mut self.a, &mut self.b);
+    }
+
+    /// The per-node force arrays (and the thermal lattice's side) a step uses, as pointers.
+    fn coupling(&mut self) -> Option<Coupling<T>> {
+        match (self.thermal.as_mut(), self.node_forces.as_mut()) {
+            (Some(th), _) => Some(Coupling {
+                force: th.force.each_mut().map(|f| SyncPtr(f.as_mut_ptr())),
+                u: Some(th.u.each_mut().map(|u| SyncPtr(u.as_mut_ptr()))),
+                nu: th.nu.as_mut().map(|v| SyncPtr(v.as_mut_ptr())),
+            }),
+            (None, Some(nf)) => Some(Coupling {
+                force: nf.force.each_mut().map(|f| SyncPtr(f.as_mut_ptr())),
+                u: None,
+                nu: None,
+            }),
+            (None, None) => None,
+        }
+    }
+
+    /// What step `t` reads and writes: lattices, this step's interface buffers, per-node forces.
+    fn ctx(&self, t: u64, coupling: Option<Coupling<T>>) -> StepCtx<'_, T, S> {
+        let rin = ((t + 1) % 2) as usize;
+        let rout = (t % 2) as usize;
+        let vals = self.interface_values();
+        let ptr_at = |m: &Option<Arc<dyn Channel>>, parity: usize| {
+            m.as_ref().map(|m| {
+                // SAFETY: the offset lies inside the channel (2 buffers of `vals`).
+                SyncPtr(unsafe { (m.address() as *mut S).add(channel_offset(vals, parity)) })
+            })
+        };
+        StepCtx {
+            nx: self.slab.nx(),
+            ny: self.slab.ny(),
+            nz: self.slab.nz(),
+            periodic: self.slab.domain.periodic,
+            a: &self.a,
+            a_raw: SyncPtr(self.a.ptr),
+            b: SyncPtr(self.b.ptr),
+            index: &self.index,
+            palette: &self.palette,
+            coeff: &self.coeff,
+            force: self.force,
+            below_in: ptr_at(&self.links.from_below, rin),
+            above_in: ptr_at(&self.links.from_above, rin),
+            above_out: ptr_at(&self.links.to_above, rout),
+            below_out: ptr_at(&self.links.to_below, rout),
+            amplitude: self.params.inlets.amplitudes(t).map(T::of),
+            z0: self.slab.z.start,
+            size: self.slab.domain.size,
+            coupling,
+            sponges: (!self.params.sponges.is_empty()).then_some(&self.params.sponges),
+        }
     }
 }
 
@@ -624,7 +653,11 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> OperatorVisitor for Step
     type Output = ();
     fn visit<O: CollisionOperator>(self) {
         let m = self.module;
-        if m.coeff.smagorinsky.is_some() || m.force.is_some() || m.thermal.is_some() {
+        if m.coeff.smagorinsky.is_some()
+            || m.force.is_some()
+            || m.thermal.is_some()
+            || m.node_forces.is_some()
+        {
             m.step_with::<O, true>(self.t)
         } else {
             m.step_with::<O, false>(self.t)
@@ -689,12 +722,13 @@ struct StepCtx<'a, T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> {
     sponges: Option<&'a Sponges>,
 }
 
-/// The flow step's side of the coupling to a temperature lattice: per-axis arrays of one value per
-/// node, the force read and the advecting velocity written (each node by the task of its row).
+/// The flow step's per-node force: per-axis arrays of one value per node, the force read and, with a
+/// temperature lattice, the advecting velocity written (each node by the task of its row).
 #[derive(Clone, Copy)]
 struct Coupling<T> {
     force: [SyncPtr<T>; 3],
-    u: [SyncPtr<T>; 3],
+    /// Without a temperature lattice (forces of immersed bodies only), none.
+    u: Option<[SyncPtr<T>; 3]>,
     /// The eddy viscosity per node, kept for a turbulent Prandtl number.
     nu: Option<SyncPtr<T>>,
 }
@@ -989,8 +1023,9 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> StepCtx<'_, T, S> {
         }
     }
 
-    /// With a temperature lattice: the force of the `len` nodes at slab offset `at` (from their θ,
-    /// set by the thermal pull) instead of the uniform one, and the velocity that advects θ, from
+    /// With per-node forces (immersed bodies): the force of the `len` nodes at slab offset `at`
+    /// instead of the uniform one. With a temperature lattice: that force (from their θ,
+    /// set by the thermal pull), and the velocity that advects θ, from
     /// their pulled populations under that force, kept for the thermal collision (with the eddy
     /// viscosity under the run constants `k`, for a turbulent Prandtl number, whose relaxation
     /// time it returns for the flow's collision). Without one, the uniform force as it is.
@@ -1014,11 +1049,14 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> StepCtx<'_, T, S> {
             }
             l
         });
+        let Some(cu) = c.u else {
+            return (Some(fl), None);
+        };
         let u = advecting_velocity(f, Some(fl));
         for a in 0..3 {
             for x in 0..len {
                 // SAFETY: nodes at..at + len belong to this task's row.
-                unsafe { *c.u[a].0.add(at + x) = u[a].0[x] };
+                unsafe { *cu[a].0.add(at + x) = u[a].0[x] };
             }
         }
         // The eddy viscosity's relaxation time, evaluated once: the temperature's diffusivity
@@ -1266,9 +1304,11 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> ComputeModule for CpuMod
         let solid = |p: usize| self.palette[self.index[p] as usize].solid;
         let uniform = self.force;
         let th = self.thermal.as_ref();
-        let force = |p: usize| match th {
-            Some(th) => Some(th.force_at(p)),
-            None => uniform,
+        let nf = self.node_forces.as_ref();
+        let force = |p: usize| match (th, nf) {
+            (Some(th), _) => Some(th.force_at(p)),
+            (None, Some(nf)) => Some(nf.force.each_ref().map(|f| f[p])),
+            (None, None) => uniform,
         };
         let mut fields = fields_from_populations(&self.slab, &self.a, solid, force);
         if let Some(th) = th {
@@ -1358,6 +1398,67 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> ComputeModule for CpuMod
                     .chain((0..qt).map(move |i| h[i * n + p].to_f64()))
             })
             .collect())
+    }
+
+    fn pull_nodes(&mut self, t: u64, nodes: &[u32]) -> Result<Vec<f64>, ComputeError> {
+        let n = self.slab.nodes();
+        if let Some(&p) = nodes.iter().find(|&&p| p as usize >= n) {
+            return Err(ComputeError::Invalid(format!(
+                "node {p} outside a slab of {n} nodes"
+            )));
+        }
+        // The pull reads no per-node force.
+        let ctx = self.ctx(t, None);
+        let (nx, ny) = (ctx.nx, ctx.ny);
+        let mut out = Vec::with_capacity(nodes.len() * Q);
+        for &p in nodes {
+            let p = p as usize;
+            let (x, y, z) = (p % nx, p / nx % ny, p / (nx * ny));
+            let sources: [Option<&[S]>; Q] = std::array::from_fn(|i| ctx.source_row(i, z, y));
+            // One node as a bundle of one: the step's own gather, bounce-back and open links.
+            let mut f = [Lanes::<T, 1>::splat(T::zero()); Q];
+            ctx.gather(&mut f, &sources, p - x, x, 1);
+            out.extend(f.iter().map(|l| l.0[0].to_f64()));
+        }
+        Ok(out)
+    }
+
+    fn set_node_forces(&mut self, nodes: &[u32], forces: &[[f64; 3]]) -> Result<(), ComputeError> {
+        let n = self.slab.nodes();
+        if self.thermal.is_some() {
+            return Err(ComputeError::Invalid(
+                "immersed bodies are not available with a temperature lattice".into(),
+            ));
+        }
+        if nodes.len() != forces.len() {
+            return Err(ComputeError::Invalid(format!(
+                "{} forces for {} nodes",
+                forces.len(),
+                nodes.len()
+            )));
+        }
+        if let Some(&p) = nodes.iter().find(|&&p| p as usize >= n) {
+            return Err(ComputeError::Invalid(format!(
+                "node {p} outside a slab of {n} nodes"
+            )));
+        }
+        let uniform = self.params.model.force.unwrap_or([0.0; 3]);
+        let nf = self.node_forces.get_or_insert_with(|| NodeForces {
+            force: uniform.map(|f| vec![T::of(f); n]),
+            set: Vec::new(),
+        });
+        for &p in &nf.set {
+            for a in 0..3 {
+                nf.force[a][p as usize] = T::of(uniform[a]);
+            }
+        }
+        for (&p, f) in nodes.iter().zip(forces) {
+            for a in 0..3 {
+                nf.force[a][p as usize] = T::of(uniform[a] + f[a]);
+            }
+        }
+        nf.set = nodes.to_vec();
+        Ok(())
     }
 
     fn write_populations(&mut self, bytes: &[u8], next_step: u64) -> Result<(), ComputeError> {

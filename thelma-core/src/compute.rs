@@ -273,6 +273,31 @@ pub trait ComputeModule {
     /// and probes are computed from, on the host, every few steps.
     fn read_nodes(&mut self, nodes: &[u32]) -> Result<Vec<f64>, ComputeError>;
 
+    /// The populations step `t` will pull into the slab-local nodes `nodes` (what it collides
+    /// them from: streamed, bounced back and through the open faces' rules), `Q` per node widened
+    /// to `f64`, shifted: the immersed boundary method's velocity before its forcing. Valid
+    /// between steps `t − 1` and `t`. Modules without immersed bodies need not provide it.
+    fn pull_nodes(&mut self, _t: u64, _nodes: &[u32]) -> Result<Vec<f64>, ComputeError> {
+        Err(ComputeError::Invalid(format!(
+            "the {} module has no immersed bodies yet",
+            self.describe()
+        )))
+    }
+
+    /// Sets the force density added to the uniform force at the slab-local nodes `nodes` (lattice
+    /// units, one per node) for the steps from the next one on, replacing what the last call set
+    /// (its nodes go back to the uniform force): the immersed boundary method's forcing.
+    fn set_node_forces(
+        &mut self,
+        _nodes: &[u32],
+        _forces: &[[f64; 3]],
+    ) -> Result<(), ComputeError> {
+        Err(ComputeError::Invalid(format!(
+            "the {} module has no immersed bodies yet",
+            self.describe()
+        )))
+    }
+
     /// Adds the current state to the running sums of the time average ([`MeanSums`]), kept where
     /// the populations are (made at the first call). Enqueued like a step: ordered after the steps
     /// before it, and it may return before it is done.

@@ -22,12 +22,13 @@ pub use compute::{
     ComputeModule, Fields, Health, MeanSums, MemoryInfo, ModuleFactory, Placement,
 };
 pub use config::{
-    Axis, BackendName, BodyConfig, BoundaryConfig, BoundaryKind, CaseConfig, CaseFileError,
-    CaseKind, ConfigError, DeviceSpec, DeviceSpecError, DomainConfig, Expression, Face, FacePatch,
-    ForcesConfig, HardwareConfig, InitialConfig, InitialState, InletSchedule, LatticeParams,
-    LineConfig, NumericsConfig, Obstacle, OutputConfig, OutputField, PatchConfig, PhysicalUnits,
-    PhysicsConfig, ProbeConfig, Profile, RunConfig, Scale, SlicePlane, SlicePlaneError,
-    SpongeConfig, SyntaxError, ThermalConfig, UnitScales, MAX_THREADS, WALL_SLOTS,
+    Axis, BackendName, BodyConfig, BodyMethod, BoundaryConfig, BoundaryKind, CaseConfig,
+    CaseFileError, CaseKind, ConfigError, DeviceSpec, DeviceSpecError, DomainConfig, Expression,
+    Face, FacePatch, ForcesConfig, HardwareConfig, InitialConfig, InitialState, InletSchedule,
+    LatticeParams, LineConfig, NumericsConfig, Obstacle, OutputConfig, OutputField, PatchConfig,
+    PhysicalUnits, PhysicsConfig, ProbeConfig, Profile, RotationConfig, RunConfig, Scale,
+    SlicePlane, SlicePlaneError, SpongeConfig, SyntaxError, ThermalConfig, UnitScales, MAX_THREADS,
+    WALL_SLOTS,
 };
 pub use domain::{partition, Domain, PartitionError, SlabSpec};
 pub use numfmt::{num, num_exact, num_sig, Num};

@@ -20,6 +20,7 @@ use crate::compute::{
     ChangeSums, ComputeError, ComputeModule, Fields, Health, MeanSums, ModuleFactory,
 };
 use crate::domain::{Domain, PartitionError, SlabSpec};
+use crate::physics::{BodyLoad, ImmersedBodies, LeavesDomain};
 use crate::transport::{
     plan as plan_transports, Channel, Links, SlabTransports, Transport, TransportRefused,
 };
@@ -122,6 +123,8 @@ pub enum RuntimeError {
     },
     #[error("the runtime has already failed and shut down")]
     Closed,
+    #[error(transparent)]
+    Immersed(#[from] LeavesDomain),
     #[error("cannot start a worker thread: {0}")]
     Spawn(String),
 }
@@ -146,6 +149,14 @@ enum Command {
     VelocityChange,
     ReadPopulations,
     ReadNodes(Arc<Vec<u32>>),
+    PullNodes {
+        t: u64,
+        nodes: Vec<u32>,
+    },
+    SetForces {
+        nodes: Vec<u32>,
+        forces: Vec<[f64; 3]>,
+    },
     WritePopulations {
         bytes: Arc<Vec<u8>>,
         next_step: u64,
@@ -249,6 +260,15 @@ pub struct Runtime {
     step: u64,
     failed: bool,
     averaging: Option<Averaging>,
+    immersed: Option<Immersed>,
+}
+
+/// The immersed bodies of a run, forced before every step from the coordinator.
+struct Immersed {
+    bodies: ImmersedBodies,
+    uniform: Option<[f64; 3]>,
+    /// The loads of the last step forced, and its number.
+    last: Option<(u64, Vec<BodyLoad>)>,
 }
 
 impl Runtime {
@@ -311,6 +331,7 @@ impl Runtime {
             step: 0,
             failed: false,
             averaging: None,
+            immersed: None,
         };
 
         // Creation: each worker reports its module.
@@ -418,9 +439,107 @@ impl Runtime {
         Ok(())
     }
 
+    /// Moves `bodies` through the flow from now on, forced by the immersed boundary method before
+    /// every step, the fluid under the `uniform` force besides (none when `bodies` has none).
+    pub fn set_immersed(&mut self, bodies: ImmersedBodies, uniform: Option<[f64; 3]>) {
+        self.immersed = (!bodies.bodies.is_empty()).then_some(Immersed {
+            bodies,
+            uniform,
+            last: None,
+        });
+    }
+
+    /// The force and torque the fluid exerted on each immersed body (in body order, lattice
+    /// units) in the last step run, and that step's number; `None` before the first.
+    pub fn immersed_loads(&self) -> Option<(u64, &[BodyLoad])> {
+        let (t, loads) = self.immersed.as_ref()?.last.as_ref()?;
+        Some((*t, loads))
+    }
+
     /// Runs `steps` steps on every device (fewer if the stop flag is raised), sampling the time
     /// average where [`Self::set_averaging`] says.
     pub fn run(&mut self, steps: u64) -> Result<RunStats, RuntimeError> {
+        if self.immersed.is_none() {
+            return self.run_plain(steps);
+        }
+        // Immersed bodies: each step forced from the band's pulled populations, gathered here.
+        let mut total = RunStats {
+            steps: 0,
+            wall: Duration::ZERO,
+            workers: vec![WorkerTimes::default(); self.workers.len()],
+            stopped: false,
+        };
+        for _ in 0..steps {
+            let tic = Instant::now();
+            self.force_immersed()?;
+            let forcing = tic.elapsed();
+            let st = self.run_plain(1)?;
+            total.steps += st.steps;
+            total.wall += forcing + st.wall;
+            for (t, w) in total.workers.iter_mut().zip(&st.workers) {
+                t.steps += w.steps;
+                t.compute += w.compute + forcing;
+                t.wait += w.wait;
+                t.stopped |= w.stopped;
+            }
+            if st.stopped {
+                total.stopped = true;
+                break;
+            }
+        }
+        Ok(total)
+    }
+
+    /// The immersed boundary method's forcing of the next step: the bodies' points and band at this
+    /// step, the band's pulled populations from its slabs, the direct forcing on the host (the same
+    /// arithmetic in the same order whatever the partition), each slab's share of the band's
+    /// forces handed back.
+    fn force_immersed(&mut self) -> Result<(), RuntimeError> {
+        let t = self.step;
+        let im = self.immersed.as_ref().expect("immersed bodies");
+        let plan = im.bodies.plan(t)?;
+        let plane = (self.domain.size[0] * self.domain.size[1]) as u64;
+        // The band ascends through the domain's node order, so its slabs' shares follow one another.
+        let mut lists: Vec<Vec<u32>> = Vec::with_capacity(self.devices.len());
+        let mut at = 0;
+        for d in &self.devices {
+            let (z0, z1) = (d.slab.z.start as u64 * plane, d.slab.z.end as u64 * plane);
+            let end = at + plan.band[at..].partition_point(|&g| g < z1);
+            lists.push(
+                plan.band[at..end]
+                    .iter()
+                    .map(|&g| (g - z0) as u32)
+                    .collect(),
+            );
+            at = end;
+        }
+        for (s, list) in lists.iter().enumerate() {
+            let nodes = list.clone();
+            self.send(s, Command::PullNodes { t, nodes })?;
+        }
+        let pulled = self
+            .collect(|_, r| match r {
+                Reply::Nodes(v) => Ok(v),
+                other => Err(other),
+            })?
+            .concat();
+        let im = self.immersed.as_ref().expect("immersed bodies");
+        let sol = im.bodies.solve(&plan, &pulled, im.uniform);
+        let mut forces = sol.node_force.into_iter();
+        for (s, nodes) in lists.into_iter().enumerate() {
+            let forces = forces.by_ref().take(nodes.len()).collect();
+            self.send(s, Command::SetForces { nodes, forces })?;
+        }
+        self.collect(|_, r| match r {
+            Reply::Written => Ok(()),
+            other => Err(other),
+        })?;
+        let im = self.immersed.as_mut().expect("immersed bodies");
+        im.last = Some((t, sol.loads));
+        Ok(())
+    }
+
+    fn run_plain(&mut self, steps: u64) -> Result<RunStats, RuntimeError> {
         let exchange = self.workers.len() > 1;
         let averaging = self.averaging;
         let t0 = self.step;
@@ -772,6 +891,10 @@ fn serve(
         Command::VelocityChange => module.velocity_change().map(Reply::Change),
         Command::ReadPopulations => module.read_populations().map(Reply::Populations),
         Command::ReadNodes(nodes) => module.read_nodes(&nodes).map(Reply::Nodes),
+        Command::PullNodes { t, nodes } => module.pull_nodes(t, &nodes).map(Reply::Nodes),
+        Command::SetForces { nodes, forces } => module
+            .set_node_forces(&nodes, &forces)
+            .map(|_| Reply::Written),
         Command::WritePopulations { bytes, next_step } => module
             .write_populations(&bytes, next_step)
             .map(|_| Reply::Written),

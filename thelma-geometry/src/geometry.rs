@@ -6,11 +6,13 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use thelma_core::physics::d3q19::{C, Q};
+use thelma_core::physics::{ImmersedBodies, LagrangianBody};
 use thelma_core::Domain;
-use thelma_core::{BoundaryKind, CaseConfig, Face, FacePatch, Obstacle, Profile};
+use thelma_core::{BodyMethod, BoundaryKind, CaseConfig, Face, FacePatch, Obstacle, Profile};
 
 use crate::flags::{moving_term, FlagPalette, LinkRule, NodeFlags, SlabFlags, MAX_PALETTE};
 use crate::mesh::{Mesh, MeshError};
+use crate::surface::SurfacePoints;
 use crate::voxel::Voxels;
 
 /// What lies at a position that is not fluid.
@@ -56,6 +58,142 @@ pub enum GeometryError {
     Stl { index: usize, error: MeshError },
     #[error("body[{0}] lies entirely outside the domain: no node centre is inside its mesh (check its scale, translate and the [units])")]
     BodyOutside(usize),
+    #[error("body[{index}]: the immersed body leaves the domain along {axis}: its points reach {axis} = {reach:.2} nodes by step {step}, and its kernel needs them within 0.5 to {limit:.1} (nodes) on a walled axis")]
+    ImmersedOutside {
+        index: usize,
+        axis: char,
+        reach: f64,
+        step: u64,
+        limit: f64,
+    },
+    #[error("body[{0}]: the immersed body has no surface points (its triangles have no area)")]
+    ImmersedEmpty(usize),
+    #[error("body[{index}]: the immersed body's points move at {speed:.3} (lattice units) by step {step}; keep them below {max}")]
+    ImmersedTooFast {
+        index: usize,
+        speed: f64,
+        step: u64,
+        max: f64,
+    },
+}
+
+/// The mesh of `[[body]]` `k`, placed, in node coordinates.
+fn placed_mesh(case: &CaseConfig, k: usize) -> Result<Mesh, GeometryError> {
+    let b = &case.body[k];
+    Ok(Mesh::load(&b.stl)
+        .map_err(|error| GeometryError::Stl { index: k, error })?
+        .placed(b.scale.factors(), b.rotate, b.translate)
+        .mapped(|p| case.node_coordinates(p)))
+}
+
+/// The fastest a point of an immersed body may move, lattice units (a Mach number of 0.35).
+pub const MAX_IMMERSED_SPEED: f64 = 0.2;
+
+/// The immersed bodies of a case (`method = "immersed"`, in `[[body]]` order): each mesh placed and
+/// sampled by [`SurfacePoints`] at one point per node spacing squared, with its motion. Refused
+/// when a body's points would leave the domain along a walled axis, or move faster than
+/// [`MAX_IMMERSED_SPEED`], within the run's steps (`case.run.steps`, else `max_steps`): the path's
+/// vertices, the ends and the rotation's whole circle bound where a point can be.
+pub fn immersed_bodies(case: &CaseConfig) -> Result<ImmersedBodies, GeometryError> {
+    let d = &case.domain;
+    let t_end = case.run.steps.unwrap_or(case.run.max_steps) as f64;
+    let mut bodies = Vec::new();
+    for (k, b) in case.body.iter().enumerate() {
+        if b.method != BodyMethod::Immersed {
+            continue;
+        }
+        let mesh = placed_mesh(case, k)?;
+        let surface = SurfacePoints::from_mesh(&mesh, 1.0);
+        if surface.is_empty() {
+            return Err(GeometryError::ImmersedEmpty(k));
+        }
+        let motion = case.body_motion(k);
+        // Each point's circle about the rotation's axis (a point when the body does not turn):
+        // its centre on the axis and its radius.
+        let circles: Vec<([f64; 3], f64)> = surface
+            .positions
+            .iter()
+            .map(|p| {
+                let r: [f64; 3] = std::array::from_fn(|a| p[a] - motion.origin[a]);
+                let along: f64 = (0..3).map(|a| r[a] * motion.axis[a]).sum();
+                let c: [f64; 3] =
+                    std::array::from_fn(|a| motion.origin[a] + along * motion.axis[a]);
+                let radius = (0..3).map(|a| (p[a] - c[a]).powi(2)).sum::<f64>().sqrt();
+                if motion.rate == 0.0 {
+                    (*p, 0.0)
+                } else {
+                    (c, radius)
+                }
+            })
+            .collect();
+        let radius = circles.iter().map(|c| c.1).fold(0.0, f64::max);
+        let reach = motion.reach(t_end);
+        let mut lo = [f64::INFINITY; 3];
+        let mut hi = [f64::NEG_INFINITY; 3];
+        for (c, r) in &circles {
+            for a in 0..3 {
+                lo[a] = lo[a].min(c[a] - r + reach[0][a]);
+                hi[a] = hi[a].max(c[a] + r + reach[1][a]);
+            }
+        }
+        for a in 0..3 {
+            let limit = d.size[a] as f64 - 1.5;
+            if d.periodic[a] {
+                continue;
+            }
+            let axis = ['x', 'y', 'z'][a];
+            let (bad, at) = if lo[a] < 0.5 {
+                (true, lo[a])
+            } else {
+                (hi[a] >= limit, hi[a])
+            };
+            if bad {
+                return Err(GeometryError::ImmersedOutside {
+                    index: k,
+                    axis,
+                    reach: at,
+                    step: t_end as u64,
+                    limit,
+                });
+            }
+        }
+        let v = motion.velocity.iter().map(|c| c * c).sum::<f64>().sqrt();
+        let path_speed = motion
+            .path
+            .windows(2)
+            .map(|w| {
+                let dt = w[1].0 - w[0].0;
+                (0..3)
+                    .map(|a| ((w[1].1[a] - w[0].1[a]) / dt).powi(2))
+                    .sum::<f64>()
+                    .sqrt()
+            })
+            .fold(0.0, f64::max);
+        let speed = v + path_speed + motion.rate.abs() * radius;
+        if speed >= MAX_IMMERSED_SPEED {
+            return Err(GeometryError::ImmersedTooFast {
+                index: k,
+                speed,
+                step: t_end as u64,
+                max: MAX_IMMERSED_SPEED,
+            });
+        }
+        bodies.push(LagrangianBody {
+            name: b
+                .name
+                .clone()
+                .unwrap_or_else(|| format!("body{}", d.obstacles.len() + k)),
+            points: surface.positions,
+            areas: surface.areas,
+            motion,
+        });
+    }
+    Ok(ImmersedBodies {
+        bodies,
+        size: d.size,
+        periodic: d.periodic,
+        iterations: case.numerics.immersed_iterations,
+    })
 }
 
 /// What closes a face, or a patch of one.
@@ -74,6 +212,8 @@ enum Closure {
 enum Solid {
     Shape(Obstacle),
     Body(Arc<Voxels>),
+    /// An immersed body's place in the numbering: it covers no node.
+    Immersed,
 }
 
 /// A geometry: the domain, the walls closing its non-periodic faces (at rest or moving) and its
@@ -279,10 +419,12 @@ impl Geometry {
             }
         }
         for (k, b) in case.body.iter().enumerate() {
-            let mesh = Mesh::load(&b.stl)
-                .map_err(|error| GeometryError::Stl { index: k, error })?
-                .placed(b.scale.factors(), b.rotate, b.translate)
-                .mapped(|p| case.node_coordinates(p));
+            if b.method == BodyMethod::Immersed {
+                // Forced through the flow by the runtime ([`immersed_bodies`]), not a solid.
+                g.solids.push(Solid::Immersed);
+                continue;
+            }
+            let mesh = placed_mesh(case, k)?;
             match Voxels::of(&mesh, d.size) {
                 Some(v) if v.count() > 0 => g = g.with_body(Arc::new(v)),
                 _ => return Err(GeometryError::BodyOutside(k)),
@@ -314,6 +456,7 @@ impl Geometry {
                 line_distance2(mid, *centre, *axis).sqrt() <= half + radius
             }
             Solid::Body(v) => v.count() > 0,
+            Solid::Immersed => true,
         }
     }
 
@@ -347,6 +490,7 @@ impl Geometry {
                 })
             }),
             Solid::Body(v) => v.contains([x, y, z]),
+            Solid::Immersed => false,
             Solid::Shape(Obstacle::Sphere { centre, radius }) => {
                 let d2: f64 = (0..3)
                     .map(|a| {
@@ -392,7 +536,9 @@ impl Geometry {
                 (0..3).all(|a| min[a] <= 0.0 && max[a] > (self.domain.size[a] - 1) as f64)
             }
             Solid::Body(v) => v.count() == self.domain.size.iter().product::<usize>(),
-            Solid::Shape(Obstacle::Sphere { .. } | Obstacle::Cylinder { .. }) => false,
+            Solid::Shape(Obstacle::Sphere { .. } | Obstacle::Cylinder { .. }) | Solid::Immersed => {
+                false
+            }
         });
         !covers_all && (0..nz).any(|z| (0..ny).any(|y| (0..nx).any(|x| !self.in_obstacle(x, y, z))))
     }
@@ -678,6 +824,7 @@ fn near_bounds(o: &Solid, p: [i64; 3], domain: &Domain) -> bool {
     let (lo, hi): ([f64; 3], [f64; 3]) = match o {
         // Nodes min ≤ i < max: within [min, max].
         Solid::Shape(Obstacle::Box { min, max }) => (*min, *max),
+        Solid::Immersed => return false,
         Solid::Body(v) => {
             let (lo, hi) = v.node_box();
             (lo.map(|c| c as f64), hi.map(|c| c as f64 - 1.0))

@@ -9,9 +9,13 @@
 mod flags;
 mod geometry;
 mod mesh;
+mod surface;
 mod voxel;
 
 pub use flags::{FlagPalette, LinkRule, NodeFlags, SlabFlags, BYTE_PALETTE, MAX_PALETTE};
-pub use geometry::{BodyLinks, Geometry, GeometryError, OpenKind, Wall};
+pub use geometry::{
+    immersed_bodies, BodyLinks, Geometry, GeometryError, OpenKind, Wall, MAX_IMMERSED_SPEED,
+};
 pub use mesh::{Mesh, MeshError};
+pub use surface::SurfacePoints;
 pub use voxel::Voxels;

@@ -124,6 +124,9 @@ pub struct ForceMean {
     pub to_step: u64,
     /// Lattice units (ρ₀ = 1, dx = dt = 1).
     pub force: [f64; 3],
+    /// An immersed body's mean torque about its centre of motion (lattice units).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub torque: Option<[f64; 3]>,
     /// Drag and lift coefficients, when `[forces]` gives a reference area and velocity.
     pub coefficients: Option<[f64; 2]>,
 }

@@ -24,6 +24,47 @@ pub struct BodyConfig {
     /// A label for reports.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// How the body meets the flow: voxelised into solid nodes with bounce-back (`voxel`, fixed),
+    /// or as surface points forced by the immersed boundary method (`immersed`, which may move).
+    #[serde(default, skip_serializing_if = "BodyMethod::is_voxel")]
+    pub method: BodyMethod,
+    /// An immersed body's rotation at a constant rate about an axis.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rotation: Option<RotationConfig>,
+    /// An immersed body's constant translation velocity (m/s with `[units]`, lattice units
+    /// otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub velocity: Option<[f64; 3]>,
+    /// An immersed body's displacement over time: rows `[t, dx, dy, dz]` (seconds and metres with
+    /// `[units]`, steps and nodes otherwise), times increasing, linear between rows, held before
+    /// the first and after the last; added to `velocity`'s.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub path: Vec<[f64; 4]>,
+}
+
+/// How a body meets the flow.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BodyMethod {
+    #[default]
+    Voxel,
+    Immersed,
+}
+
+impl BodyMethod {
+    fn is_voxel(&self) -> bool {
+        *self == Self::Voxel
+    }
+}
+
+/// A rotation at `rate` (rad/s with `[units]`, rad per step otherwise; positive counterclockwise
+/// about `axis`) about the axis through `origin` (metres or nodes, as the mesh is placed).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RotationConfig {
+    pub axis: [f64; 3],
+    pub origin: [f64; 3],
+    pub rate: f64,
 }
 
 /// A body's scale: one number, or one per axis.

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-pub use body::{BodyConfig, Scale};
+pub use body::{BodyConfig, BodyMethod, RotationConfig, Scale};
 pub use boundary::{
     BoundaryConfig, BoundaryKind, Face, FacePatch, PatchConfig, Profile, SpongeConfig,
 };
@@ -35,8 +35,8 @@ pub use units::{PhysicalUnits, UnitScales};
 
 use crate::numfmt::{num, num_exact, num_sig};
 use crate::physics::{
-    Collision, FlowModel, MrtRates, SpongeLayer, Sponges, ThermalSetup, DEFAULT_TRT_MAGIC,
-    MAX_SPEED,
+    Collision, FlowModel, MrtRates, RigidMotion, SpongeLayer, Sponges, ThermalSetup,
+    DEFAULT_TRT_MAGIC, MAX_SPEED,
 };
 pub use crate::real::Precision;
 
@@ -138,7 +138,12 @@ pub struct NumericsConfig {
     /// operator; absent: no subgrid model.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub smagorinsky: Option<f64>,
+    /// The direct forcing's fixed-point iterations per step for immersed bodies.
+    pub immersed_iterations: usize,
 }
+
+/// Ota, Suzuki & Inamuro's (2012) count of the direct forcing's iterations.
+pub const DEFAULT_IMMERSED_ITERATIONS: usize = 5;
 
 impl Default for NumericsConfig {
     fn default() -> Self {
@@ -148,6 +153,7 @@ impl Default for NumericsConfig {
             mrt_rates: MrtRates::default(),
             trt_magic: DEFAULT_TRT_MAGIC,
             smagorinsky: None,
+            immersed_iterations: DEFAULT_IMMERSED_ITERATIONS,
         }
     }
 }
@@ -809,8 +815,100 @@ impl CaseConfig {
             if b.translate.iter().any(|c| !c.is_finite()) {
                 return refuse("translate", format!("{:?} must be finite", b.translate));
             }
+            if b.method == BodyMethod::Voxel {
+                for (key, given) in [
+                    ("rotation", b.rotation.is_some()),
+                    ("velocity", b.velocity.is_some()),
+                    ("path", !b.path.is_empty()),
+                ] {
+                    if given {
+                        return refuse(
+                            key,
+                            "only an immersed body moves; add method = \"immersed\"".into(),
+                        );
+                    }
+                }
+                continue;
+            }
+            if self.thermal.is_some() {
+                return refuse(
+                    "method",
+                    "immersed bodies do not take a temperature lattice ([thermal]) yet".into(),
+                );
+            }
+            if let Some(r) = &b.rotation {
+                let norm = r.axis.iter().map(|c| c * c).sum::<f64>().sqrt();
+                if !(norm.is_finite() && norm > 0.0) {
+                    return refuse(
+                        "rotation.axis",
+                        format!("{:?} must be a finite, nonzero vector", r.axis),
+                    );
+                }
+                if r.origin.iter().any(|c| !c.is_finite()) {
+                    return refuse("rotation.origin", format!("{:?} must be finite", r.origin));
+                }
+                if !r.rate.is_finite() {
+                    return refuse("rotation.rate", format!("{} must be finite", r.rate));
+                }
+            }
+            if let Some(v) = b.velocity {
+                if v.iter().any(|c| !c.is_finite()) {
+                    return refuse("velocity", format!("{v:?} must be finite"));
+                }
+            }
+            for (row, e) in b.path.iter().enumerate() {
+                if e.iter().any(|c| !c.is_finite()) {
+                    return refuse("path", format!("row {row} {e:?} must be finite"));
+                }
+                if row > 0 && e[0] <= b.path[row - 1][0] {
+                    return refuse(
+                        "path",
+                        format!(
+                            "times must increase: row {row} at {} follows {}",
+                            e[0],
+                            b.path[row - 1][0]
+                        ),
+                    );
+                }
+            }
+        }
+        let k = self.numerics.immersed_iterations;
+        if !(1..=100).contains(&k) && self.body.iter().any(|b| b.method == BodyMethod::Immersed) {
+            return Err(bad(
+                "numerics.immersed_iterations",
+                "--config",
+                format!("{k} must be from 1 to 100"),
+            ));
         }
         Ok(())
+    }
+
+    /// The prescribed motion of `[[body]]` `k` in lattice units (nodes and steps), from metres,
+    /// m/s, rad/s and seconds with `[units]`; a body without motion keys stays at rest.
+    pub fn body_motion(&self, k: usize) -> RigidMotion {
+        let b = &self.body[k];
+        let (dx, dt) = self.unit_scales().map_or((1.0, 1.0), |s| (s.dx, s.dt));
+        let mut m = RigidMotion::at_rest();
+        if let Some(r) = &b.rotation {
+            let norm = r.axis.iter().map(|c| c * c).sum::<f64>().sqrt();
+            m.axis = r.axis.map(|c| c / norm);
+            m.origin = self.node_coordinates(r.origin);
+            m.rate = r.rate * dt;
+        }
+        if let Some(v) = b.velocity {
+            m.velocity = v.map(|c| c * dt / dx);
+        }
+        m.path = b
+            .path
+            .iter()
+            .map(|e| (e[0] / dt, [e[1] / dx, e[2] / dx, e[3] / dx]))
+            .collect();
+        m
+    }
+
+    /// Whether a `[[body]]` is immersed (moving, forced by the immersed boundary method).
+    pub fn has_immersed_bodies(&self) -> bool {
+        self.body.iter().any(|b| b.method == BodyMethod::Immersed)
     }
 
     /// Node coordinates (node i's centre at i) of a point of the case: with `[units]` the point is in

@@ -12,6 +12,7 @@ mod boundary;
 mod collision;
 pub mod d3q19;
 mod error;
+mod immersed;
 mod sponge;
 mod stencil;
 pub mod symbolic;
@@ -26,6 +27,10 @@ pub use collision::{
     OperatorVisitor, Pairs, Trt, DEFAULT_TRT_MAGIC, OPERATORS,
 };
 pub use error::PhysicsError;
+pub use immersed::{
+    delta_roma, support_1d, BodyLoad, ForcingPlan, ForcingSolution, ImmersedBodies, LagrangianBody,
+    LeavesDomain, Pose, RigidMotion, SUPPORT,
+};
 pub use sponge::{absorb, absorb_recording, sponge_rate, Absorption, SpongeLayer, Sponges};
 pub use stencil::{Stencil, D3Q19, D3Q7, MAX_SPEED};
 pub use symbolic::{Recording, Sym};
