@@ -1,6 +1,6 @@
 //! The shipped cases run as they are: every `examples/*.toml` passes everything a run checks
 //! before it allocates (values, the geometry with its STL bodies, fluid present, probes outside the
-//! solids, the CPU module's devices and memory), and the Ahmed body's case runs on the CPU module at
+//! solids, immersed bodies inside the domain at every step, the CPU module's devices and memory), and the Ahmed body's case runs on the CPU module at
 //! a reduced size and voxelises to its mesh's volume, as the shipped sphere does. (`pipe.rs`
 //! validates the pipe against Hagen–Poiseuille.)
 
@@ -11,8 +11,8 @@ use std::sync::Arc;
 use thelma_cli::app::run_case;
 use thelma_cli::{backend, preflight, samples};
 use thelma_compute::ModelParams;
-use thelma_core::{BackendName, CaseConfig, DeviceSpec};
-use thelma_geometry::{Geometry, Mesh};
+use thelma_core::{BackendName, BodyMethod, CaseConfig, DeviceSpec};
+use thelma_geometry::{immersed_bodies, Geometry, Mesh};
 
 fn examples() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
@@ -40,6 +40,15 @@ fn every_example_passes_the_checks_before_a_run() {
         let geometry = Geometry::from_case(&case).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(geometry.has_fluid(), "{name}: no fluid");
         samples::probe_nodes(&case, &geometry).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let immersed = immersed_bodies(&case).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(
+            immersed.bodies.len(),
+            case.body
+                .iter()
+                .filter(|b| b.method == BodyMethod::Immersed)
+                .count(),
+            "{name}"
+        );
         let params = ModelParams::new(&case, &lattice, Arc::new(geometry));
         let sel = backend::select(&case, params).unwrap_or_else(|e| panic!("{name}: {e}"));
         preflight::check(&case, &*sel.factory, &sel.devices, sel.host)
@@ -52,6 +61,7 @@ fn every_example_passes_the_checks_before_a_run() {
         "body-in-channel.toml",
         "cavity.toml",
         "ventilated-room.toml",
+        "propellers.toml",
     ] {
         assert!(seen.iter().any(|s| s == name), "{name} not among {seen:?}");
     }

@@ -1410,16 +1410,20 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> ComputeModule for CpuMod
         // The pull reads no per-node force.
         let ctx = self.ctx(t, None);
         let (nx, ny) = (ctx.nx, ctx.ny);
-        let mut out = Vec::with_capacity(nodes.len() * Q);
-        for &p in nodes {
-            let p = p as usize;
-            let (x, y, z) = (p % nx, p / nx % ny, p / (nx * ny));
-            let sources: [Option<&[S]>; Q] = std::array::from_fn(|i| ctx.source_row(i, z, y));
-            // One node as a bundle of one: the step's own gather, bounce-back and open links.
-            let mut f = [Lanes::<T, 1>::splat(T::zero()); Q];
-            ctx.gather(&mut f, &sources, p - x, x, 1);
-            out.extend(f.iter().map(|l| l.0[0].to_f64()));
-        }
+        let mut out = vec![0.0; nodes.len() * Q];
+        self.pool.install(|| {
+            out.par_chunks_mut(Q).zip(nodes).for_each(|(o, &p)| {
+                let p = p as usize;
+                let (x, y, z) = (p % nx, p / nx % ny, p / (nx * ny));
+                let sources: [Option<&[S]>; Q] = std::array::from_fn(|i| ctx.source_row(i, z, y));
+                // One node as a bundle of one: the step's own gather, bounce-back and open links.
+                let mut f = [Lanes::<T, 1>::splat(T::zero()); Q];
+                ctx.gather(&mut f, &sources, p - x, x, 1);
+                for (o, l) in o.iter_mut().zip(&f) {
+                    *o = l.0[0].to_f64();
+                }
+            })
+        });
         Ok(out)
     }
 

@@ -27,8 +27,8 @@ pub use config::{
     Face, FacePatch, ForcesConfig, HardwareConfig, InitialConfig, InitialState, InletSchedule,
     LatticeParams, LineConfig, NumericsConfig, Obstacle, OutputConfig, OutputField, PatchConfig,
     PhysicalUnits, PhysicsConfig, ProbeConfig, Profile, RotationConfig, RunConfig, Scale,
-    SlicePlane, SlicePlaneError, SpongeConfig, SyntaxError, ThermalConfig, UnitScales, MAX_THREADS,
-    WALL_SLOTS,
+    SlicePlane, SlicePlaneError, SpongeConfig, SyntaxError, ThermalConfig, UnitScales,
+    DEFAULT_RETRACTION, MAX_THREADS, WALL_SLOTS,
 };
 pub use domain::{partition, Domain, PartitionError, SlabSpec};
 pub use numfmt::{num, num_exact, num_sig, Num};

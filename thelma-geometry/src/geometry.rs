@@ -8,7 +8,9 @@ use std::sync::Arc;
 use thelma_core::physics::d3q19::{C, Q};
 use thelma_core::physics::{ImmersedBodies, LagrangianBody};
 use thelma_core::Domain;
-use thelma_core::{BodyMethod, BoundaryKind, CaseConfig, Face, FacePatch, Obstacle, Profile};
+use thelma_core::{
+    BodyMethod, BoundaryKind, CaseConfig, Face, FacePatch, Obstacle, Profile, DEFAULT_RETRACTION,
+};
 
 use crate::flags::{moving_term, FlagPalette, LinkRule, NodeFlags, SlabFlags, MAX_PALETTE};
 use crate::mesh::{Mesh, MeshError};
@@ -178,12 +180,21 @@ pub fn immersed_bodies(case: &CaseConfig) -> Result<ImmersedBodies, GeometryErro
                 max: MAX_IMMERSED_SPEED,
             });
         }
+        // Each point moved inward along its normal (none where the normals of a sheet's two sides
+        // cancel).
+        let retraction = b.retraction.unwrap_or(DEFAULT_RETRACTION);
+        let points = surface
+            .positions
+            .iter()
+            .zip(&surface.normals)
+            .map(|(p, n)| std::array::from_fn(|a| p[a] - retraction * n[a]))
+            .collect();
         bodies.push(LagrangianBody {
             name: b
                 .name
                 .clone()
                 .unwrap_or_else(|| format!("body{}", d.obstacles.len() + k)),
-            points: surface.positions,
+            points,
             areas: surface.areas,
             motion,
         });

@@ -9,6 +9,7 @@
 mod flags;
 mod geometry;
 mod mesh;
+mod propeller;
 mod surface;
 mod voxel;
 
@@ -17,5 +18,6 @@ pub use geometry::{
     immersed_bodies, BodyLinks, Geometry, GeometryError, OpenKind, Wall, MAX_IMMERSED_SPEED,
 };
 pub use mesh::{Mesh, MeshError};
+pub use propeller::Propeller;
 pub use surface::SurfacePoints;
 pub use voxel::Voxels;

@@ -13,6 +13,14 @@
 //! mesh of a million tiny ones thus both give one point per bin the surface crosses, and the total
 //! area is the mesh's up to rounding.
 //!
+//! Each point also carries a unit normal: the area-weighted sum of the unit normals of the triangles
+//! whose fine samples were merged into it, normalised. A triangle's normal comes from its vertex
+//! winding, (b − a) × (c − a) normalised, so it points outward on an outward-wound closed mesh; the
+//! immersed boundary method retracts the points inward along it, off the surface into the body.
+//! Where the sum cancels (its length below 1e-12 of the summed area, e.g. both sides of a
+//! zero-thickness sheet in one bin) the normal is zero. A mesh whose triangles are wound
+//! inconsistently gives meaningless normals wherever the two windings mix in a bin.
+//!
 //! A surface crosses between 1 (aligned with an axis) and √3 (along a cube diagonal) bins per
 //! `spacing`² of area, 1.5 on average over orientations; bins it only clips at a corner may hold no
 //! fine sample and then give no point, or a point of small area, so a sphere gets about 1.3 points
@@ -29,18 +37,22 @@ use rayon::prelude::*;
 
 use crate::mesh::Mesh;
 
-/// Lagrangian points sampling a surface: each point stands for the patch of surface `area` around it.
+/// Lagrangian points sampling a surface: each point stands for the patch of surface `area` around it,
+/// whose outward unit normal (from the triangles' winding) is `normal`, or zero where it cancels.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SurfacePoints {
     pub positions: Vec<[f64; 3]>,
     pub areas: Vec<f64>,
+    pub normals: Vec<[f64; 3]>,
 }
 
-/// Samples of one bin: the area-weighted sum of their positions, and their area.
+/// Samples of one bin: the area-weighted sums of their positions and of their triangles' unit
+/// normals, and their area.
 #[derive(Clone, Copy)]
 struct Part {
     bin: [i64; 3],
     moment: [f64; 3],
+    normal: [f64; 3],
     area: f64,
 }
 
@@ -92,10 +104,17 @@ impl SurfacePoints {
         let mut points = Self {
             positions: Vec::with_capacity(bins.len()),
             areas: Vec::with_capacity(bins.len()),
+            normals: Vec::with_capacity(bins.len()),
         };
         for b in bins.iter().filter(|b| b.area > 0.0) {
             points.positions.push(b.moment.map(|m| m / b.area));
             points.areas.push(b.area);
+            let n = norm(b.normal);
+            points.normals.push(if n >= 1e-12 * b.area {
+                b.normal.map(|c| c / n)
+            } else {
+                [0.0; 3]
+            });
         }
         points
     }
@@ -114,11 +133,13 @@ impl SurfacePoints {
     }
 }
 
-/// A triangle ready to subdivide: a corner, the two edges from it, its area and its m.
+/// A triangle ready to subdivide: a corner, the two edges from it, its unit normal, its area and its
+/// m.
 struct Split {
     p0: [f64; 3],
     e1: [f64; 3],
     e2: [f64; 3],
+    normal: [f64; 3],
     area: f64,
     m: usize,
 }
@@ -130,22 +151,25 @@ impl Split {
         let e1 = [0, 1, 2].map(|a| p1[a] - p0[a]);
         let e2 = [0, 1, 2].map(|a| p2[a] - p0[a]);
         let e3 = [0, 1, 2].map(|a| p2[a] - p1[a]);
-        let area = 0.5
-            * norm([
-                e1[1] * e2[2] - e1[2] * e2[1],
-                e1[2] * e2[0] - e1[0] * e2[2],
-                e1[0] * e2[1] - e1[1] * e2[0],
-            ]);
+        let cross = [
+            e1[1] * e2[2] - e1[2] * e2[1],
+            e1[2] * e2[0] - e1[0] * e2[2],
+            e1[0] * e2[1] - e1[1] * e2[0],
+        ];
+        let twice = norm(cross);
+        let area = 0.5 * twice;
         // Also false for NaN.
         if !(area > 0.0 && area.is_finite()) {
             return None;
         }
+        let normal = cross.map(|c| c / twice);
         let longest = norm(e1).max(norm(e2)).max(norm(e3));
         let m = ((longest / (spacing / 2.0)).ceil() as usize).max(1);
         Some(Self {
             p0,
             e1,
             e2,
+            normal,
             area,
             m,
         })
@@ -159,15 +183,18 @@ impl Split {
             p0,
             e1,
             e2,
+            normal,
             area,
             m,
         } = *self;
         let a = area / (m * m) as f64;
+        let normal = normal.map(|c| c * a);
         let at = |u: f64, v: f64| {
             let p = [0, 1, 2].map(|k| p0[k] + u * e1[k] + v * e2[k]);
             Part {
                 bin: p.map(|c| (c / spacing).floor() as i64),
                 moment: p.map(|c| c * a),
+                normal,
                 area: a,
             }
         };
@@ -190,19 +217,24 @@ fn merged(mut parts: Vec<Part>) -> Vec<Part> {
     parts
         .chunk_by(|a, b| a.bin == b.bin)
         .map(|run| {
-            let (moment, area) = sum(run);
+            let (moment, normal, area) = sum(run);
             Part {
                 bin: run[0].bin,
                 moment,
+                normal,
                 area,
             }
         })
         .collect()
 }
 
-fn sum(run: &[Part]) -> ([f64; 3], f64) {
-    run.iter().fold(([0.0; 3], 0.0), |(m, a), p| {
-        ([0, 1, 2].map(|k| m[k] + p.moment[k]), a + p.area)
+fn sum(run: &[Part]) -> ([f64; 3], [f64; 3], f64) {
+    run.iter().fold(([0.0; 3], [0.0; 3], 0.0), |(m, n, a), p| {
+        (
+            [0, 1, 2].map(|k| m[k] + p.moment[k]),
+            [0, 1, 2].map(|k| n[k] + p.normal[k]),
+            a + p.area,
+        )
     })
 }
 
@@ -351,6 +383,75 @@ mod tests {
             1.0,
         );
         assert!(none.is_empty() && none.area() == 0.0);
+    }
+
+    #[test]
+    fn sphere_normals_point_outward() {
+        let c = [20.0; 3];
+        let m = mesh(shapes::sphere(10.0, 4), c);
+        let p = SurfacePoints::from_mesh(&m, 1.0);
+        assert_eq!(p.normals.len(), p.len());
+        for (q, n) in p.positions.iter().zip(&p.normals) {
+            assert!((norm(*n) - 1.0).abs() < 1e-12, "{n:?} at {q:?}");
+            let r = [0, 1, 2].map(|k| q[k] - c[k]);
+            let dot = (0..3).map(|k| n[k] * r[k]).sum::<f64>() / norm(r);
+            assert!(dot > 0.99, "{n:?} at {q:?}: dot {dot}");
+        }
+    }
+
+    #[test]
+    fn cube_face_interiors_have_the_face_normal() {
+        let side = 8.0;
+        let h = side / 2.0;
+        let shift = [10.3, 9.7, 10.1];
+        let m = mesh(shapes::cube(side), shift);
+        for spacing in [1.0, 2.0] {
+            let p = SurfacePoints::from_mesh(&m, spacing);
+            let mut per_face = [[0usize; 2]; 3];
+            for (q, n) in p.positions.iter().zip(&p.normals) {
+                let d = [0, 1, 2].map(|k| q[k] - shift[k]);
+                for a in 0..3 {
+                    let (b, c) = ((a + 1) % 3, (a + 2) % 3);
+                    let inside = d[b].abs() < h - spacing && d[c].abs() < h - spacing;
+                    if !inside || (d[a].abs() - h).abs() > 1e-9 {
+                        continue;
+                    }
+                    let s = d[a].signum();
+                    let mut want = [0.0; 3];
+                    want[a] = s;
+                    assert!(
+                        (0..3).all(|k| (n[k] - want[k]).abs() <= 1e-12),
+                        "spacing {spacing}: {n:?} at {q:?}, want {want:?}"
+                    );
+                    per_face[a][usize::from(s > 0.0)] += 1;
+                }
+            }
+            // Every face has (side / spacing - 2)² bins or so well inside it.
+            let least = ((side / spacing - 3.0) as usize).pow(2);
+            assert!(
+                per_face.iter().flatten().all(|&k| k >= least),
+                "spacing {spacing}: {per_face:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_triangle_and_its_reverse_give_zero_normals() {
+        let t = [[0.13, 0.27, 0.55], [6.41, 0.83, 1.37], [1.19, 5.77, 3.61]];
+        let back = [t[0], t[2], t[1]];
+        let p = SurfacePoints::from_mesh(
+            &Mesh {
+                triangles: vec![t, back],
+            },
+            1.0,
+        );
+        assert!(p.len() > 10, "{} points", p.len());
+        assert!((p.area() - 2.0 * triangle_area(&t)).abs() < 1e-12);
+        assert!(p.normals.iter().all(|n| *n == [0.0; 3]), "{:?}", p.normals);
+        // Either side alone has a unit normal everywhere.
+        let one = SurfacePoints::from_mesh(&Mesh { triangles: vec![t] }, 1.0);
+        assert_eq!(one.positions.len(), p.len());
+        assert!(one.normals.iter().all(|n| (norm(*n) - 1.0).abs() < 1e-12));
     }
 
     #[test]

@@ -40,7 +40,15 @@ pub struct BodyConfig {
     /// the first and after the last; added to `velocity`'s.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub path: Vec<[f64; 4]>,
+    /// How far an immersed body's points are moved inward along the surface's normal, in node
+    /// spacings (Breugem 2012: the kernel spreads the surface over about a spacing, so that a body
+    /// acts as a larger one); absent: [`DEFAULT_RETRACTION`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retraction: Option<f64>,
 }
+
+/// Breugem's (2012) retraction of the points of an immersed body, node spacings.
+pub const DEFAULT_RETRACTION: f64 = 0.3;
 
 /// How a body meets the flow.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

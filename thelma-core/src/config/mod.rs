@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-pub use body::{BodyConfig, BodyMethod, RotationConfig, Scale};
+pub use body::{BodyConfig, BodyMethod, RotationConfig, Scale, DEFAULT_RETRACTION};
 pub use boundary::{
     BoundaryConfig, BoundaryKind, Face, FacePatch, PatchConfig, Profile, SpongeConfig,
 };
@@ -820,6 +820,7 @@ impl CaseConfig {
                     ("rotation", b.rotation.is_some()),
                     ("velocity", b.velocity.is_some()),
                     ("path", !b.path.is_empty()),
+                    ("retraction", b.retraction.is_some()),
                 ] {
                     if given {
                         return refuse(
@@ -849,6 +850,14 @@ impl CaseConfig {
                 }
                 if !r.rate.is_finite() {
                     return refuse("rotation.rate", format!("{} must be finite", r.rate));
+                }
+            }
+            if let Some(r) = b.retraction {
+                if !(0.0..1.0).contains(&r) {
+                    return refuse(
+                        "retraction",
+                        format!("{r} must be from 0 to below 1 (node spacings)"),
+                    );
                 }
             }
             if let Some(v) = b.velocity {

@@ -19,6 +19,8 @@
 //! Everything here is in f64 on the host and depends only on the band's pulled populations, taken
 //! in the domain's node order: a run on N slabs computes the same forces as on one, bit for bit.
 
+use rayon::prelude::*;
+
 use super::collision::macroscopic;
 use super::d3q19::Q;
 
@@ -266,10 +268,10 @@ impl ImmersedBodies {
                 plan.body.push(b);
             }
         }
-        // Each point's 27 support nodes, wrapped on periodic axes.
-        let mut nodes: Vec<[u64; 27]> = Vec::with_capacity(n);
-        let mut weights: Vec<[f64; 27]> = Vec::with_capacity(n);
-        for (k, x) in plan.x.iter().enumerate() {
+        // Each point's 27 support nodes, wrapped on periodic axes, and their weights (points in
+        // parallel: each result depends on its point alone).
+        let (nx, ny) = (self.size[0] as u64, self.size[1] as u64);
+        let support = |k: usize, x: &[f64; 3]| -> Result<([u64; 27], [f64; 27]), LeavesDomain> {
             let mut idx = [[0u64; SUPPORT]; 3];
             let mut w = [[0.0; SUPPORT]; 3];
             for a in 0..3 {
@@ -291,22 +293,27 @@ impl ImmersedBodies {
                 }
                 w[a] = wa;
             }
-            let (nx, ny) = (self.size[0] as u64, self.size[1] as u64);
-            nodes.push(std::array::from_fn(|s| {
+            let nodes = std::array::from_fn(|s| {
                 let (i, j, l) = (s % 3, s / 3 % 3, s / 9);
                 idx[0][i] + nx * (idx[1][j] + ny * idx[2][l])
-            }));
-            weights.push(std::array::from_fn(|s| {
+            });
+            let weights = std::array::from_fn(|s| {
                 let (i, j, l) = (s % 3, s / 3 % 3, s / 9);
                 w[0][i] * w[1][j] * w[2][l]
-            }));
-        }
-        let mut band: Vec<u64> = nodes.iter().flatten().copied().collect();
-        band.sort_unstable();
+            });
+            Ok((nodes, weights))
+        };
+        let supports: Vec<([u64; 27], [f64; 27])> = plan
+            .x
+            .par_iter()
+            .enumerate()
+            .map(|(k, x)| support(k, x))
+            .collect::<Result<_, _>>()?;
+        let mut band: Vec<u64> = supports.iter().flat_map(|s| s.0).collect();
+        band.par_sort_unstable();
         band.dedup();
-        plan.links = nodes
-            .iter()
-            .zip(&weights)
+        plan.links = supports
+            .par_iter()
             .map(|(ns, ws)| {
                 std::array::from_fn(|s| {
                     let slot = band.binary_search(&ns[s]).expect("in the band");
@@ -328,44 +335,76 @@ impl ImmersedBodies {
     ) -> ForcingSolution {
         let nb = plan.band.len();
         assert_eq!(pulled.len(), nb * Q, "Q pulled populations per band node");
-        let mut rho = Vec::with_capacity(nb);
-        let mut u = Vec::with_capacity(nb);
-        for g in pulled.chunks_exact(Q) {
-            let g: &[f64; Q] = g.try_into().expect("Q values");
-            let m = macroscopic(g, uniform);
-            rho.push(m.rho);
-            u.push(m.u);
-        }
+        let (rho, mut u): (Vec<f64>, Vec<[f64; 3]>) = pulled
+            .par_chunks_exact(Q)
+            .map(|g| {
+                let m = macroscopic(g.try_into().expect("Q values"), uniform);
+                (m.rho, m.u)
+            })
+            .unzip();
         let np = plan.x.len();
+        // Which points reach each band node, with their weights, points ascending: each node sums
+        // its spread in point order, so that the nodes can be summed in parallel and the sums do
+        // not depend on how they are shared out.
+        let mut start = vec![0u32; nb + 1];
+        for links in &plan.links {
+            for &(s, _) in links {
+                start[s as usize + 1] += 1;
+            }
+        }
+        for s in 0..nb {
+            start[s + 1] += start[s];
+        }
+        let mut fill = start.clone();
+        let mut reach = vec![(0u32, 0.0f64); start[nb] as usize];
+        for (k, links) in plan.links.iter().enumerate() {
+            for &(s, w) in links {
+                let at = &mut fill[s as usize];
+                reach[*at as usize] = (k as u32, w);
+                *at += 1;
+            }
+        }
         let mut force = vec![[0.0; 3]; np];
+        let mut spread = vec![[0.0; 3]; np];
         let mut node_force = vec![[0.0; 3]; nb];
-        let mut delta = vec![[0.0; 3]; nb];
         for _ in 0..self.iterations {
-            delta.iter_mut().for_each(|d| *d = [0.0; 3]);
-            for k in 0..np {
-                let (mut uk, mut rk) = ([0.0; 3], 0.0);
-                for &(s, w) in &plan.links[k] {
-                    let s = s as usize;
-                    for a in 0..3 {
-                        uk[a] += w * u[s][a];
-                    }
-                    rk += w * rho[s];
-                }
-                for a in 0..3 {
-                    let df = 2.0 * rk * (plan.u[k][a] - uk[a]);
-                    force[k][a] += df;
-                    let spread = df * plan.area[k];
+            // Interpolate to each point and correct its force.
+            force
+                .par_iter_mut()
+                .zip(&mut spread)
+                .enumerate()
+                .for_each(|(k, (fk, sk))| {
+                    let (mut uk, mut rk) = ([0.0; 3], 0.0);
                     for &(s, w) in &plan.links[k] {
-                        delta[s as usize][a] += w * spread;
+                        let s = s as usize;
+                        for a in 0..3 {
+                            uk[a] += w * u[s][a];
+                        }
+                        rk += w * rho[s];
                     }
-                }
-            }
-            for s in 0..nb {
-                for a in 0..3 {
-                    node_force[s][a] += delta[s][a];
-                    u[s][a] += delta[s][a] / (2.0 * rho[s]);
-                }
-            }
+                    for a in 0..3 {
+                        let df = 2.0 * rk * (plan.u[k][a] - uk[a]);
+                        fk[a] += df;
+                        sk[a] = df * plan.area[k];
+                    }
+                });
+            // Spread onto the band and move its velocity.
+            node_force
+                .par_iter_mut()
+                .zip(&mut u)
+                .enumerate()
+                .for_each(|(s, (nf, us))| {
+                    let mut delta = [0.0; 3];
+                    for &(k, w) in &reach[start[s] as usize..start[s + 1] as usize] {
+                        for a in 0..3 {
+                            delta[a] += w * spread[k as usize][a];
+                        }
+                    }
+                    for a in 0..3 {
+                        nf[a] += delta[a];
+                        us[a] += delta[a] / (2.0 * rho[s]);
+                    }
+                });
         }
         let mut loads = vec![BodyLoad::default(); self.bodies.len()];
         for k in 0..np {
