@@ -11,22 +11,29 @@ fn examples() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
 }
 
+/// `thelma run --config case --steps steps [--backend backend] -o out`: exit code, stdout, stderr.
+fn run_case(case: &Path, steps: &str, backend: Option<&str>, out: &Path) -> (i32, String, String) {
+    let mut args = vec![
+        "run",
+        "--config",
+        case.to_str().unwrap(),
+        "--steps",
+        steps,
+        "-o",
+        out.to_str().unwrap(),
+    ];
+    if let Some(b) = backend {
+        args.extend(["--backend", b]);
+    }
+    thelma(&args)
+}
+
 #[test]
 fn the_body_in_channel_example_runs_on_the_cpu() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("out");
     let case = examples().join("body-in-channel.toml");
-    let (code, stdout, err) = thelma(&[
-        "run",
-        "--config",
-        case.to_str().unwrap(),
-        "--steps",
-        "20",
-        "--backend",
-        "cpu",
-        "-o",
-        out.to_str().unwrap(),
-    ]);
+    let (code, stdout, err) = run_case(&case, "20", Some("cpu"), &out);
     assert_eq!(code, 0, "{stdout}{err}");
     assert!(out.join("fields.pvd").exists(), "{stdout}");
     // The sphere of radius 4 nodes takes about 4/3 π 4³ · 0.966 (its mesh's share) ≈ 259 nodes.
@@ -61,17 +68,7 @@ fn refused_body_with(stl: Option<&[u8]>, translate: &str, extra: &str, key: &str
     )
     .unwrap();
     let out = tmp.path().join("out");
-    let (code, stdout, err) = thelma(&[
-        "run",
-        "--config",
-        case.to_str().unwrap(),
-        "--steps",
-        "2",
-        "--backend",
-        "cpu",
-        "-o",
-        out.to_str().unwrap(),
-    ]);
+    let (code, stdout, err) = run_case(&case, "2", Some("cpu"), &out);
     assert_eq!(code, 2, "{stdout}{err}");
     assert!(!err.contains("panicked"), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
@@ -138,15 +135,7 @@ fn an_immersed_body_reports_its_force_and_torque() {
     )
     .unwrap();
     let out = tmp.path().join("out");
-    let (code, stdout, err) = thelma(&[
-        "run",
-        "--config",
-        case.to_str().unwrap(),
-        "--steps",
-        "100",
-        "-o",
-        out.to_str().unwrap(),
-    ]);
+    let (code, stdout, err) = run_case(&case, "100", None, &out);
     assert_eq!(code, 0, "{stdout}{err}");
     assert!(
         stdout.contains("immersed bodies run on the CPU module"),
@@ -196,16 +185,6 @@ fn a_missing_empty_foreign_or_outside_stl_is_refused_naming_the_key() {
     )
     .unwrap();
     let out = tmp.path().join("out");
-    let (code, stdout, err) = thelma(&[
-        "run",
-        "--config",
-        case.to_str().unwrap(),
-        "--steps",
-        "2",
-        "--backend",
-        "cpu",
-        "-o",
-        out.to_str().unwrap(),
-    ]);
+    let (code, stdout, err) = run_case(&case, "2", Some("cpu"), &out);
     assert_eq!(code, 0, "{stdout}{err}");
 }
