@@ -98,6 +98,14 @@ fn a_translating_sphere_feels_the_drag_of_the_fixed_sphere_in_a_stream() {
     assert!(db > 0.01, "drag of the fixed sphere {db}");
     let gap = (da - db).abs() / db;
     assert!(gap < 0.02, "moving {da}, fixed {db}: {:.2} %", 100.0 * gap);
+    // The torque about the sphere's centre (its surface's centroid, moving with it) is nil.
+    for (f, t) in [a.last().unwrap(), b.last().unwrap()] {
+        let arm = t.iter().map(|c| c.abs()).fold(0.0, f64::max) / f[0].abs();
+        assert!(
+            arm < 0.01,
+            "torque {t:?} for force {f:?}: an arm of {arm} spacings"
+        );
+    }
 }
 
 /// A turning, translating sphere crossing the interfaces of 1, 2 and 3 slabs (z = 24: slabs of 12

@@ -109,7 +109,20 @@ pub fn immersed_bodies(case: &CaseConfig) -> Result<ImmersedBodies, GeometryErro
         if surface.is_empty() {
             return Err(GeometryError::ImmersedEmpty(k));
         }
-        let motion = case.body_motion(k);
+        let mut motion = case.body_motion(k);
+        if b.rotation.is_none() {
+            // The torque's reference: the surface's centroid, moving with the body.
+            let area = surface.area();
+            motion.origin = std::array::from_fn(|a| {
+                surface
+                    .positions
+                    .iter()
+                    .zip(&surface.areas)
+                    .map(|(p, w)| p[a] * w)
+                    .sum::<f64>()
+                    / area
+            });
+        }
         // Each point's circle about the rotation's axis (a point when the body does not turn):
         // its centre on the axis and its radius.
         let circles: Vec<([f64; 3], f64)> = surface

@@ -185,7 +185,7 @@ pub struct LagrangianBody {
 }
 
 /// The force and torque the fluid exerts on one body (lattice units; the torque about the body's
-/// centre of motion).
+/// centre of motion: where its motion's origin has moved).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct BodyLoad {
     pub force: [f64; 3],
