@@ -574,30 +574,24 @@ fn lines_write_the_profiles_of_the_final_and_the_mean_fields() {
     assert_eq!(rows.len(), 32 + 4 + 32, "{csv}");
     let (f, nu, h) = (1.3e-5, 1.0 / 6.0, 32.0);
     let peak = f / (2.0 * nu) * (h / 2.0) * (h / 2.0);
-    for (z, r) in rows[..32].iter().enumerate() {
-        assert_eq!((r[0], r[1].parse::<f64>().unwrap()), ("across", z as f64));
-        let s = z as f64 + 0.5;
-        let exact = f / (2.0 * nu) * s * (h - s);
-        for col in [3, 7] {
-            let u: f64 = r[col].parse().unwrap();
-            assert!(
-                (u - exact).abs() < 1e-4 * peak,
-                "z = {z}, column {col}: {u} vs {exact}"
-            );
+    // The line across the channel and the plane means along z of a flow uniform across z: the
+    // same parabola, in the final fields and their averages.
+    let parabola = |name: &str, rows: &[Vec<&str>]| {
+        for (z, r) in rows.iter().enumerate() {
+            assert_eq!((r[0], r[1].parse::<f64>().unwrap()), (name, z as f64));
+            let s = z as f64 + 0.5;
+            let exact = f / (2.0 * nu) * s * (h - s);
+            for col in [3, 7] {
+                let u: f64 = r[col].parse().unwrap();
+                assert!(
+                    (u - exact).abs() < 1e-4 * peak,
+                    "{name} z = {z}, column {col}: {u} vs {exact}"
+                );
+            }
         }
-    }
-    // The plane means along z of a flow uniform across z: the same parabola.
-    for (z, r) in rows[36..].iter().enumerate() {
-        assert_eq!((r[0], r[1].parse::<f64>().unwrap()), ("plane", z as f64));
-        let exact = f / (2.0 * nu) * (z as f64 + 0.5) * (h - z as f64 - 0.5);
-        for col in [3, 7] {
-            let u: f64 = r[col].parse().unwrap();
-            assert!(
-                (u - exact).abs() < 1e-4 * peak,
-                "plane z = {z}: {u} vs {exact}"
-            );
-        }
-    }
+    };
+    parabola("across", &rows[..32]);
+    parabola("plane", &rows[36..]);
     // The line along x through the middle plane: the peak at every node.
     for (x, r) in rows[32..36].iter().enumerate() {
         assert_eq!((r[0], r[1].parse::<f64>().unwrap()), ("line1", x as f64));
