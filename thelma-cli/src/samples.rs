@@ -390,10 +390,13 @@ impl Samples {
             to_velocity,
             to_pressure,
             to_force,
-            to_torque: if to_force == 1.0 {
-                1.0
-            } else {
-                to_force * case.unit_scales().map_or(1.0, |s| s.dx)
+            // N·m where forces are in N (`units.density` given).
+            to_torque: match (
+                case.unit_scales(),
+                case.units.as_ref().and_then(|u| u.density),
+            ) {
+                (Some(s), Some(_)) => to_force * s.dx,
+                _ => 1.0,
             },
             forces_csv,
             probes_csv,

@@ -471,9 +471,12 @@ impl Runtime {
         };
         for _ in 0..steps {
             let tic = Instant::now();
-            self.force_immersed()?;
+            let (t, loads) = self.force_immersed()?;
             let forcing = tic.elapsed();
             let st = self.run_plain(1)?;
+            if let Some(im) = &mut self.immersed {
+                im.last = Some((t, loads));
+            }
             total.steps += st.steps;
             total.wall += forcing + st.wall;
             for (t, w) in total.workers.iter_mut().zip(&st.workers) {
@@ -493,8 +496,8 @@ impl Runtime {
     /// The immersed boundary method's forcing of the next step: the bodies' points and band at this
     /// step, the band's pulled populations from its slabs, the direct forcing on the host (the same
     /// arithmetic in the same order whatever the partition), each slab's share of the band's
-    /// forces handed back.
-    fn force_immersed(&mut self) -> Result<(), RuntimeError> {
+    /// forces handed back. Returns the step and the loads on the bodies.
+    fn force_immersed(&mut self) -> Result<(u64, Vec<BodyLoad>), RuntimeError> {
         let t = self.step;
         let im = self.immersed.as_ref().expect("immersed bodies");
         let plan = im.bodies.plan(t)?;
@@ -534,9 +537,7 @@ impl Runtime {
             Reply::Written => Ok(()),
             other => Err(other),
         })?;
-        let im = self.immersed.as_mut().expect("immersed bodies");
-        im.last = Some((t, sol.loads));
-        Ok(())
+        Ok((t, sol.loads))
     }
 
     fn run_plain(&mut self, steps: u64) -> Result<RunStats, RuntimeError> {

@@ -123,10 +123,18 @@ pub fn immersed_bodies(case: &CaseConfig) -> Result<ImmersedBodies, GeometryErro
                     / area
             });
         }
-        // Each point's circle about the rotation's axis (a point when the body does not turn):
-        // its centre on the axis and its radius.
-        let circles: Vec<([f64; 3], f64)> = surface
+        // Each point moved inward along its normal (none where the normals of a sheet's two sides
+        // cancel).
+        let retraction = b.retraction.unwrap_or(DEFAULT_RETRACTION);
+        let points: Vec<[f64; 3]> = surface
             .positions
+            .iter()
+            .zip(&surface.normals)
+            .map(|(p, n)| std::array::from_fn(|a| p[a] - retraction * n[a]))
+            .collect();
+        // Each point's circle about the rotation's axis (a point when the body does not turn):
+        // its centre on the axis and its radius; of the points the forcing uses.
+        let circles: Vec<([f64; 3], f64)> = points
             .iter()
             .map(|p| {
                 let r: [f64; 3] = std::array::from_fn(|a| p[a] - motion.origin[a]);
@@ -193,15 +201,6 @@ pub fn immersed_bodies(case: &CaseConfig) -> Result<ImmersedBodies, GeometryErro
                 max: MAX_IMMERSED_SPEED,
             });
         }
-        // Each point moved inward along its normal (none where the normals of a sheet's two sides
-        // cancel).
-        let retraction = b.retraction.unwrap_or(DEFAULT_RETRACTION);
-        let points = surface
-            .positions
-            .iter()
-            .zip(&surface.normals)
-            .map(|(p, n)| std::array::from_fn(|a| p[a] - retraction * n[a]))
-            .collect();
         bodies.push(LagrangianBody {
             name: b
                 .name

@@ -303,11 +303,14 @@ impl ImmersedBodies {
             });
             Ok((nodes, weights))
         };
+        // The first point out of the domain is reported, whatever the threads did.
         let supports: Vec<([u64; 27], [f64; 27])> = plan
             .x
             .par_iter()
             .enumerate()
             .map(|(k, x)| support(k, x))
+            .collect::<Vec<_>>()
+            .into_iter()
             .collect::<Result<_, _>>()?;
         let mut band: Vec<u64> = supports.iter().flat_map(|s| s.0).collect();
         band.par_sort_unstable();
