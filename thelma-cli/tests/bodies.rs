@@ -11,6 +11,13 @@ fn examples() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
 }
 
+/// Writes `text` as `case.toml` in `dir` and returns its path.
+fn write_case(dir: &Path, text: &str) -> std::path::PathBuf {
+    let case = dir.join("case.toml");
+    std::fs::write(&case, text).unwrap();
+    case
+}
+
 /// `thelma run --config case --steps steps [--backend backend] -o out`: exit code, stdout, stderr.
 fn run_case(case: &Path, steps: &str, backend: Option<&str>, out: &Path) -> (i32, String, String) {
     let mut args = vec![
@@ -59,14 +66,9 @@ fn refused_body_with(stl: Option<&[u8]>, translate: &str, extra: &str, key: &str
     if let Some(bytes) = stl {
         std::fs::write(tmp.path().join("body.stl"), bytes).unwrap();
     }
-    let case = tmp.path().join("case.toml");
-    std::fs::write(
-        &case,
-        format!(
+    let case = write_case(tmp.path(), &format!(
             "[domain]\nsize = [32, 16, 16]\n\n[[body]]\nstl = \"body.stl\"\nscale = 3.0\ntranslate = {translate}\n{extra}\n"
-        ),
-    )
-    .unwrap();
+        ));
     let out = tmp.path().join("out");
     let (code, stdout, err) = run_case(&case, "2", Some("cpu"), &out);
     assert_eq!(code, 2, "{stdout}{err}");
@@ -125,15 +127,10 @@ fn an_immersed_body_reports_its_force_and_torque() {
     // A sphere turning about z in a closed box at rest: the fluid brakes the rotation (a torque
     // against it, −z) and, by symmetry, pushes it nowhere.
     let tmp = tempfile::tempdir().unwrap();
-    let case = tmp.path().join("case.toml");
     let stl = examples().join("sphere.stl");
-    std::fs::write(
-        &case,
-        format!(
+    let case = write_case(tmp.path(), &format!(
             "[domain]\nsize = [24, 24, 24]\ncase = \"box\"\n\n[physics]\nviscosity = 0.05\n\n[forces]\nevery = 10\n\n[[body]]\nstl = {stl:?}\nscale = 5.0\ntranslate = [11.5, 11.5, 11.5]\nmethod = \"immersed\"\nrotation = {{ axis = [0.0, 0.0, 1.0], origin = [11.5, 11.5, 11.5], rate = 0.004 }}\nname = \"ball\"\n"
-        ),
-    )
-    .unwrap();
+        ));
     let out = tmp.path().join("out");
     let (code, stdout, err) = run_case(&case, "100", None, &out);
     assert_eq!(code, 0, "{stdout}{err}");
@@ -178,12 +175,7 @@ fn a_missing_empty_foreign_or_outside_stl_is_refused_naming_the_key() {
     // The same sphere inside the domain runs.
     let tmp = tempfile::tempdir().unwrap();
     std::fs::write(tmp.path().join("body.stl"), &sphere).unwrap();
-    let case = tmp.path().join("case.toml");
-    std::fs::write(
-        &case,
-        format!("[domain]\nsize = [32, 16, 16]\ncase = \"box\"\n\n[physics]\nviscosity = 0.05\n\n[[body]]\nstl = \"body.stl\"\nscale = 3.0\ntranslate = {centre}\n"),
-    )
-    .unwrap();
+    let case = write_case(tmp.path(), &format!("[domain]\nsize = [32, 16, 16]\ncase = \"box\"\n\n[physics]\nviscosity = 0.05\n\n[[body]]\nstl = \"body.stl\"\nscale = 3.0\ntranslate = {centre}\n"));
     let out = tmp.path().join("out");
     let (code, stdout, err) = run_case(&case, "2", Some("cpu"), &out);
     assert_eq!(code, 0, "{stdout}{err}");
