@@ -101,6 +101,7 @@ pub fn run_case_from(
     let uniform_force = params.model.force;
     let sel = backend::select(case, params)?;
     preflight::check(case, &*sel.factory, &sel.devices, sel.host)?;
+    preflight::check_immersed(case, &immersed, &*sel.factory, &sel.devices, sel.host)?;
     let resumed = match resume {
         Some(path) => Some(load_resume(case, path)?),
         None => None,
@@ -119,7 +120,7 @@ pub fn run_case_from(
     })?;
     out_dir.keep();
     rt.set_averaging(case.averaging());
-    rt.set_immersed(immersed, uniform_force);
+    rt.set_immersed(immersed, uniform_force)?;
     // The last state known to be healthy on disk: the checkpoint resumed from, then each one saved.
     let mut saved: Option<(u64, PathBuf)> = None;
     if let Some((ck, path)) = resumed {

@@ -44,26 +44,7 @@ pub fn check_transport(
 /// Picks the backend the case names and resolves its device list.
 pub fn select(case: &CaseConfig, params: ModelParams) -> Result<Selection> {
     let hw = &case.hardware;
-    // Immersed bodies are forced through the modules' node pull and per-node forces, which the
-    // CPU module has.
-    let immersed = case.has_immersed_bodies();
-    let choice = if immersed && hw.backend.is_auto() {
-        let mut c = choose(&BackendName::new("cpu"))?;
-        c.note = "backend auto: immersed bodies run on the CPU module".into();
-        c
-    } else {
-        choose(&hw.backend)?
-    };
-    if immersed && choice.backend.name != "cpu" {
-        return Err(UsageError::new(
-            "--backend",
-            format!(
-                "{}: immersed bodies ([[body]] method = \"immersed\") run on the CPU module only for now; use --backend cpu",
-                choice.backend.name
-            ),
-        )
-        .into());
-    }
+    let choice = choose(&hw.backend)?;
     let devices = resolve(&choice, &hw.devices)?;
     let tuning = Tuning {
         threads: hw.threads,

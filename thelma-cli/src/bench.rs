@@ -22,7 +22,7 @@ use thelma_core::slab_bytes;
 use thelma_core::{BackendName, CaseConfig, DeviceSpec, Precision, MAX_THREADS};
 use thelma_core::{Domain, SlabSpec};
 use thelma_core::{Runtime, RuntimeError, Transport, TransportChoice};
-use thelma_geometry::Geometry;
+use thelma_geometry::{immersed_bodies, Geometry};
 use thelma_results::wrap;
 
 use crate::cli::{BackendParser, PrecisionArg};
@@ -443,6 +443,13 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
         }
         None => None,
     };
+    // Its immersed bodies, forced in its runs as `thelma run` forces them.
+    let immersed = match &base {
+        Some((case, ..)) if case.has_immersed_bodies() => {
+            Some(immersed_bodies(case).map_err(|e| UsageError::new("--case", e.to_string()))?)
+        }
+        _ => None,
+    };
     let sizes = if let Some((c, ..)) = &base {
         vec![c.domain.size.into_iter().max().unwrap_or(0)]
     } else if args.sizes.is_empty() {
@@ -627,6 +634,7 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
                                 _ => Arc::new(Geometry::from_case(&case)?),
                             };
                             let params = ModelParams::new(&case, &lat, geometry);
+                            let uniform = params.model.force;
                             // The slabs of a device share its cores (host backends).
                             let per_device = slabs.div_ceil(devices);
                             let tuning = Tuning {
@@ -719,6 +727,9 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
                                 )));
                                 }
                                 progress(&header());
+                            }
+                            if let (Some(_), Some(bodies)) = (geometry_case, &immersed) {
+                                rt.set_immersed(bodies.clone(), uniform)?;
                             }
                             if warmup > 0 {
                                 rt.run(warmup)?;

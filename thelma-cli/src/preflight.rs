@@ -3,7 +3,7 @@
 
 use anyhow::Result;
 use thelma_core::physics::D3Q19;
-use thelma_core::physics::QT;
+use thelma_core::physics::{ImmersedBodies, QT};
 use thelma_core::CaseConfig;
 use thelma_core::{slab_bytes, thermal_slab_bytes, ModuleFactory};
 use thelma_core::{Domain, SlabSpec};
@@ -88,6 +88,59 @@ pub fn check(
                 ),
             )
             .into());
+        }
+    }
+    Ok(())
+}
+
+/// Whether the immersed bodies' forcing fits beside the lattices: on the one device of a run that
+/// forces them there ([`thelma_compute::cuda::immersed_device_bytes`]), and on the host, where the
+/// coordinator's plan keeps about 512 bytes per point (positions, velocities, the 27 links).
+pub fn check_immersed(
+    case: &CaseConfig,
+    bodies: &ImmersedBodies,
+    factory: &dyn ModuleFactory,
+    devices: &[usize],
+    host_lattices: bool,
+) -> Result<()> {
+    let points = bodies.points();
+    if points == 0 {
+        return Ok(());
+    }
+    let nodes = case.domain.size.iter().product::<usize>();
+    let refuse = |need: u64, free: u64, on: String| {
+        UsageError::new(
+            "--config",
+            format!(
+                "the immersed bodies' {points} surface points need {} of {on} memory beside the lattices, {} free: fewer or coarser bodies, or a smaller lattice",
+                gib(need),
+                gib(free)
+            ),
+        )
+    };
+    if let ([device], false) = (devices, host_lattices) {
+        if let Some(mem) = factory.device_memory(*device) {
+            let lattices = slab_bytes(
+                &SlabSpec::split(Domain::new(case.domain.size, case.domain.periodic), 1)
+                    .map_err(|e| UsageError::new("--devices", e.to_string()))?[0],
+                &D3Q19,
+                case.numerics.precision,
+            );
+            let need = thelma_compute::cuda::immersed_device_bytes(points, nodes);
+            if lattices + need > mem.free {
+                return Err(refuse(
+                    need,
+                    mem.free.saturating_sub(lattices),
+                    format!("device {device}"),
+                )
+                .into());
+            }
+        }
+    }
+    if let Some(avail) = available_host_memory() {
+        let need = 512 * points as u64;
+        if need > avail {
+            return Err(refuse(need, avail, "host".into()).into());
         }
     }
     Ok(())

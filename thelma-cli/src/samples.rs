@@ -444,7 +444,7 @@ impl Samples {
             }
             // The immersed bodies' loads of the step that made this state (none before the first).
             let mut torques = vec![[0.0; 3]; self.immersed.len()];
-            if let Some((_, loads)) = rt.immersed_loads() {
+            if let Some((_, loads)) = rt.immersed_loads()? {
                 for (j, &b) in self.immersed.iter().enumerate() {
                     per[b] = loads[j].force;
                     torques[j] = loads[j].torque;

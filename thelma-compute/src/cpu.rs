@@ -1667,6 +1667,7 @@ mod tests {
                     inlets: Arc::new(thelma_core::InletSchedule::constant_one()),
                     thermal: None,
                     sponges: sponges.clone(),
+                    immersed: false,
                 };
                 let n = nx * ny * nz;
                 let mut seed = 0x2545_f491_4f6c_dd1du64 ^ (nx * 131 + ny * 17 + nz) as u64;

@@ -21,6 +21,8 @@ pub struct ModelParams {
     pub thermal: Option<ThermalSetup>,
     /// The sponge layers of the case's pressure outlets (empty without one).
     pub sponges: Sponges,
+    /// Whether the case has immersed bodies (a module compiles their kernels only then).
+    pub immersed: bool,
 }
 
 impl ModelParams {
@@ -38,6 +40,7 @@ impl ModelParams {
             inlets: Arc::new(case.inlet_schedule().expect("the case was validated")),
             thermal: case.thermal_setup(lattice),
             sponges: case.sponges(),
+            immersed: case.has_immersed_bodies(),
         }
     }
 }

@@ -64,8 +64,10 @@ fn every_kernel_variant_compiles_for_sm_90() {
                     1 => {
                         p.block_x = 256;
                         p.index_bytes = 2;
+                        p.immersed = true;
                     }
                     2 => {
+                        p.immersed = true;
                         p.model.smagorinsky = Some(0.12);
                         p.model.force = Some([1e-6, 0.0, -2e-6]);
                         p.sponges.layers.push(sponge(Face::XPlus, 12, 96));
@@ -117,10 +119,12 @@ fn every_kernel_variant_compiles_for_sm_90() {
                     Kernel::ExportThermal,
                     Kernel::GatherThermal,
                 ];
-                for k in kernels.into_iter().chain(thermal) {
+                for k in kernels.into_iter().chain(thermal).chain(Kernel::IMMERSED) {
                     let name = k.name(precision);
-                    // The temperature lattice's kernels are compiled only for a case with one.
-                    let want = !k.thermal() || p.thermal.is_some();
+                    // The temperature lattice's and the immersed bodies' kernels are compiled only
+                    // for a case with them.
+                    let want =
+                        (!k.thermal() || p.thermal.is_some()) && (!k.immersed() || p.immersed);
                     assert_eq!(contains(&cubin, &name), want, "{name} in variant {variant}");
                 }
             }
@@ -128,7 +132,7 @@ fn every_kernel_variant_compiles_for_sm_90() {
     }
     assert_eq!(
         Kernel::all().iter().filter(|k| k.in_lbm_source()).count(),
-        3 * OPERATORS.len() + 7
+        3 * OPERATORS.len() + 7 + Kernel::IMMERSED.len()
     );
     let cubin = compile(BANDWIDTH_SOURCE, "bandwidth.cu", "sm_90").expect("bandwidth kernel");
     assert!(contains(

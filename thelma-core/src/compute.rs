@@ -11,7 +11,11 @@ use std::sync::Arc;
 use crate::config::Precision;
 use crate::domain::SlabSpec;
 
-use crate::physics::Stencil;
+use crate::physics::{ImmersedBodies, Stencil};
+
+/// A step's number and each immersed point's force density summed over the iterations of that
+/// step, in point order ([`ComputeModule::immersed_point_forces`]).
+pub type PointForces = (u64, Vec<[f64; 3]>);
 use crate::transport::{Channel, Links, Transport, TransportRefused};
 
 /// The macroscopic fields of one slab (or of the whole domain once gathered), `[z][y][x]`, x fastest.
@@ -296,6 +300,25 @@ pub trait ComputeModule {
             "the {} module has no immersed bodies yet",
             self.describe()
         )))
+    }
+
+    /// Takes `bodies` to force inside its own steps from step `t` on (the immersed boundary method
+    /// where the populations are, under the `uniform` force besides), when the module can: it
+    /// holds the whole domain and forces on the device. `false`: the runtime forces them through
+    /// [`pull_nodes`](Self::pull_nodes) and [`set_node_forces`](Self::set_node_forces) instead.
+    fn hold_immersed(
+        &mut self,
+        _bodies: &ImmersedBodies,
+        _uniform: Option<[f64; 3]>,
+    ) -> Result<bool, ComputeError> {
+        Ok(false)
+    }
+
+    /// Each held body's point forces of the last step run (the force density each point applied
+    /// to the fluid, summed over the iterations, in point order) and that step's number; `None`
+    /// before the first or without held bodies.
+    fn immersed_point_forces(&mut self) -> Result<Option<PointForces>, ComputeError> {
+        Ok(None)
     }
 
     /// Adds the current state to the running sums of the time average ([`MeanSums`]), kept where

@@ -17,7 +17,7 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::affinity::{bind_current_thread, AffinityError, Binding};
 use crate::compute::{
-    ChangeSums, ComputeError, ComputeModule, Fields, Health, MeanSums, ModuleFactory,
+    ChangeSums, ComputeError, ComputeModule, Fields, Health, MeanSums, ModuleFactory, PointForces,
 };
 use crate::domain::{Domain, PartitionError, SlabSpec};
 use crate::physics::{BodyLoad, ImmersedBodies, LeavesDomain};
@@ -157,6 +157,11 @@ enum Command {
         nodes: Vec<u32>,
         forces: Vec<[f64; 3]>,
     },
+    HoldImmersed {
+        bodies: Arc<ImmersedBodies>,
+        uniform: Option<[f64; 3]>,
+    },
+    PointForces,
     WritePopulations {
         bytes: Arc<Vec<u8>>,
         next_step: u64,
@@ -181,6 +186,8 @@ enum Reply {
     Change(Option<ChangeSums>),
     Populations(Vec<u8>),
     Nodes(Vec<f64>),
+    Held(bool),
+    PointForces(Option<PointForces>),
     Written,
     Failed(ComputeError),
     Panicked(String),
@@ -263,12 +270,15 @@ pub struct Runtime {
     immersed: Option<Immersed>,
 }
 
-/// The immersed bodies of a run, forced before every step from the coordinator.
+/// The immersed bodies of a run: forced before every step from the coordinator, or held by the
+/// module of a run on one slab that forces them on its device.
 struct Immersed {
-    bodies: ImmersedBodies,
+    bodies: Arc<ImmersedBodies>,
     uniform: Option<[f64; 3]>,
-    /// The loads of the last step forced, and its number.
+    /// The loads of the last step forced from here, and its number.
     last: Option<(u64, Vec<BodyLoad>)>,
+    /// Each body's reach from its centre ([`ImmersedBodies::radii`]) when the module holds them.
+    held: Option<Vec<f64>>,
 }
 
 impl Runtime {
@@ -440,27 +450,93 @@ impl Runtime {
     }
 
     /// Moves `bodies` through the flow from now on, forced by the immersed boundary method before
-    /// every step, the fluid under the `uniform` force besides (none when `bodies` has none).
-    pub fn set_immersed(&mut self, bodies: ImmersedBodies, uniform: Option<[f64; 3]>) {
-        self.immersed = (!bodies.bodies.is_empty()).then_some(Immersed {
+    /// every step, the fluid under the `uniform` force besides (none when `bodies` has none). A
+    /// run on one slab whose module can force them on its device hands them over
+    /// ([`ComputeModule::hold_immersed`]); otherwise the coordinator forces them through the
+    /// slabs' band pulls and per-node forces.
+    pub fn set_immersed(
+        &mut self,
+        bodies: ImmersedBodies,
+        uniform: Option<[f64; 3]>,
+    ) -> Result<(), RuntimeError> {
+        if bodies.bodies.is_empty() {
+            self.immersed = None;
+            return Ok(());
+        }
+        let bodies = Arc::new(bodies);
+        let mut held = None;
+        if self.workers.len() == 1 {
+            self.send(
+                0,
+                Command::HoldImmersed {
+                    bodies: bodies.clone(),
+                    uniform,
+                },
+            )?;
+            let took = self.collect(|_, r| match r {
+                Reply::Held(h) => Ok(h),
+                other => Err(other),
+            })?;
+            if took[0] {
+                held = Some(bodies.radii());
+            }
+        }
+        self.immersed = Some(Immersed {
             bodies,
             uniform,
             last: None,
+            held,
         });
+        Ok(())
+    }
+
+    /// Whether the module of the run forces the immersed bodies on its device.
+    pub fn immersed_on_device(&self) -> bool {
+        self.immersed.as_ref().is_some_and(|im| im.held.is_some())
     }
 
     /// The force and torque the fluid exerted on each immersed body (in body order, lattice
     /// units) in the last step run, and that step's number; `None` before the first.
-    pub fn immersed_loads(&self) -> Option<(u64, &[BodyLoad])> {
-        let (t, loads) = self.immersed.as_ref()?.last.as_ref()?;
-        Some((*t, loads))
+    pub fn immersed_loads(&mut self) -> Result<Option<(u64, Vec<BodyLoad>)>, RuntimeError> {
+        let Some(im) = &self.immersed else {
+            return Ok(None);
+        };
+        if im.held.is_none() {
+            return Ok(im.last.clone());
+        }
+        self.send(0, Command::PointForces)?;
+        let mut got = self.collect(|_, r| match r {
+            Reply::PointForces(f) => Ok(f),
+            other => Err(other),
+        })?;
+        let Some((t, forces)) = got.pop().flatten() else {
+            return Ok(None);
+        };
+        let im = self.immersed.as_ref().expect("immersed bodies");
+        Ok(Some((t, im.bodies.place(t).loads(&forces))))
     }
 
     /// Runs `steps` steps on every device (fewer if the stop flag is raised), sampling the time
     /// average where [`Self::set_averaging`] says.
     pub fn run(&mut self, steps: u64) -> Result<RunStats, RuntimeError> {
-        if self.immersed.is_none() {
+        let Some(im) = &self.immersed else {
             return self.run_plain(steps);
+        };
+        if let Some(radii) = &im.held {
+            // Forced on the device: the steps up to the first that would take a body out of the
+            // domain run, and that one is refused as the coordinator refuses it.
+            let t0 = self.step;
+            return match im.bodies.check_steps(radii, t0..t0 + steps) {
+                Ok(()) => self.run_plain(steps),
+                Err(e) => {
+                    let st = self.run_plain(e.step - t0)?;
+                    if st.stopped {
+                        Ok(st)
+                    } else {
+                        Err(e.into())
+                    }
+                }
+            };
         }
         // Immersed bodies: each step forced from the band's pulled populations, gathered here.
         let mut total = RunStats {
@@ -896,6 +972,10 @@ fn serve(
         Command::SetForces { nodes, forces } => module
             .set_node_forces(&nodes, &forces)
             .map(|_| Reply::Written),
+        Command::HoldImmersed { bodies, uniform } => {
+            module.hold_immersed(&bodies, uniform).map(Reply::Held)
+        }
+        Command::PointForces => module.immersed_point_forces().map(Reply::PointForces),
         Command::WritePopulations { bytes, next_step } => module
             .write_populations(&bytes, next_step)
             .map(|_| Reply::Written),

@@ -30,6 +30,8 @@ pub const LBM_SOURCE: &str = include_str!("../../../kernels/lbm_d3q19.cu");
 /// The temperature lattice's coupled step and face export, compiled after [`LBM_SOURCE`] when the
 /// case has one.
 pub const THERMAL_SOURCE: &str = include_str!("../../../kernels/thermal_d3q7.cu");
+/// The immersed bodies' kernels, compiled after [`LBM_SOURCE`] when the case has some.
+pub const IMMERSED_SOURCE: &str = include_str!("../../../kernels/immersed.cu");
 /// The bandwidth probe of `thelma bench`, compiled alone.
 pub const BANDWIDTH_SOURCE: &str = include_str!("../../../kernels/bandwidth.cu");
 
@@ -56,6 +58,21 @@ pub enum Kernel {
     GatherNodes,
     /// The time average's sample: the fields added to their running sums.
     AccumulateMeans,
+    /// The immersed bodies' points placed and their band claimed: a thread per point, or a warp.
+    IbPlace,
+    IbPlaceWarp,
+    /// The band's pulled state before the forcing.
+    IbBand,
+    /// One iteration of the direct forcing: interpolate, correct, spread; a thread per point, or
+    /// a warp.
+    IbIterate,
+    IbIterateWarp,
+    /// The band's force accumulators after an iteration.
+    IbFold,
+    /// Listed nodes collided again under their own force after the step.
+    IbCollide,
+    /// The populations the step will pull into listed nodes (the coordinator's forcing).
+    IbPull,
     BandwidthCopy,
 }
 
@@ -80,6 +97,14 @@ impl Kernel {
                 Kernel::VelocityChange,
                 Kernel::GatherNodes,
                 Kernel::AccumulateMeans,
+                Kernel::IbPlace,
+                Kernel::IbPlaceWarp,
+                Kernel::IbBand,
+                Kernel::IbIterate,
+                Kernel::IbIterateWarp,
+                Kernel::IbFold,
+                Kernel::IbCollide,
+                Kernel::IbPull,
                 Kernel::BandwidthCopy,
             ])
             .collect()
@@ -99,6 +124,14 @@ impl Kernel {
             Kernel::VelocityChange => format!("velocity_change_d3q19_{suffix}"),
             Kernel::GatherNodes => format!("gather_nodes_d3q19_{suffix}"),
             Kernel::AccumulateMeans => format!("accumulate_means_d3q19_{suffix}"),
+            Kernel::IbPlace => format!("ib_place_{suffix}"),
+            Kernel::IbPlaceWarp => format!("ib_place_warp_{suffix}"),
+            Kernel::IbBand => format!("ib_band_{suffix}"),
+            Kernel::IbIterate => format!("ib_iterate_{suffix}"),
+            Kernel::IbIterateWarp => format!("ib_iterate_warp_{suffix}"),
+            Kernel::IbFold => format!("ib_fold_{suffix}"),
+            Kernel::IbCollide => format!("ib_collide_{suffix}"),
+            Kernel::IbPull => format!("ib_pull_{suffix}"),
             Kernel::BandwidthCopy => "bandwidth_copy".to_string(),
         }
     }
@@ -115,6 +148,33 @@ impl Kernel {
             Kernel::CollideThermal(_) | Kernel::ExportThermal | Kernel::GatherThermal
         )
     }
+
+    /// Whether the kernel is compiled only for a case with immersed bodies.
+    pub fn immersed(self) -> bool {
+        matches!(
+            self,
+            Kernel::IbPlace
+                | Kernel::IbPlaceWarp
+                | Kernel::IbBand
+                | Kernel::IbIterate
+                | Kernel::IbIterateWarp
+                | Kernel::IbFold
+                | Kernel::IbCollide
+                | Kernel::IbPull
+        )
+    }
+
+    /// Every immersed-body kernel, in the order [`crate::cuda::CudaModule`] loads them.
+    pub const IMMERSED: [Kernel; 8] = [
+        Kernel::IbPlace,
+        Kernel::IbPlaceWarp,
+        Kernel::IbBand,
+        Kernel::IbIterate,
+        Kernel::IbIterateWarp,
+        Kernel::IbFold,
+        Kernel::IbCollide,
+        Kernel::IbPull,
+    ];
 }
 
 /// The complete LBM source for `p`: prelude, then the kernels (the temperature lattice's too when
@@ -124,6 +184,10 @@ pub fn lbm_source(p: &PreludeParams) -> String {
     if p.thermal.is_some() {
         s.push_str("\n#line 1 \"thermal_d3q7.cu\"\n");
         s.push_str(THERMAL_SOURCE);
+    }
+    if p.immersed {
+        s.push_str("\n#line 1 \"immersed.cu\"\n");
+        s.push_str(IMMERSED_SOURCE);
     }
     s
 }

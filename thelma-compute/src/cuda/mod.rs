@@ -12,6 +12,7 @@ pub mod bench;
 mod cache;
 pub mod channel;
 mod device;
+mod immersed;
 pub mod launch;
 mod module;
 pub mod prelude;
@@ -20,5 +21,6 @@ mod shape;
 pub use device::{
     can_access_peer, device_count, gpu_info, memory, pci_bus_id, GpuInfo, Unavailable,
 };
+pub use immersed::immersed_device_bytes;
 pub use module::{CudaFactory, CudaModule};
 pub use shape::{LaunchShape, DEFAULT_BLOCK_X, RESIDENT_THREADS_F32, RESIDENT_THREADS_F64};

@@ -13,19 +13,20 @@ use cudarc::driver::{
 };
 use thelma_core::physics::d3q19::Q;
 use thelma_core::physics::{
-    coupled_force, temperature, thermal_equilibrium_populations, Arith, ThermalCoefficients,
-    ThermalSetup, D3Q19, QT,
+    coupled_force, temperature, thermal_equilibrium_populations, Arith, ImmersedBodies,
+    ThermalCoefficients, ThermalSetup, D3Q19, QT,
 };
-use thelma_core::SlabSpec;
 use thelma_core::{
     channel_offset, gpu_transport, ChangeSums, Channel, ComputeError, ComputeModule, DevicePair,
     Fields, Health, InletSchedule, Links, MeanSums, MemoryInfo, ModuleFactory, Placement,
     Transport, TransportChoice, TransportRefused, WALL_SLOTS,
 };
 use thelma_core::{Half12, Precision, Real, ScaledHalf, Stored};
+use thelma_core::{PointForces, SlabSpec};
 
 use super::channel;
 use super::device;
+use super::immersed::{IbKernels, ImmersedDevice, StepView};
 use super::launch::{self, InletArgs, Kernel, StepArgs, CHANGE_BLOCKS, HEALTH_BLOCKS};
 use super::prelude::{PreludeParams, OPEN_BIT, SOLID_BIT};
 use super::shape::LaunchShape;
@@ -188,6 +189,8 @@ pub struct CudaModule<T: Real + DeviceRepr, S: DeviceStored<Arith = T> = T> {
     /// The temperature lattice, when the model couples one to the flow: the step kernel is then the
     /// fused collide-thermal one.
     thermal: Option<ThermalDevice<T>>,
+    /// The immersed bodies' kernels and buffers, when the case has some.
+    immersed: Option<ImmersedDevice>,
     health_out: CudaSlice<f64>,
     /// The convergence measure's previous velocity (3 values per node in the run's precision,
     /// which holds the velocity exactly, `[axis][node]`) and its per-block sums; made at the first
@@ -281,6 +284,7 @@ where
             index_bytes,
             thermal: params.thermal.clone(),
             sponges: params.sponges.clone(),
+            immersed: params.immersed,
         };
         let arch = launch::arch_of(info.compute_capability);
         let cubin = launch::compile_cubin(&launch::lbm_source(&pp), "lbm_d3q19.cu", &arch)?;
@@ -312,8 +316,32 @@ where
         if params.thermal.is_some() {
             kernels.extend([Kernel::ExportThermal, Kernel::GatherThermal]);
         }
+        if params.immersed {
+            kernels.extend(Kernel::IMMERSED);
+        }
         let names: Vec<String> = kernels.iter().map(|k| k.name(S::PRECISION)).collect();
         let (image, mut funcs) = launch::load(&stream, &cubin, &names)?;
+        let immersed = if params.immersed {
+            let mut ib = funcs
+                .split_off(funcs.len() - Kernel::IMMERSED.len())
+                .into_iter();
+            let mut next = || ib.next().expect("the immersed kernels");
+            Some(ImmersedDevice::new(
+                IbKernels {
+                    place: next(),
+                    place_warp: next(),
+                    band: next(),
+                    iterate: next(),
+                    iterate_warp: next(),
+                    fold: next(),
+                    collide: next(),
+                    pull: next(),
+                },
+                params.model.force,
+            ))
+        } else {
+            None
+        };
         let thermal_kernels = if params.thermal.is_some() {
             let gather = funcs.pop();
             funcs.pop().zip(gather)
@@ -429,6 +457,7 @@ where
             _pal_link: pal_link,
             open,
             thermal,
+            immersed,
             health_out,
             change: None,
             u_prev_valid: false,
@@ -534,6 +563,47 @@ where
             self.amplitudes_set = Some(amplitudes);
         }
         Ok(())
+    }
+
+    /// What step `t` launches with: the lattices, palette and this step's interface buffers, and
+    /// the slab's place for the inlets' profiles.
+    fn step_args(&self, t: u64) -> (StepArgs, InletArgs) {
+        let rin = ((t + 1) % 2) as usize;
+        let rout = (t % 2) as usize;
+        let l = self.link_addr;
+        let p = self.slab.domain.periodic;
+        let args = StepArgs {
+            a: self.ptrs[self.cur],
+            b: self.ptrs[1 - self.cur],
+            index: self.addr[0],
+            pal_mask: self.addr[1],
+            pal_term: self.addr[2],
+            below_in: self.at(l.from_below, rin),
+            above_in: self.at(l.from_above, rin),
+            above_out: self.at(l.to_above, rout),
+            below_out: self.at(l.to_below, rout),
+            size: self.size(),
+            periodic: i32::from(p[0]) | (i32::from(p[1]) << 1),
+            block_x: self.shape.block_x,
+        };
+        let inlets = InletArgs {
+            z0: self.slab.z.start as i32,
+            nz_domain: self.slab.domain.size[2] as i32,
+        };
+        (args, inlets)
+    }
+
+    /// The immersed bodies' kernels, or why there are none: the case has no immersed bodies (its
+    /// kernels were not compiled) or a temperature lattice (not coupled to them yet).
+    fn immersed_device(&mut self) -> Result<&mut ImmersedDevice, ComputeError> {
+        if self.thermal.is_some() {
+            return Err(ComputeError::Invalid(
+                "immersed bodies are not available with a temperature lattice".into(),
+            ));
+        }
+        self.immersed.as_mut().ok_or_else(|| {
+            ComputeError::Invalid("the module was made for a case without immersed bodies".into())
+        })
     }
 
     /// Publishes the boundary layers of the current lattice into the buffers of `parity`.
@@ -699,31 +769,22 @@ where
     }
 
     fn step(&mut self, t: u64) -> Result<(), ComputeError> {
-        let rin = ((t + 1) % 2) as usize;
-        let rout = (t % 2) as usize;
-        let l = self.link_addr;
-        let p = self.slab.domain.periodic;
-        let args = StepArgs {
-            a: self.ptrs[self.cur],
-            b: self.ptrs[1 - self.cur],
-            index: self.addr[0],
-            pal_mask: self.addr[1],
-            pal_term: self.addr[2],
-            below_in: self.at(l.from_below, rin),
-            above_in: self.at(l.from_above, rin),
-            above_out: self.at(l.to_above, rout),
-            below_out: self.at(l.to_below, rout),
-            size: self.size(),
-            periodic: i32::from(p[0]) | (i32::from(p[1]) << 1),
-            block_x: self.shape.block_x,
-        };
-        let inlets = InletArgs {
-            z0: self.slab.z.start as i32,
-            nz_domain: self.slab.domain.size[2] as i32,
-        };
+        let (args, inlets) = self.step_args(t);
+        if self.open || self.thermal.is_some() {
+            self.set_amplitudes(t)?;
+        }
+        let periodic_z = self.slab.domain.periodic[2];
+        if let Some(im) = &mut self.immersed {
+            let view = StepView {
+                args: &args,
+                inlets: &inlets,
+                pal_link: self.addr[4],
+                open: self.open,
+            };
+            im.before_step(&self.stream, t, &view, periodic_z)?;
+        }
         if let Some(th) = &self.thermal {
             let h = [th.ptrs[self.cur], th.ptrs[1 - self.cur]];
-            self.set_amplitudes(t)?;
             // SAFETY: as below, with `collide` the collide-thermal kernel, this module's link words
             // (Q per palette entry) and its two thermal lattices (7 values per node); the
             // interfaces hold the thermal plane after the flow's (`interface_values`).
@@ -738,7 +799,6 @@ where
                 )
             }?;
         } else if self.open {
-            self.set_amplitudes(t)?;
             // SAFETY: as below, with `collide` the collide-open kernel and this module's link words
             // (Q per palette entry).
             unsafe {
@@ -751,6 +811,15 @@ where
             // to the interfaces it holds; all live as long as the module, which synchronises before
             // dropping.
             unsafe { launch::collide_propagate(&self.stream, &self.collide, &args) }?;
+        }
+        if let Some(im) = &mut self.immersed {
+            let view = StepView {
+                args: &args,
+                inlets: &inlets,
+                pal_link: self.addr[4],
+                open: self.open,
+            };
+            im.after_step(&self.stream, &view)?;
         }
         self.cur = 1 - self.cur;
         Ok(())
@@ -775,10 +844,22 @@ where
             None => None,
         };
         let uniform = self.force.map(|f| f.map(T::of));
+        // The immersed bodies' nodes collided under their own force besides the uniform one
+        // (summed in double and rounded once, as the step did).
+        let forced: std::collections::HashMap<usize, [T; 3]> = match &self.immersed {
+            Some(im) => {
+                let u = self.force.unwrap_or([0.0; 3]);
+                im.node_forces(&self.stream)?
+                    .into_iter()
+                    .map(|(p, f)| (p as usize, std::array::from_fn(|a| T::of(u[a] + f[a]))))
+                    .collect()
+            }
+            None => Default::default(),
+        };
         // The force each node collided with, as the CPU module's `ThermalLattice::force_at`.
         let force = |p: usize| match (&theta, &self.thermal_k) {
             (Some(t), Some(k)) => Some(coupled_force(t[p], uniform.unwrap_or([T::zero(); 3]), k)),
-            _ => uniform,
+            _ => forced.get(&p).copied().or(uniform),
         };
         let mut fields = fields_from_populations(&self.slab, &g, |p| self.host_solid[p], force);
         if let Some(t) = &theta {
@@ -1037,6 +1118,68 @@ where
             .flat_map(|(g, h)| g.iter().chain(h))
             .copied()
             .collect())
+    }
+
+    fn pull_nodes(&mut self, t: u64, nodes: &[u32]) -> Result<Vec<f64>, ComputeError> {
+        let n = self.slab.nodes();
+        if let Some(&p) = nodes.iter().find(|&&p| p as usize >= n) {
+            return Err(ComputeError::Invalid(format!(
+                "node {p} outside a slab of {n} nodes"
+            )));
+        }
+        let (args, inlets) = self.step_args(t);
+        if self.open {
+            self.set_amplitudes(t)?;
+        }
+        let (pal_link, open, stream) = (self.addr[4], self.open, self.stream.clone());
+        let im = self.immersed_device()?;
+        let view = StepView {
+            args: &args,
+            inlets: &inlets,
+            pal_link,
+            open,
+        };
+        let v: Vec<T> = im.pull(&stream, &view, nodes, Q)?;
+        Ok(v.into_iter().map(Real::to_f64).collect())
+    }
+
+    fn set_node_forces(&mut self, nodes: &[u32], forces: &[[f64; 3]]) -> Result<(), ComputeError> {
+        let n = self.slab.nodes();
+        if nodes.len() != forces.len() {
+            return Err(ComputeError::Invalid(format!(
+                "{} forces for {} nodes",
+                forces.len(),
+                nodes.len()
+            )));
+        }
+        if let Some(&p) = nodes.iter().find(|&&p| p as usize >= n) {
+            return Err(ComputeError::Invalid(format!(
+                "node {p} outside a slab of {n} nodes"
+            )));
+        }
+        let stream = self.stream.clone();
+        self.immersed_device()?.set_forces(&stream, nodes, forces)
+    }
+
+    fn hold_immersed(
+        &mut self,
+        bodies: &ImmersedBodies,
+        _uniform: Option<[f64; 3]>,
+    ) -> Result<bool, ComputeError> {
+        // The forcing needs every node a point reaches: the whole domain on this slab.
+        if self.slab.z != (0..self.slab.domain.size[2]) {
+            return Ok(false);
+        }
+        let (stream, n) = (self.stream.clone(), self.slab.nodes());
+        self.immersed_device()?.hold(&stream, bodies, n)?;
+        Ok(true)
+    }
+
+    fn immersed_point_forces(&mut self) -> Result<Option<PointForces>, ComputeError> {
+        match &self.immersed {
+            Some(im) => im.point_forces(&self.stream),
+            None => Ok(None),
+        }
     }
 
     fn write_populations(&mut self, bytes: &[u8], next_step: u64) -> Result<(), ComputeError> {

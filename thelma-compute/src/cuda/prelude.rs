@@ -11,11 +11,11 @@ use super::shape::{LaunchShape, DEFAULT_BLOCK_X};
 use thelma_core::physics::d3q19::Q;
 use thelma_core::physics::Arith as _;
 use thelma_core::physics::{
-    absorb_recording, advecting_velocity, collide_thermal, coupled_force, dirichlet_term, dispatch,
-    eddy_of, macroscopic, node_density, parabola, pressure_terms, smagorinsky_relaxation,
-    sponge_rate, stored_macroscopic, symbolic, temperature, Coefficients, Collision,
-    CollisionOperator, FlowModel, OperatorVisitor, Sponges, Stencil, Sym, ThermalCoefficients,
-    ThermalFace, ThermalSetup, D3Q19, QT,
+    absorb_recording, advecting_velocity, collide_thermal, coupled_force, delta_inner, delta_outer,
+    dirichlet_term, dispatch, eddy_of, macroscopic, node_density, parabola, pressure_terms,
+    smagorinsky_relaxation, sponge_rate, stored_macroscopic, symbolic, temperature, Coefficients,
+    Collision, CollisionOperator, FlowModel, OperatorVisitor, Sponges, Stencil, Sym,
+    ThermalCoefficients, ThermalFace, ThermalSetup, D3Q19, QT,
 };
 use thelma_core::WALL_SLOTS;
 use thelma_geometry::{LinkRule, NodeFlags};
@@ -48,6 +48,9 @@ pub struct PreludeParams {
     /// The sponge layers of pressure outlets: `thelma_sponge_absorb` ([`sponge_source`]) is
     /// compiled into the open and coupled steps only where there are some.
     pub sponges: Sponges,
+    /// Whether the case has immersed bodies: their kernels (`kernels/immersed.cu`) and the
+    /// functions they read ([`immersed_source`]) are compiled only then.
+    pub immersed: bool,
 }
 
 impl PreludeParams {
@@ -61,6 +64,7 @@ impl PreludeParams {
             index_bytes: 1,
             thermal: None,
             sponges: Sponges::default(),
+            immersed: false,
         }
     }
 }
@@ -84,19 +88,20 @@ fn lit(x: f64) -> String {
 /// The collision of `model` as a device function `thelma_collide(real g[Q])` on shifted populations,
 /// with the run constants it reads defined before it.
 pub fn collision_source(model: &FlowModel) -> String {
-    collision_function(model, false)
+    collision_function(model, false, false)
 }
 
 /// The collision of `model` as `thelma_collide` or, with `per_node_force`, as
 /// `thelma_collide_forced(real g[Q], const real F[3], real tau)`, whose force is the node's own
 /// (the temperature lattice's coupled force) instead of the uniform run constant and whose
-/// Smagorinsky relaxation time is `tau` (unused without the model).
-fn collision_function(model: &FlowModel, per_node_force: bool) -> String {
-    struct Print<'a>(&'a FlowModel, bool);
+/// Smagorinsky relaxation time is `tau` when `tau_given` (unused otherwise: the collision evaluates
+/// it, as `thelma_collide` does).
+fn collision_function(model: &FlowModel, per_node_force: bool, tau_given: bool) -> String {
+    struct Print<'a>(&'a FlowModel, bool, bool);
     impl OperatorVisitor for Print<'_> {
         type Output = String;
         fn visit<O: CollisionOperator>(self) -> String {
-            let (model, per_node) = (self.0, self.1);
+            let (model, per_node, tau_given) = (self.0, self.1, self.2);
             let (g, rec) = symbolic::record(|| {
                 let k = Coefficients::new(model, Sym::param);
                 let force = if per_node {
@@ -112,7 +117,8 @@ fn collision_function(model: &FlowModel, per_node_force: bool) -> String {
                 };
                 let mut g: [Sym; Q] = std::array::from_fn(|i| Sym::input(format!("g[{i}]")));
                 // The coupled step evaluates the Smagorinsky relaxation time once, for both lattices.
-                let tau = (per_node && model.smagorinsky.is_some()).then(|| Sym::input("tau"));
+                let tau = (per_node && tau_given && model.smagorinsky.is_some())
+                    .then(|| Sym::input("tau"));
                 O::collide_with(&mut g, &k, force, tau);
                 g
             });
@@ -149,7 +155,7 @@ fn collision_function(model: &FlowModel, per_node_force: bool) -> String {
             s
         }
     }
-    dispatch(model.collision, Print(model, per_node_force))
+    dispatch(model.collision, Print(model, per_node_force, tau_given))
 }
 
 /// Defines run constant `name`, unless an earlier printed function did (every function of one
@@ -463,7 +469,7 @@ pub fn thermal_source(model: &FlowModel, setup: &ThermalSetup) -> String {
         "void thelma_dirichlet_term(real theta_w, real* __restrict__ t)",
         &|| vec![("t[0]".into(), dirichlet_term(Sym::input("theta_w")))],
     );
-    s.push_str(&collision_function(model, true));
+    s.push_str(&collision_function(model, true, true));
     s
 }
 
@@ -660,6 +666,79 @@ pub fn prelude(p: &PreludeParams) -> String {
     if !p.sponges.is_empty() {
         s.push_str(&sponge_source(&p.sponges));
     }
+    if p.immersed {
+        s.push_str(&immersed_source(&p.model, p.thermal.is_none()));
+    }
+    s
+}
+
+/// What the immersed bodies' kernels (`kernels/immersed.cu`) read besides the step's functions:
+/// `THELMA_IMMERSED`, the flow's collision under a per-node force (`thelma_collide_forced`, unless
+/// the temperature lattice's functions printed it: `forced`), and in namespace `thelma_ib`, where
+/// `real` is double (the host solves the forcing in f64), Roma's kernel in its two branches
+/// (`delta_inner`, `delta_outer`, printed from `thelma_core::physics::immersed`) and a node's
+/// ρ and velocity under the uniform force (`macroscopic`, from `thelma_core::physics::macroscopic`).
+pub fn immersed_source(model: &FlowModel, forced: bool) -> String {
+    let mut s = String::from(
+        "#define THELMA_IMMERSED 1
+",
+    );
+    if forced {
+        s.push_str(&collision_function(model, true, false));
+    }
+    s.push_str(
+        "namespace thelma_ib {
+typedef double real;
+         __device__ __forceinline__ double thelma_sqrt(double x) { return sqrt(x); }
+",
+    );
+    for (name, f) in [
+        ("delta_inner", delta_inner::<Sym> as fn(Sym) -> Sym),
+        ("delta_outer", delta_outer::<Sym>),
+    ] {
+        let (v, rec) = symbolic::record(|| f(Sym::input("r")));
+        let _ = writeln!(
+            s,
+            "// Roma's three-point kernel, printed from thelma_core::physics::immersed::{name}.
+             __device__ __forceinline__ real {name}(real r) {{
+    real v;"
+        );
+        s.push_str(&rec.emit_c(&[("v".to_string(), v)], PARAM_PREFIX, "    "));
+        s.push_str(
+            "    return v;
+}
+",
+        );
+    }
+    let (m, rec) = symbolic::record(|| {
+        let g: [Sym; Q] = std::array::from_fn(|i| Sym::input(format!("g[{i}]")));
+        let force = model.force.map(|f| {
+            [
+                Sym::param("force_x", f[0]),
+                Sym::param("force_y", f[1]),
+                Sym::param("force_z", f[2]),
+            ]
+        });
+        macroscopic(&g, force)
+    });
+    for (name, value) in rec.params() {
+        define_param(&mut s, name, *value);
+    }
+    s.push_str(
+        "// A node's ρ and velocity (j + F/2)/ρ under the uniform force, printed from
+         // thelma_core::physics::macroscopic.
+         template <typename G>
+         __device__ __forceinline__ void macroscopic(const G& g, real* __restrict__ rho,          real* __restrict__ u) {
+",
+    );
+    let mut outputs = vec![("rho[0]".to_string(), m.rho)];
+    outputs.extend((0..3).map(|a| (format!("u[{a}]"), m.u[a])));
+    s.push_str(&rec.emit_c(&outputs, PARAM_PREFIX, "    "));
+    s.push_str(
+        "}
+}  // namespace thelma_ib
+",
+    );
     s
 }
 

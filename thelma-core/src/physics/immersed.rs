@@ -21,6 +21,7 @@
 
 use rayon::prelude::*;
 
+use super::arith::Arith;
 use super::collision::macroscopic;
 use super::d3q19::Q;
 
@@ -32,13 +33,25 @@ pub const SUPPORT: usize = 3;
 pub fn delta_roma(r: f64) -> f64 {
     let r = r.abs();
     if r <= 0.5 {
-        (1.0 + (1.0 - 3.0 * r * r).sqrt()) / 3.0
+        delta_inner(r)
     } else if r < 1.5 {
-        let s = 1.0 - r;
-        (5.0 - 3.0 * r - (1.0 - 3.0 * s * s).max(0.0).sqrt()) / 6.0
+        delta_outer(r)
     } else {
         0.0
     }
+}
+
+/// [`delta_roma`] for `0 ≤ r ≤ 1/2` (the branch the kernels print, with [`delta_outer`]).
+#[inline(always)]
+pub fn delta_inner<V: Arith>(r: V) -> V {
+    (V::c(1.0) + (V::c(1.0) - V::c(3.0) * r * r).sqrt()) / V::c(3.0)
+}
+
+/// [`delta_roma`] for `1/2 < r < 3/2`, where `1 − 3 (1 − r)²` lies in `(1/4, 1]`.
+#[inline(always)]
+pub fn delta_outer<V: Arith>(r: V) -> V {
+    let s = V::c(1.0) - r;
+    (V::c(5.0) - V::c(3.0) * r - (V::c(1.0) - V::c(3.0) * s * s).sqrt()) / V::c(6.0)
 }
 
 /// The support of a point along one axis: its first node (the nearest node less one) and the
@@ -243,8 +256,9 @@ impl ImmersedBodies {
         self.bodies.iter().map(|b| b.points.len()).sum()
     }
 
-    /// The points at step `step` and the band of nodes their kernels reach.
-    pub fn plan(&self, step: u64) -> Result<ForcingPlan, LeavesDomain> {
+    /// The points at step `step` (positions, velocities, areas, bodies, the bodies' centres),
+    /// without the band: what the loads are summed over.
+    pub fn place(&self, step: u64) -> ForcingPlan {
         let n = self.points();
         let mut plan = ForcingPlan {
             step,
@@ -268,6 +282,12 @@ impl ImmersedBodies {
                 plan.body.push(b);
             }
         }
+        plan
+    }
+
+    /// The points at step `step` and the band of nodes their kernels reach.
+    pub fn plan(&self, step: u64) -> Result<ForcingPlan, LeavesDomain> {
+        let mut plan = self.place(step);
         // Each point's 27 support nodes, wrapped on periodic axes, and their weights (points in
         // parallel: each result depends on its point alone).
         let (nx, ny) = (self.size[0] as u64, self.size[1] as u64);
@@ -409,19 +429,85 @@ impl ImmersedBodies {
                     }
                 });
         }
-        let mut loads = vec![BodyLoad::default(); self.bodies.len()];
-        for k in 0..np {
-            let l = &mut loads[plan.body[k]];
-            let f: [f64; 3] = std::array::from_fn(|a| -force[k][a] * plan.area[k]);
-            let c = plan.centres[plan.body[k]];
-            let r: [f64; 3] = std::array::from_fn(|a| plan.x[k][a] - c[a]);
+        let loads = plan.loads(&force);
+        ForcingSolution { node_force, loads }
+    }
+
+    /// Each body's largest distance from its motion's origin to one of its points: how far its
+    /// surface reaches from the centre whatever the rotation.
+    pub fn radii(&self) -> Vec<f64> {
+        self.bodies
+            .iter()
+            .map(|b| {
+                b.points
+                    .iter()
+                    .map(|p| {
+                        let d: [f64; 3] = std::array::from_fn(|a| p[a] - b.motion.origin[a]);
+                        (d[0] * d[0] + d[1] * d[1] + d[2] * d[2]).sqrt()
+                    })
+                    .fold(0.0, f64::max)
+            })
+            .collect()
+    }
+
+    /// Whether every point's kernel stays inside the lattice along its walled axes at each step of
+    /// `steps` ([`Self::plan`]'s test, for the modules that force the bodies themselves): the
+    /// first step and body that leave. A body whose sphere of `radii` (from [`Self::radii`]) about
+    /// its centre stays a kernel's reach inside passes at once; only the others' points are placed.
+    pub fn check_steps(
+        &self,
+        radii: &[f64],
+        steps: std::ops::Range<u64>,
+    ) -> Result<(), LeavesDomain> {
+        for step in steps {
+            let t = step as f64;
+            for (b, body) in self.bodies.iter().enumerate() {
+                let pose = body.motion.pose(t);
+                let inside = |x: f64, a: usize| {
+                    let first = (x + 0.5).floor() as i64 - 1;
+                    first >= 0 && first + SUPPORT as i64 <= self.size[a] as i64
+                };
+                let walled = |a: usize| !self.periodic[a];
+                let r = radii[b] + 1e-9;
+                if (0..3).all(|a| {
+                    !walled(a) || (inside(pose.centre[a] - r, a) && inside(pose.centre[a] + r, a))
+                }) {
+                    continue;
+                }
+                for p in &body.points {
+                    let (x, _) = pose.place(*p);
+                    if let Some(a) = (0..3).find(|&a| walled(a) && !inside(x[a], a)) {
+                        return Err(LeavesDomain {
+                            body: body.name.clone(),
+                            axis: ['x', 'y', 'z'][a],
+                            step,
+                        });
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl ForcingPlan {
+    /// The load on each body of point forces `force` (the force density each point applied to
+    /// the fluid, summed over the iterations; the fluid pushes back with its negative), in point
+    /// order.
+    pub fn loads(&self, force: &[[f64; 3]]) -> Vec<BodyLoad> {
+        let mut loads = vec![BodyLoad::default(); self.centres.len()];
+        for (k, fk) in force.iter().enumerate() {
+            let l = &mut loads[self.body[k]];
+            let f: [f64; 3] = std::array::from_fn(|a| -fk[a] * self.area[k]);
+            let c = self.centres[self.body[k]];
+            let r: [f64; 3] = std::array::from_fn(|a| self.x[k][a] - c[a]);
             let t = cross(r, f);
             for a in 0..3 {
                 l.force[a] += f[a];
                 l.torque[a] += t[a];
             }
         }
-        ForcingSolution { node_force, loads }
+        loads
     }
 }
 

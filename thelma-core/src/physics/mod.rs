@@ -28,8 +28,8 @@ pub use collision::{
 };
 pub use error::PhysicsError;
 pub use immersed::{
-    delta_roma, support_1d, BodyLoad, ForcingPlan, ForcingSolution, ImmersedBodies, LagrangianBody,
-    LeavesDomain, Pose, RigidMotion, SUPPORT,
+    delta_inner, delta_outer, delta_roma, support_1d, BodyLoad, ForcingPlan, ForcingSolution,
+    ImmersedBodies, LagrangianBody, LeavesDomain, Pose, RigidMotion, SUPPORT,
 };
 pub use sponge::{absorb, absorb_recording, sponge_rate, Absorption, SpongeLayer, Sponges};
 pub use stencil::{Stencil, D3Q19, D3Q7, MAX_SPEED};

@@ -1,0 +1,335 @@
+// The immersed boundary method on the device (thelma_core::physics::immersed, the same direct
+// forcing the coordinator runs on the host for the CPU module): compiled after lbm_d3q19.cu when a
+// case has immersed bodies, with the prelude's `thelma_ib` functions (Roma's kernel and the band's
+// macroscopic state, printed from thelma-core in double) and `thelma_collide_forced`.
+//
+// A step of a module that holds the bodies:
+//   1. ib_place (a thread per point, or a warp: see ib_iterate): each point placed by its body's
+//      pose (uploaded 64 steps at a time), and its 27 support nodes claimed into the band: the
+//      first point to reach a node appends it (`slot[node]`: its band slot; a dense array, empty
+//      between steps).
+//   2. ib_band (a thread per band node): the populations the step will pull there, and ρ and
+//      u* = (j + F/2)/ρ under the uniform force; both force accumulators zeroed.
+//   3. K times ib_iterate (per point: interpolate, correct the point's force, spread it) and
+//      ib_fold (per band node: the accumulator read next equals the one written).
+//   4. after the fused step, ib_collide (per band node): the node pulled again and collided under
+//      the uniform force plus its spread force, over what the step stored; its slot emptied.
+//
+// Spreading adds each point's share to its nodes with 64-bit integer atomics on a fixed-point
+// force (2^-50 of a lattice unit): integer sums do not depend on their order, so a run is
+// deterministic whatever the threads' timing, and the band's order (that of the claims) does not
+// matter either.
+
+#define THELMA_IB_EMPTY 0xffffffffu
+#define THELMA_IB_CLAIMED 0xfffffffeu
+#define THELMA_IB_SCALE 1125899906842624.0
+// Doubles per body pose: origin, centre, rotation (row-major), angular velocity, velocity.
+#define THELMA_IB_POSE 21
+
+// The three support nodes of coordinate x along an axis of `len` nodes (wrapped when `periodic`,
+// clamped otherwise: the host keeps every walled axis's support inside) and Roma's weights at them
+// (thelma_core::physics::immersed::support_1d).
+__device__ __forceinline__ void thelma_ib_support(double x, int len, bool periodic, int* node,
+                                                  double* w) {
+    const int first = (int)floor(x + 0.5) - 1;
+#pragma unroll
+    for (int k = 0; k < 3; k++) {
+        const double r = fabs((double)(first + k) - x);
+        w[k] = r <= 0.5 ? thelma_ib::delta_inner(r)
+                        : (r < 1.5 ? thelma_ib::delta_outer(r) : 0.0);
+        int i = first + k;
+        if (periodic) {
+            i = ((i % len) + len) % len;
+        } else {
+            i = min(max(i, 0), len - 1);
+        }
+        node[k] = i;
+    }
+}
+
+// The support of point k: its 27 nodes' slab indices (x fastest, then y, then z, as the host's
+// plan) and weights.
+struct thelma_ib_kernel {
+    int ix[3], iy[3], iz[3];
+    double wx[3], wy[3], wz[3];
+    __device__ __forceinline__ unsigned int node(int s, int nx, int ny) const {
+        return (unsigned int)(ix[s % 3] + nx * (iy[s / 3 % 3] + ny * iz[s / 9]));
+    }
+    __device__ __forceinline__ double weight(int s) const {
+        return wx[s % 3] * wy[s / 3 % 3] * wz[s / 9];
+    }
+};
+
+__device__ __forceinline__ thelma_ib_kernel thelma_ib_kernel_at(const double* __restrict__ x,
+                                                                int nx, int ny, int nz,
+                                                                int periodic) {
+    thelma_ib_kernel k;
+    thelma_ib_support(x[0], nx, periodic & 1, k.ix, k.wx);
+    thelma_ib_support(x[1], ny, periodic & 2, k.iy, k.wy);
+    thelma_ib_support(x[2], nz, periodic & 4, k.iz, k.wz);
+    return k;
+}
+
+// 1. Places every point at this step's pose of its body (thelma_core::physics::immersed::Pose::place)
+// and claims its support nodes into the band. With LANES = 32 a warp serves a point, each of its
+// first 27 lanes one support node; with 1, a thread serves a point and all its nodes.
+template <int LANES>
+__device__ __forceinline__ void ib_place(const double* __restrict__ pose,
+                                         const unsigned int* __restrict__ body,
+                                         const double* __restrict__ ref, int points,
+                                         double* __restrict__ x_out, double* __restrict__ u_out,
+                                         unsigned int* slot, unsigned int* band,
+                                         unsigned int* count, int nx, int ny, int nz,
+                                         int periodic) {
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    const int k = t / LANES, lane = t % LANES;
+    if (k >= points) return;
+    const double* P = pose + (size_t)body[k] * THELMA_IB_POSE;
+    double d[3], r[3], x[3];
+#pragma unroll
+    for (int a = 0; a < 3; a++) d[a] = ref[3 * (size_t)k + a] - P[a];
+#pragma unroll
+    for (int a = 0; a < 3; a++) {
+        r[a] = P[6 + 3 * a] * d[0] + P[6 + 3 * a + 1] * d[1] + P[6 + 3 * a + 2] * d[2];
+        x[a] = P[3 + a] + r[a];
+    }
+    if (lane == 0) {
+        const double* w = P + 15;
+#pragma unroll
+        for (int a = 0; a < 3; a++) x_out[3 * (size_t)k + a] = x[a];
+        u_out[3 * (size_t)k] = P[18] + (w[1] * r[2] - w[2] * r[1]);
+        u_out[3 * (size_t)k + 1] = P[19] + (w[2] * r[0] - w[0] * r[2]);
+        u_out[3 * (size_t)k + 2] = P[20] + (w[0] * r[1] - w[1] * r[0]);
+    }
+    const thelma_ib_kernel K = thelma_ib_kernel_at(x, nx, ny, nz, periodic);
+    for (int s = lane; s < 27; s += LANES) {
+        const unsigned int n = K.node(s, nx, ny);
+        if (atomicCAS(&slot[n], THELMA_IB_EMPTY, THELMA_IB_CLAIMED) == THELMA_IB_EMPTY) {
+            const unsigned int b = atomicAdd(count, 1u);
+            band[b] = n;
+            slot[n] = b;
+        }
+    }
+}
+
+#define THELMA_IB_PLACE_ARGS                                                                       \
+    const double *__restrict__ pose, const unsigned int *__restrict__ body,                        \
+        const double *__restrict__ ref, int points, double *__restrict__ x_out,                    \
+        double *__restrict__ u_out, unsigned int *slot, unsigned int *band, unsigned int *count,   \
+        int nx, int ny, int nz, int periodic
+
+extern "C" __global__ void __launch_bounds__(128) THELMA_NAME(ib_place)(THELMA_IB_PLACE_ARGS) {
+    ib_place<1>(pose, body, ref, points, x_out, u_out, slot, band, count, nx, ny, nz, periodic);
+}
+
+extern "C" __global__ void __launch_bounds__(128)
+THELMA_NAME(ib_place_warp)(THELMA_IB_PLACE_ARGS) {
+    ib_place<32>(pose, body, ref, points, x_out, u_out, slot, band, count, nx, ny, nz, periodic);
+}
+
+// 2. The band's state before the forcing: each node pulled as this step will pull it, ρ and u*
+// under the uniform force (printed from thelma_core::physics::macroscopic), both force
+// accumulators (3 components per band node each) zeroed.
+extern "C" __global__ void __launch_bounds__(128)
+THELMA_NAME(ib_band)(const store_t* __restrict__ a, const thelma_index* __restrict__ index,
+                     const unsigned int* __restrict__ pal_mask, const real* __restrict__ pal_term,
+                     const unsigned int* __restrict__ pal_link, const store_t* below_in,
+                     const store_t* above_in, int nx, int ny, int nz, int periodic, int z0,
+                     int nz_domain, int open, const unsigned int* __restrict__ band,
+                     const unsigned int* __restrict__ count, double* __restrict__ rho,
+                     double* __restrict__ u, long long* __restrict__ acc, unsigned int capacity) {
+    const unsigned int s = blockIdx.x * blockDim.x + threadIdx.x;
+    if (s >= *count) return;
+    const size_t p = band[s];
+    const int x = (int)(p % nx), y = (int)(p / nx % ny), z = (int)(p / ((size_t)nx * ny));
+    const unsigned int k = index[p];
+    const unsigned int mask = pal_mask[k];
+    real f[THELMA_Q];
+    if (open)
+        pull_node<store_t, true>(f, a, k, mask, pal_term, pal_link, below_in, above_in, nx, ny,
+                                 nz, periodic, x, y, z, p, z0, nz_domain);
+    else
+        pull_node<store_t, false>(f, a, k, mask, pal_term, pal_link, below_in, above_in, nx, ny,
+                                  nz, periodic, x, y, z, p, z0, nz_domain);
+    double g[THELMA_Q];
+#pragma unroll
+    for (int i = 0; i < THELMA_Q; i++) g[i] = (double)f[i];
+    double r[1], v[3];
+    thelma_ib::macroscopic(g, r, v);
+    rho[s] = r[0];
+#pragma unroll
+    for (int c = 0; c < 3; c++) {
+        u[3 * (size_t)s + c] = v[c];
+        acc[3 * (size_t)s + c] = 0;
+        acc[3 * ((size_t)capacity + s) + c] = 0;
+    }
+}
+
+// 3a. One iteration of the direct forcing: the velocity interpolated from the band (u* moved by the
+// force spread so far, `read`, over 2ρ), the point's force density corrected by 2ρ(U_d − U) and
+// summed in `total`, the correction times the point's area spread into `write`. With LANES = 1 a
+// thread serves a point (the "kernel" strategy); with 32 a warp does, a lane per support node, the
+// sums reduced across the warp by a butterfly (every lane ends with the same sums, in an order
+// fixed by the lanes).
+template <int LANES>
+__device__ __forceinline__ void ib_iterate(const double* __restrict__ x,
+                                           const double* __restrict__ ud,
+                                           const double* __restrict__ area, int points,
+                                           const unsigned int* __restrict__ slot,
+                                           const double* __restrict__ rho,
+                                           const double* __restrict__ u,
+                                           const long long* __restrict__ read, long long* write,
+                                           double* __restrict__ total, int first, int nx, int ny,
+                                           int nz, int periodic) {
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    const int k = t / LANES, lane = t % LANES;
+    if (k >= points) return;
+    const thelma_ib_kernel K = thelma_ib_kernel_at(x + 3 * (size_t)k, nx, ny, nz, periodic);
+    constexpr int MINE = LANES == 1 ? 27 : 1;
+    double U[3] = {0.0, 0.0, 0.0}, R = 0.0;
+    unsigned int sl[MINE];
+    double wl[MINE];
+#pragma unroll
+    for (int m = 0; m < MINE; m++) {
+        const int s = LANES == 1 ? m : lane;
+        wl[m] = 0.0;
+        sl[m] = 0;
+        if (s < 27) {
+            const unsigned int b = slot[K.node(s, nx, ny)];
+            sl[m] = b;
+            const double w = K.weight(s), rb = rho[b];
+            wl[m] = w;
+#pragma unroll
+            for (int c = 0; c < 3; c++)
+                U[c] += w * (u[3 * (size_t)b + c] +
+                             (double)read[3 * (size_t)b + c] / (THELMA_IB_SCALE * 2.0 * rb));
+            R += w * rb;
+        }
+    }
+    if (LANES == 32) {
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+#pragma unroll
+            for (int c = 0; c < 3; c++) U[c] += __shfl_xor_sync(0xffffffffu, U[c], o);
+            R += __shfl_xor_sync(0xffffffffu, R, o);
+        }
+    }
+    double df[3];
+#pragma unroll
+    for (int c = 0; c < 3; c++) {
+        df[c] = 2.0 * R * (ud[3 * (size_t)k + c] - U[c]);
+        if (lane == 0)
+            total[3 * (size_t)k + c] = first ? df[c] : total[3 * (size_t)k + c] + df[c];
+        df[c] *= area[k] * THELMA_IB_SCALE;
+    }
+#pragma unroll
+    for (int m = 0; m < MINE; m++) {
+        if (LANES == 1 || lane < 27) {
+#pragma unroll
+            for (int c = 0; c < 3; c++)
+                atomicAdd((unsigned long long*)&write[3 * (size_t)sl[m] + c],
+                          (unsigned long long)__double2ll_rn(wl[m] * df[c]));
+        }
+    }
+}
+
+#define THELMA_IB_ITERATE_ARGS                                                                     \
+    const double *__restrict__ x, const double *__restrict__ ud, const double *__restrict__ area,  \
+        int points, const unsigned int *__restrict__ slot, const double *__restrict__ rho,         \
+        const double *__restrict__ u, const long long *__restrict__ read, long long *write,        \
+        double *__restrict__ total, int first, int nx, int ny, int nz, int periodic
+
+extern "C" __global__ void __launch_bounds__(128)
+THELMA_NAME(ib_iterate)(THELMA_IB_ITERATE_ARGS) {
+    ib_iterate<1>(x, ud, area, points, slot, rho, u, read, write, total, first, nx, ny, nz,
+                  periodic);
+}
+
+extern "C" __global__ void __launch_bounds__(128)
+THELMA_NAME(ib_iterate_warp)(THELMA_IB_ITERATE_ARGS) {
+    ib_iterate<32>(x, ud, area, points, slot, rho, u, read, write, total, first, nx, ny, nz,
+                   periodic);
+}
+
+// 3b. After an iteration, per band node: `read` takes what `write` summed (then both hold the
+// force spread so far); after the last, the node's force density into `force` instead.
+extern "C" __global__ void __launch_bounds__(128)
+THELMA_NAME(ib_fold)(const unsigned int* __restrict__ count, long long* __restrict__ read,
+                     const long long* __restrict__ write, double* __restrict__ force, int last) {
+    const unsigned int s = blockIdx.x * blockDim.x + threadIdx.x;
+    if (s >= *count) return;
+#pragma unroll
+    for (int c = 0; c < 3; c++) {
+        const long long v = write[3 * (size_t)s + c];
+        if (last)
+            force[3 * (size_t)s + c] = (double)v / THELMA_IB_SCALE;
+        else
+            read[3 * (size_t)s + c] = v;
+    }
+}
+
+// 4. After the step, per listed node (the band, or the nodes the host forced): pulled again from
+// lattice a, collided under the uniform force plus its own `force` and stored over what the step
+// stored in b (and in the outgoing interface buffers on a boundary layer), as the step would have
+// with that force; its band slot emptied where there is one.
+extern "C" __global__ void __launch_bounds__(128)
+THELMA_NAME(ib_collide)(const store_t* __restrict__ a, store_t* __restrict__ b,
+                        const thelma_index* __restrict__ index,
+                        const unsigned int* __restrict__ pal_mask,
+                        const real* __restrict__ pal_term,
+                        const unsigned int* __restrict__ pal_link, const store_t* below_in,
+                        const store_t* above_in, store_t* above_out, store_t* below_out, int nx,
+                        int ny, int nz, int periodic, int z0, int nz_domain, int open,
+                        const unsigned int* __restrict__ nodes,
+                        const unsigned int* __restrict__ count, const double* __restrict__ force,
+                        double fx, double fy, double fz, unsigned int* slot) {
+    const unsigned int s = blockIdx.x * blockDim.x + threadIdx.x;
+    if (s >= *count) return;
+    const size_t p = nodes[s];
+    if (slot != nullptr) slot[p] = THELMA_IB_EMPTY;
+    const unsigned int k = index[p];
+    const unsigned int mask = pal_mask[k];
+    if (mask & THELMA_SOLID_BIT) return;
+    const int x = (int)(p % nx), y = (int)(p / nx % ny), z = (int)(p / ((size_t)nx * ny));
+    real f[THELMA_Q];
+    if (open)
+        pull_node<store_t, true>(f, a, k, mask, pal_term, pal_link, below_in, above_in, nx, ny,
+                                 nz, periodic, x, y, z, p, z0, nz_domain);
+    else
+        pull_node<store_t, false>(f, a, k, mask, pal_term, pal_link, below_in, above_in, nx, ny,
+                                  nz, periodic, x, y, z, p, z0, nz_domain);
+    // The host's per-node force: the uniform force plus the node's, summed in double, rounded once.
+    const real F[3] = {(real)(fx + force[3 * (size_t)s]), (real)(fy + force[3 * (size_t)s + 1]),
+                       (real)(fz + force[3 * (size_t)s + 2])};
+    thelma_collide_forced(f, F, (real)0.0);
+#ifdef THELMA_SPONGE
+    if (open) thelma_sponge_absorb(f, x, y, z0 + z);
+#endif
+    store_node(f, b, above_out, below_out, nx, ny, nz, x, y, z, p);
+}
+
+// The populations step t will pull into each listed node (what it collides them from), Q per node:
+// the band the coordinator forces on the host.
+extern "C" __global__ void __launch_bounds__(128)
+THELMA_NAME(ib_pull)(const store_t* __restrict__ a, const thelma_index* __restrict__ index,
+                     const unsigned int* __restrict__ pal_mask, const real* __restrict__ pal_term,
+                     const unsigned int* __restrict__ pal_link, const store_t* below_in,
+                     const store_t* above_in, int nx, int ny, int nz, int periodic, int z0,
+                     int nz_domain, int open, const unsigned int* __restrict__ nodes, int count,
+                     real* __restrict__ out) {
+    const int s = blockIdx.x * blockDim.x + threadIdx.x;
+    if (s >= count) return;
+    const size_t p = nodes[s];
+    const int x = (int)(p % nx), y = (int)(p / nx % ny), z = (int)(p / ((size_t)nx * ny));
+    const unsigned int k = index[p];
+    const unsigned int mask = pal_mask[k];
+    real f[THELMA_Q];
+    if (open)
+        pull_node<store_t, true>(f, a, k, mask, pal_term, pal_link, below_in, above_in, nx, ny,
+                                 nz, periodic, x, y, z, p, z0, nz_domain);
+    else
+        pull_node<store_t, false>(f, a, k, mask, pal_term, pal_link, below_in, above_in, nx, ny,
+                                  nz, periodic, x, y, z, p, z0, nz_domain);
+#pragma unroll
+    for (int i = 0; i < THELMA_Q; i++) out[(size_t)s * THELMA_Q + i] = f[i];
+}

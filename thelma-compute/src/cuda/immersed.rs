@@ -1,0 +1,549 @@
+//! The immersed bodies of a CUDA module (`kernels/immersed.cu`): the direct forcing on the device
+//! for a module that holds the bodies (the whole domain on one slab), and the per-node forces the
+//! coordinator sets on modules that do not (several slabs), both applied by colliding the listed
+//! nodes again after the fused step, which itself stays as it is.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+use thelma_core::physics::ImmersedBodies;
+use thelma_core::{ComputeError, PointForces};
+
+use super::launch::{InletArgs, StepArgs};
+
+/// Threads per block of every immersed-body kernel (`__launch_bounds__(128)`).
+const BLOCK: u32 = 128;
+/// Doubles per body pose (`THELMA_IB_POSE`).
+const POSE: usize = 21;
+/// Steps of poses uploaded at once: the host computes them ahead, so that a step copies nothing.
+const POSE_STEPS: u64 = 64;
+/// An empty slot of the band map (`THELMA_IB_EMPTY`).
+const EMPTY: u32 = u32::MAX;
+
+fn grid(threads: usize) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: ((threads.max(1) as u32).div_ceil(BLOCK), 1, 1),
+        block_dim: (BLOCK, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+/// The points up to which a warp serves each point (beyond, a thread): on one H200 a warp per
+/// point was faster with 2,000 and 12,000 points (80 % and 65 % of the box's MLUPS against 61 %
+/// and 58 %) and a thread per point with 36,000 (46 % against 44 %), PERFORMANCE.md.
+const WARP_UP_TO: usize = 24_000;
+
+fn dev_err(what: &'static str) -> impl FnOnce(cudarc::driver::DriverError) -> ComputeError {
+    move |e| ComputeError::Device(format!("{what}: {e}"))
+}
+
+fn oom(what: &'static str) -> impl Fn(cudarc::driver::DriverError) -> ComputeError {
+    move |e| ComputeError::OutOfMemory(format!("immersed bodies, {what}: {e}"))
+}
+
+fn raw<U>(s: &CudaSlice<U>, stream: &CudaStream) -> u64 {
+    use cudarc::driver::DevicePtr;
+    let (p, _guard) = s.device_ptr(stream);
+    p
+}
+
+/// The kernels, in [`super::launch::Kernel::IMMERSED`]'s order.
+pub struct IbKernels {
+    pub place: CudaFunction,
+    pub place_warp: CudaFunction,
+    pub band: CudaFunction,
+    pub iterate: CudaFunction,
+    pub iterate_warp: CudaFunction,
+    pub fold: CudaFunction,
+    pub collide: CudaFunction,
+    pub pull: CudaFunction,
+}
+
+/// What a module holds for its immersed bodies.
+pub struct ImmersedDevice {
+    pub kernels: IbKernels,
+    /// The uniform force (lattice units) every forced node collides under besides its own.
+    uniform: [f64; 3],
+    /// Bodies forced here (the device path).
+    held: Option<Held>,
+    /// Forces the coordinator set: the nodes, their count (on the device, as the band's), the
+    /// forces, and the same on the host for the fields.
+    set: Option<SetForces>,
+}
+
+struct SetForces {
+    nodes: CudaSlice<u32>,
+    count: CudaSlice<u32>,
+    force: CudaSlice<f64>,
+    host: Vec<(u32, [f64; 3])>,
+}
+
+/// Bodies forced on the device, and the buffers of their forcing.
+struct Held {
+    bodies: Arc<ImmersedBodies>,
+    points: usize,
+    capacity: usize,
+    /// Per point: body, reference position, area; position and desired velocity this step; force
+    /// density summed over the iterations.
+    body: CudaSlice<u32>,
+    reference: CudaSlice<f64>,
+    area: CudaSlice<f64>,
+    x: CudaSlice<f64>,
+    ud: CudaSlice<f64>,
+    total: CudaSlice<f64>,
+    /// The poses of steps `pose_base..pose_base + POSE_STEPS`, step after step.
+    pose: CudaSlice<f64>,
+    pose_base: Option<u64>,
+    /// Threads per point: 1 (a thread serves a point), or 32 (a warp, a lane per support node).
+    lanes: usize,
+    /// Per node of the slab: its band slot this step (empty outside the band).
+    slot: CudaSlice<u32>,
+    /// Per band slot: node, ρ, u*, the two fixed-point accumulators, the force; and the count.
+    band: CudaSlice<u32>,
+    count: CudaSlice<u32>,
+    rho: CudaSlice<f64>,
+    u: CudaSlice<f64>,
+    acc: CudaSlice<i64>,
+    force: CudaSlice<f64>,
+    /// The last step forced.
+    last: Option<u64>,
+}
+
+/// The bytes a module's forcing of `points` points on a slab of `nodes` nodes takes on the
+/// device (the memory check before a run).
+pub fn immersed_device_bytes(points: usize, nodes: usize) -> u64 {
+    let capacity = (points.saturating_mul(27)).min(nodes) as u64;
+    // body 4, reference 24, area 8, x 24, ud 24, total 24 per point; slot 4 per node; band 4,
+    // ρ 8, u 24, accumulators 48, force 24 per band slot; and 64 steps of poses per body (small).
+    points as u64 * 108 + nodes as u64 * 4 + capacity * 108
+}
+
+/// The addresses and sizes the immersed kernels share with the step.
+pub struct StepView<'a> {
+    pub args: &'a StepArgs,
+    pub inlets: &'a InletArgs,
+    pub pal_link: u64,
+    pub open: bool,
+}
+
+impl StepView<'_> {
+    /// Periodic axes for the points' kernels: x, y and z (bit 2), unlike the step's two.
+    fn periodic3(&self, z: bool) -> i32 {
+        self.args.periodic | (i32::from(z) << 2)
+    }
+}
+
+impl ImmersedDevice {
+    pub fn new(kernels: IbKernels, uniform: Option<[f64; 3]>) -> Self {
+        Self {
+            kernels,
+            uniform: uniform.unwrap_or([0.0; 3]),
+            held: None,
+            set: None,
+        }
+    }
+
+    /// Takes `bodies` to force on the device from now on, on a slab of `nodes` nodes.
+    pub fn hold(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        bodies: &ImmersedBodies,
+        nodes: usize,
+    ) -> Result<(), ComputeError> {
+        let points = bodies.points();
+        let capacity = points.saturating_mul(27).min(nodes);
+        let mut body = Vec::with_capacity(points);
+        let mut reference = Vec::with_capacity(3 * points);
+        let mut area = Vec::with_capacity(points);
+        for (b, lb) in bodies.bodies.iter().enumerate() {
+            for (p, &a) in lb.points.iter().zip(&lb.areas) {
+                body.push(b as u32);
+                reference.extend_from_slice(p);
+                area.push(a);
+            }
+        }
+        let zeros_f64 = |len: usize, what| stream.alloc_zeros::<f64>(len.max(1)).map_err(oom(what));
+        let slot = stream
+            .clone_htod(&vec![EMPTY; nodes])
+            .map_err(oom("band map"))?;
+        self.set = None;
+        self.held = Some(Held {
+            bodies: Arc::new(bodies.clone()),
+            points,
+            capacity,
+            body: stream.clone_htod(&body).map_err(oom("points"))?,
+            reference: stream.clone_htod(&reference).map_err(oom("points"))?,
+            area: stream.clone_htod(&area).map_err(oom("points"))?,
+            x: zeros_f64(3 * points, "points")?,
+            ud: zeros_f64(3 * points, "points")?,
+            total: zeros_f64(3 * points, "points")?,
+            pose: zeros_f64(POSE * bodies.bodies.len() * POSE_STEPS as usize, "poses")?,
+            pose_base: None,
+            // THELMA_IB_LANES = 1 or 32 overrides the choice (to measure both).
+            lanes: match std::env::var("THELMA_IB_LANES").as_deref() {
+                Ok("1") => 1,
+                Ok("32") => 32,
+                _ if points <= WARP_UP_TO => 32,
+                _ => 1,
+            },
+            slot,
+            band: stream
+                .alloc_zeros::<u32>(capacity.max(1))
+                .map_err(oom("band"))?,
+            count: stream.alloc_zeros::<u32>(1).map_err(oom("band"))?,
+            rho: zeros_f64(capacity, "band")?,
+            u: zeros_f64(3 * capacity, "band")?,
+            acc: stream
+                .alloc_zeros::<i64>(6 * capacity.max(1))
+                .map_err(oom("band"))?,
+            force: zeros_f64(3 * capacity, "band")?,
+            last: None,
+        });
+        stream
+            .synchronize()
+            .map_err(dev_err("the device reported an error"))
+    }
+
+    /// Sets the coordinator's per-node forces (replacing the last ones; none: the uniform force).
+    pub fn set_forces(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        nodes: &[u32],
+        forces: &[[f64; 3]],
+    ) -> Result<(), ComputeError> {
+        self.held = None;
+        if nodes.is_empty() {
+            self.set = None;
+            return Ok(());
+        }
+        let flat: Vec<f64> = forces.iter().flatten().copied().collect();
+        self.set = Some(SetForces {
+            nodes: stream.clone_htod(nodes).map_err(oom("forced nodes"))?,
+            count: stream
+                .clone_htod(&[nodes.len() as u32])
+                .map_err(oom("forced nodes"))?,
+            force: stream.clone_htod(&flat).map_err(oom("forced nodes"))?,
+            host: nodes.iter().copied().zip(forces.iter().copied()).collect(),
+        });
+        Ok(())
+    }
+
+    /// Before step `t`'s fused kernel: the held bodies' points placed, the band pulled and the
+    /// direct forcing iterated (nothing without held bodies).
+    pub fn before_step(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        t: u64,
+        view: &StepView<'_>,
+        periodic_z: bool,
+    ) -> Result<(), ComputeError> {
+        let Some(h) = &mut self.held else {
+            return Ok(());
+        };
+        let k = &self.kernels;
+        let bodies = h.bodies.bodies.len();
+        let base = match h.pose_base {
+            Some(b) if (b..b + POSE_STEPS).contains(&t) => b,
+            _ => {
+                // The next steps' poses in one copy, ordered after the steps that read the last.
+                let poses: Vec<f64> = (t..t + POSE_STEPS)
+                    .flat_map(|s| {
+                        h.bodies.bodies.iter().flat_map(move |b| {
+                            let p = b.motion.pose(s as f64);
+                            let mut v = Vec::with_capacity(POSE);
+                            v.extend_from_slice(&p.origin);
+                            v.extend_from_slice(&p.centre);
+                            v.extend(p.rotation.iter().flatten());
+                            v.extend_from_slice(&p.omega);
+                            v.extend_from_slice(&p.velocity);
+                            v
+                        })
+                    })
+                    .collect();
+                stream
+                    .memcpy_htod(&poses, &mut h.pose)
+                    .map_err(dev_err("cannot copy the bodies' poses"))?;
+                h.pose_base = Some(t);
+                t
+            }
+        };
+        stream
+            .memset_zeros(&mut h.count)
+            .map_err(dev_err("cannot clear the band"))?;
+        let a = view.args;
+        let [nx, ny, nz] = a.size;
+        let periodic = view.periodic3(periodic_z);
+        let points = h.points as i32;
+        let addr = |s: &CudaSlice<f64>| raw(s, stream);
+        let (pose, x, ud, total, area) = (
+            addr(&h.pose)
+                + ((t - base) as usize * bodies * POSE * std::mem::size_of::<f64>()) as u64,
+            addr(&h.x),
+            addr(&h.ud),
+            addr(&h.total),
+            addr(&h.area),
+        );
+        let (body, reference) = (raw(&h.body, stream), addr(&h.reference));
+        let (slot, band, count) = (
+            raw(&h.slot, stream),
+            raw(&h.band, stream),
+            raw(&h.count, stream),
+        );
+        let (rho, u, force) = (addr(&h.rho), addr(&h.u), addr(&h.force));
+        let acc = raw(&h.acc, stream);
+        let acc_write = acc + (3 * h.capacity * std::mem::size_of::<i64>()) as u64;
+        let capacity = h.capacity as u32;
+        let open = i32::from(view.open);
+        let launch_err = |what: &'static str| dev_err(what);
+        // SAFETY (every launch below): the argument lists match the kernels of
+        // kernels/immersed.cu, loaded for this module's precision; the lattice, palette and
+        // interface addresses are the step's own (as in `step`); the points' buffers hold
+        // `points` entries (3 doubles for positions and velocities), the band's `capacity`
+        // (27 per point, at most the slab's nodes: a band has no more) with the accumulators
+        // two blocks of 3·capacity, and the band map one slot per node of the slab. All of them
+        // belong to `self`, which the module synchronises before dropping.
+        unsafe {
+            let (place, iterate) = if h.lanes == 1 {
+                (&k.place, &k.iterate)
+            } else {
+                (&k.place_warp, &k.iterate_warp)
+            };
+            let mut b = stream.launch_builder(place);
+            b.arg(&pose)
+                .arg(&body)
+                .arg(&reference)
+                .arg(&points)
+                .arg(&x)
+                .arg(&ud)
+                .arg(&slot)
+                .arg(&band)
+                .arg(&count)
+                .arg(&nx)
+                .arg(&ny)
+                .arg(&nz)
+                .arg(&periodic);
+            let per_point = grid(h.points * h.lanes);
+            b.launch(per_point)
+                .map_err(launch_err("launch of ib_place failed"))?;
+            let mut b = stream.launch_builder(&k.band);
+            b.arg(&a.a)
+                .arg(&a.index)
+                .arg(&a.pal_mask)
+                .arg(&a.pal_term)
+                .arg(&view.pal_link)
+                .arg(&a.below_in)
+                .arg(&a.above_in)
+                .arg(&nx)
+                .arg(&ny)
+                .arg(&nz)
+                .arg(&a.periodic)
+                .arg(&view.inlets.z0)
+                .arg(&view.inlets.nz_domain)
+                .arg(&open)
+                .arg(&band)
+                .arg(&count)
+                .arg(&rho)
+                .arg(&u)
+                .arg(&acc)
+                .arg(&capacity);
+            b.launch(grid(h.capacity))
+                .map_err(launch_err("launch of ib_band failed"))?;
+            let iterations = h.bodies.iterations;
+            for it in 0..iterations {
+                let first = i32::from(it == 0);
+                let mut b = stream.launch_builder(iterate);
+                b.arg(&x)
+                    .arg(&ud)
+                    .arg(&area)
+                    .arg(&points)
+                    .arg(&slot)
+                    .arg(&rho)
+                    .arg(&u)
+                    .arg(&acc)
+                    .arg(&acc_write)
+                    .arg(&total)
+                    .arg(&first)
+                    .arg(&nx)
+                    .arg(&ny)
+                    .arg(&nz)
+                    .arg(&periodic);
+                b.launch(per_point)
+                    .map_err(launch_err("launch of ib_iterate failed"))?;
+                let last = i32::from(it + 1 == iterations);
+                let mut b = stream.launch_builder(&k.fold);
+                b.arg(&count)
+                    .arg(&acc)
+                    .arg(&acc_write)
+                    .arg(&force)
+                    .arg(&last);
+                b.launch(grid(h.capacity))
+                    .map_err(launch_err("launch of ib_fold failed"))?;
+            }
+        }
+        h.last = Some(t);
+        Ok(())
+    }
+
+    /// After the fused step: the band (held bodies) or the coordinator's nodes collided again
+    /// under their forces.
+    pub fn after_step(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        view: &StepView<'_>,
+    ) -> Result<(), ComputeError> {
+        let (nodes, count, force, slot, threads) = match (&self.held, &self.set) {
+            (Some(h), _) => (
+                raw(&h.band, stream),
+                raw(&h.count, stream),
+                raw(&h.force, stream),
+                raw(&h.slot, stream),
+                h.capacity,
+            ),
+            (None, Some(s)) => (
+                raw(&s.nodes, stream),
+                raw(&s.count, stream),
+                raw(&s.force, stream),
+                0,
+                s.host.len(),
+            ),
+            (None, None) => return Ok(()),
+        };
+        let a = view.args;
+        let [nx, ny, nz] = a.size;
+        let open = i32::from(view.open);
+        // Each node collides under the uniform force plus its own, summed in double (the CPU
+        // module's per-node force).
+        let uniform = self.uniform;
+        // SAFETY: the argument list matches ib_collide (kernels/immersed.cu); the lattices,
+        // palette and interfaces are the step's (as in `step`); `nodes`, `count` and `force`
+        // list at most `threads` slab nodes with 3 doubles each, and `slot` is null or the band
+        // map of one slot per node; all belong to `self`.
+        unsafe {
+            let mut b = stream.launch_builder(&self.kernels.collide);
+            b.arg(&a.a)
+                .arg(&a.b)
+                .arg(&a.index)
+                .arg(&a.pal_mask)
+                .arg(&a.pal_term)
+                .arg(&view.pal_link)
+                .arg(&a.below_in)
+                .arg(&a.above_in)
+                .arg(&a.above_out)
+                .arg(&a.below_out)
+                .arg(&nx)
+                .arg(&ny)
+                .arg(&nz)
+                .arg(&a.periodic)
+                .arg(&view.inlets.z0)
+                .arg(&view.inlets.nz_domain)
+                .arg(&open)
+                .arg(&nodes)
+                .arg(&count)
+                .arg(&force)
+                .arg(&uniform[0])
+                .arg(&uniform[1])
+                .arg(&uniform[2])
+                .arg(&slot);
+            b.launch(grid(threads))
+                .map_err(dev_err("launch of ib_collide failed"))?;
+        }
+        Ok(())
+    }
+
+    /// The force density of every node forced in the last step (slab-local index, force without
+    /// the uniform one): the band's or the coordinator's.
+    pub fn node_forces(
+        &self,
+        stream: &Arc<CudaStream>,
+    ) -> Result<Vec<(u32, [f64; 3])>, ComputeError> {
+        match (&self.held, &self.set) {
+            (Some(h), _) if h.last.is_some() => {
+                let back = |e| dev_err("cannot copy the band back")(e);
+                let count = stream.clone_dtoh(&h.count).map_err(back)?[0] as usize;
+                let band = stream.clone_dtoh(&h.band).map_err(back)?;
+                let force = stream.clone_dtoh(&h.force).map_err(back)?;
+                Ok((0..count)
+                    .map(|s| (band[s], std::array::from_fn(|a| force[3 * s + a])))
+                    .collect())
+            }
+            (None, Some(s)) => Ok(s.host.clone()),
+            _ => Ok(Vec::new()),
+        }
+    }
+
+    /// The held bodies' point forces of the last step forced, and its number.
+    pub fn point_forces(
+        &self,
+        stream: &Arc<CudaStream>,
+    ) -> Result<Option<PointForces>, ComputeError> {
+        let Some(h) = &self.held else {
+            return Ok(None);
+        };
+        let Some(t) = h.last else {
+            return Ok(None);
+        };
+        let total = stream
+            .clone_dtoh(&h.total)
+            .map_err(dev_err("cannot copy the point forces back"))?;
+        Ok(Some((
+            t,
+            (0..h.points)
+                .map(|k| std::array::from_fn(|a| total[3 * k + a]))
+                .collect(),
+        )))
+    }
+
+    /// The populations the step will pull into the slab-local `nodes`, `Q` per node in the run's
+    /// arithmetic type `T` (the coordinator's forcing).
+    pub fn pull<
+        T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits + Default + Clone,
+    >(
+        &self,
+        stream: &Arc<CudaStream>,
+        view: &StepView<'_>,
+        nodes: &[u32],
+        q: usize,
+    ) -> Result<Vec<T>, ComputeError> {
+        if nodes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let list = stream.clone_htod(nodes).map_err(oom("pulled nodes"))?;
+        let out = stream
+            .alloc_zeros::<T>(nodes.len() * q)
+            .map_err(oom("pulled nodes"))?;
+        let a = view.args;
+        let [nx, ny, nz] = a.size;
+        let open = i32::from(view.open);
+        let count = nodes.len() as i32;
+        let (list_p, out_p) = (raw(&list, stream), raw(&out, stream));
+        // SAFETY: the argument list matches ib_pull (kernels/immersed.cu); the lattice, palette
+        // and incoming interfaces are the step's (as in `step`); `list` holds `count` slab nodes
+        // (checked by the caller) and `out` Q values of the run's arithmetic type for each; the
+        // copy back below synchronises before they are dropped.
+        unsafe {
+            let mut b = stream.launch_builder(&self.kernels.pull);
+            b.arg(&a.a)
+                .arg(&a.index)
+                .arg(&a.pal_mask)
+                .arg(&a.pal_term)
+                .arg(&view.pal_link)
+                .arg(&a.below_in)
+                .arg(&a.above_in)
+                .arg(&nx)
+                .arg(&ny)
+                .arg(&nz)
+                .arg(&a.periodic)
+                .arg(&view.inlets.z0)
+                .arg(&view.inlets.nz_domain)
+                .arg(&open)
+                .arg(&list_p)
+                .arg(&count)
+                .arg(&out_p);
+            b.launch(grid(nodes.len()))
+                .map_err(dev_err("launch of ib_pull failed"))?;
+        }
+        stream
+            .clone_dtoh(&out)
+            .map_err(dev_err("cannot copy the pulled nodes back"))
+    }
+}
