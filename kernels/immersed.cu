@@ -70,6 +70,41 @@ __device__ __forceinline__ thelma_ib_kernel thelma_ib_kernel_at(const double* __
     return k;
 }
 
+// The step's pull of node p (lbm_d3q19.cu's pull_node), with the open-face links in a case that has
+// some.
+__device__ __forceinline__ void thelma_ib_pull(real* f, const store_t* __restrict__ a,
+                                               unsigned int k, unsigned int mask,
+                                               const real* __restrict__ pal_term,
+                                               const unsigned int* __restrict__ pal_link,
+                                               const store_t* below_in, const store_t* above_in,
+                                               int nx, int ny, int nz, int periodic, int x, int y,
+                                               int z, size_t p, int z0, int nz_domain, int open) {
+    if (open)
+        pull_node<store_t, true>(f, a, k, mask, pal_term, pal_link, below_in, above_in, nx, ny,
+                                 nz, periodic, x, y, z, p, z0, nz_domain);
+    else
+        pull_node<store_t, false>(f, a, k, mask, pal_term, pal_link, below_in, above_in, nx, ny,
+                                  nz, periodic, x, y, z, p, z0, nz_domain);
+}
+
+// What every kernel pulling nodes as the step does takes first (thelma_compute's
+// StepView::pull_args): the lattice read, the palette, the incoming interfaces, the size, the
+// periodic axes, the slab's first plane and the domain's planes, whether links are open.
+#define THELMA_IB_PULL_ARGS                                                                        \
+    const store_t *__restrict__ a, const thelma_index *__restrict__ index,                         \
+        const unsigned int *__restrict__ pal_mask, const real *__restrict__ pal_term,              \
+        const unsigned int *__restrict__ pal_link, const store_t *below_in,                        \
+        const store_t *above_in, int nx, int ny, int nz, int periodic, int z0, int nz_domain,      \
+        int open
+
+// Pulls slab node p as the step will (thelma_ib_pull at its coordinates and palette entry).
+__device__ __forceinline__ void thelma_ib_pull_at(real* f, size_t p, THELMA_IB_PULL_ARGS) {
+    const int x = (int)(p % nx), y = (int)(p / nx % ny), z = (int)(p / ((size_t)nx * ny));
+    const unsigned int k = index[p];
+    thelma_ib_pull(f, a, k, pal_mask[k], pal_term, pal_link, below_in, above_in, nx, ny, nz,
+                   periodic, x, y, z, p, z0, nz_domain, open);
+}
+
 // 1. Places every point at this step's pose of its body (thelma_core::physics::immersed::Pose::place)
 // and claims its support nodes into the band. With LANES = 32 a warp serves a point, each of its
 // first 27 lanes one support node; with 1, a thread serves a point and all its nodes.
@@ -131,26 +166,15 @@ THELMA_NAME(ib_place_warp)(THELMA_IB_PLACE_ARGS) {
 // under the uniform force (printed from thelma_core::physics::macroscopic), both force
 // accumulators (3 components per band node each) zeroed.
 extern "C" __global__ void __launch_bounds__(128)
-THELMA_NAME(ib_band)(const store_t* __restrict__ a, const thelma_index* __restrict__ index,
-                     const unsigned int* __restrict__ pal_mask, const real* __restrict__ pal_term,
-                     const unsigned int* __restrict__ pal_link, const store_t* below_in,
-                     const store_t* above_in, int nx, int ny, int nz, int periodic, int z0,
-                     int nz_domain, int open, const unsigned int* __restrict__ band,
+THELMA_NAME(ib_band)(THELMA_IB_PULL_ARGS, const unsigned int* __restrict__ band,
                      const unsigned int* __restrict__ count, double* __restrict__ rho,
                      double* __restrict__ u, long long* __restrict__ acc, unsigned int capacity) {
     const unsigned int s = blockIdx.x * blockDim.x + threadIdx.x;
     if (s >= *count) return;
     const size_t p = band[s];
-    const int x = (int)(p % nx), y = (int)(p / nx % ny), z = (int)(p / ((size_t)nx * ny));
-    const unsigned int k = index[p];
-    const unsigned int mask = pal_mask[k];
     real f[THELMA_Q];
-    if (open)
-        pull_node<store_t, true>(f, a, k, mask, pal_term, pal_link, below_in, above_in, nx, ny,
-                                 nz, periodic, x, y, z, p, z0, nz_domain);
-    else
-        pull_node<store_t, false>(f, a, k, mask, pal_term, pal_link, below_in, above_in, nx, ny,
-                                  nz, periodic, x, y, z, p, z0, nz_domain);
+    thelma_ib_pull_at(f, p, a, index, pal_mask, pal_term, pal_link, below_in, above_in, nx, ny, nz,
+                      periodic, z0, nz_domain, open);
     double g[THELMA_Q];
 #pragma unroll
     for (int i = 0; i < THELMA_Q; i++) g[i] = (double)f[i];
@@ -273,14 +297,8 @@ THELMA_NAME(ib_fold)(const unsigned int* __restrict__ count, long long* __restri
 // stored in b (and in the outgoing interface buffers on a boundary layer), as the step would have
 // with that force; its band slot emptied where there is one.
 extern "C" __global__ void __launch_bounds__(128)
-THELMA_NAME(ib_collide)(const store_t* __restrict__ a, store_t* __restrict__ b,
-                        const thelma_index* __restrict__ index,
-                        const unsigned int* __restrict__ pal_mask,
-                        const real* __restrict__ pal_term,
-                        const unsigned int* __restrict__ pal_link, const store_t* below_in,
-                        const store_t* above_in, store_t* above_out, store_t* below_out, int nx,
-                        int ny, int nz, int periodic, int z0, int nz_domain, int open,
-                        const unsigned int* __restrict__ nodes,
+THELMA_NAME(ib_collide)(THELMA_IB_PULL_ARGS, store_t* __restrict__ b, store_t* above_out,
+                        store_t* below_out, const unsigned int* __restrict__ nodes,
                         const unsigned int* __restrict__ count, const double* __restrict__ force,
                         double fx, double fy, double fz, unsigned int* slot) {
     const unsigned int s = blockIdx.x * blockDim.x + threadIdx.x;
@@ -292,12 +310,8 @@ THELMA_NAME(ib_collide)(const store_t* __restrict__ a, store_t* __restrict__ b,
     if (mask & THELMA_SOLID_BIT) return;
     const int x = (int)(p % nx), y = (int)(p / nx % ny), z = (int)(p / ((size_t)nx * ny));
     real f[THELMA_Q];
-    if (open)
-        pull_node<store_t, true>(f, a, k, mask, pal_term, pal_link, below_in, above_in, nx, ny,
-                                 nz, periodic, x, y, z, p, z0, nz_domain);
-    else
-        pull_node<store_t, false>(f, a, k, mask, pal_term, pal_link, below_in, above_in, nx, ny,
-                                  nz, periodic, x, y, z, p, z0, nz_domain);
+    thelma_ib_pull(f, a, k, mask, pal_term, pal_link, below_in, above_in, nx, ny, nz, periodic,
+                   x, y, z, p, z0, nz_domain, open);
     // The host's per-node force: the uniform force plus the node's, summed in double, rounded once.
     const real F[3] = {(real)(fx + force[3 * (size_t)s]), (real)(fy + force[3 * (size_t)s + 1]),
                        (real)(fz + force[3 * (size_t)s + 2])};
@@ -311,25 +325,14 @@ THELMA_NAME(ib_collide)(const store_t* __restrict__ a, store_t* __restrict__ b,
 // The populations step t will pull into each listed node (what it collides them from), Q per node:
 // the band the coordinator forces on the host.
 extern "C" __global__ void __launch_bounds__(128)
-THELMA_NAME(ib_pull)(const store_t* __restrict__ a, const thelma_index* __restrict__ index,
-                     const unsigned int* __restrict__ pal_mask, const real* __restrict__ pal_term,
-                     const unsigned int* __restrict__ pal_link, const store_t* below_in,
-                     const store_t* above_in, int nx, int ny, int nz, int periodic, int z0,
-                     int nz_domain, int open, const unsigned int* __restrict__ nodes, int count,
+THELMA_NAME(ib_pull)(THELMA_IB_PULL_ARGS, const unsigned int* __restrict__ nodes, int count,
                      real* __restrict__ out) {
     const int s = blockIdx.x * blockDim.x + threadIdx.x;
     if (s >= count) return;
     const size_t p = nodes[s];
-    const int x = (int)(p % nx), y = (int)(p / nx % ny), z = (int)(p / ((size_t)nx * ny));
-    const unsigned int k = index[p];
-    const unsigned int mask = pal_mask[k];
     real f[THELMA_Q];
-    if (open)
-        pull_node<store_t, true>(f, a, k, mask, pal_term, pal_link, below_in, above_in, nx, ny,
-                                 nz, periodic, x, y, z, p, z0, nz_domain);
-    else
-        pull_node<store_t, false>(f, a, k, mask, pal_term, pal_link, below_in, above_in, nx, ny,
-                                  nz, periodic, x, y, z, p, z0, nz_domain);
+    thelma_ib_pull_at(f, p, a, index, pal_mask, pal_term, pal_link, below_in, above_in, nx, ny, nz,
+                      periodic, z0, nz_domain, open);
 #pragma unroll
     for (int i = 0; i < THELMA_Q; i++) out[(size_t)s * THELMA_Q + i] = f[i];
 }

@@ -116,18 +116,25 @@ fn a_translating_sphere_feels_the_drag_of_the_fixed_sphere_in_a_stream() {
     }
 }
 
+/// A sphere of radius 3 turning about a tilted axis and moving through a 16 × 16 × 24 periodic box
+/// (across z's slab interfaces).
+fn turning_sphere_case(p: Precision) -> CaseConfig {
+    let mut case = sphere_case([16, 16, 24], 3.0, [7.7, 8.2, 11.4], p);
+    case.body[0].velocity = Some([0.004, 0.0, 0.03]);
+    case.body[0].rotation = Some(RotationConfig {
+        axis: [0.3, 0.0, 1.0],
+        origin: [7.7, 8.2, 11.4],
+        rate: 0.01,
+    });
+    case
+}
+
 /// A turning, translating sphere crossing the interfaces of 1, 2 and 3 slabs (z = 24: slabs of 12
 /// and 8 planes): populations and loads equal bit for bit.
 #[test]
 fn immersed_bodies_on_several_slabs_equal_one_slab() {
     for p in [Precision::F32, Precision::F64] {
-        let mut case = sphere_case([16, 16, 24], 3.0, [7.7, 8.2, 11.4], p);
-        case.body[0].velocity = Some([0.004, 0.0, 0.03]);
-        case.body[0].rotation = Some(RotationConfig {
-            axis: [0.3, 0.0, 1.0],
-            origin: [7.7, 8.2, 11.4],
-            rate: 0.01,
-        });
+        let case = turning_sphere_case(p);
         let run = |slabs: usize| {
             let rt = runtime(&case, slabs);
             let mut rt = rt;
@@ -311,13 +318,7 @@ fn the_gpu_forces_immersed_bodies_as_the_cpu_module_does() {
         return;
     }
     for p in [Precision::F32, Precision::F64] {
-        let mut case = sphere_case([16, 16, 24], 3.0, [7.7, 8.2, 11.4], p);
-        case.body[0].velocity = Some([0.004, 0.0, 0.03]);
-        case.body[0].rotation = Some(RotationConfig {
-            axis: [0.3, 0.0, 1.0],
-            origin: [7.7, 8.2, 11.4],
-            rate: 0.01,
-        });
+        let case = turning_sphere_case(p);
         let run = |m: Module, slabs: usize| {
             let mut rt = m.runtime(&case, slabs);
             rt.set_immersed(immersed_bodies(&case).unwrap(), model(&case).model.force)

@@ -1380,11 +1380,7 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> ComputeModule for CpuMod
 
     fn read_nodes(&mut self, nodes: &[u32]) -> Result<Vec<f64>, ComputeError> {
         let n = self.slab.nodes();
-        if let Some(&p) = nodes.iter().find(|&&p| p as usize >= n) {
-            return Err(ComputeError::Invalid(format!(
-                "node {p} outside a slab of {n} nodes"
-            )));
-        }
+        thelma_core::check_nodes(nodes, n)?;
         let a = &self.a;
         // The temperature lattice's populations after the flow's, per node.
         let h: &[T] = self.thermal.as_ref().map_or(&[], |th| &th.ha);
@@ -1402,11 +1398,7 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> ComputeModule for CpuMod
 
     fn pull_nodes(&mut self, t: u64, nodes: &[u32]) -> Result<Vec<f64>, ComputeError> {
         let n = self.slab.nodes();
-        if let Some(&p) = nodes.iter().find(|&&p| p as usize >= n) {
-            return Err(ComputeError::Invalid(format!(
-                "node {p} outside a slab of {n} nodes"
-            )));
-        }
+        thelma_core::check_nodes(nodes, n)?;
         // The pull reads no per-node force.
         let ctx = self.ctx(t, None);
         let (nx, ny) = (ctx.nx, ctx.ny);
@@ -1434,18 +1426,7 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> ComputeModule for CpuMod
                 "immersed bodies are not available with a temperature lattice".into(),
             ));
         }
-        if nodes.len() != forces.len() {
-            return Err(ComputeError::Invalid(format!(
-                "{} forces for {} nodes",
-                forces.len(),
-                nodes.len()
-            )));
-        }
-        if let Some(&p) = nodes.iter().find(|&&p| p as usize >= n) {
-            return Err(ComputeError::Invalid(format!(
-                "node {p} outside a slab of {n} nodes"
-            )));
-        }
+        thelma_core::check_node_forces(nodes, forces, n)?;
         let uniform = self.params.model.force.unwrap_or([0.0; 3]);
         let nf = self.node_forces.get_or_insert_with(|| NodeForces {
             force: uniform.map(|f| vec![T::of(f); n]),

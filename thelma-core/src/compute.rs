@@ -13,6 +13,29 @@ use crate::domain::SlabSpec;
 
 use crate::physics::{ImmersedBodies, Stencil};
 
+/// Refuses a list of slab-local nodes with one outside a slab of `n` nodes (the node-list calls of
+/// every module: reads, pulls, per-node forces).
+pub fn check_nodes(nodes: &[u32], n: usize) -> Result<(), ComputeError> {
+    match nodes.iter().find(|&&p| p as usize >= n) {
+        Some(&p) => Err(ComputeError::Invalid(format!(
+            "node {p} outside a slab of {n} nodes"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// [`check_nodes`], and one force per node ([`ComputeModule::set_node_forces`]).
+pub fn check_node_forces(nodes: &[u32], forces: &[[f64; 3]], n: usize) -> Result<(), ComputeError> {
+    if nodes.len() != forces.len() {
+        return Err(ComputeError::Invalid(format!(
+            "{} forces for {} nodes",
+            forces.len(),
+            nodes.len()
+        )));
+    }
+    check_nodes(nodes, n)
+}
+
 /// A step's number and each immersed point's force density summed over the iterations of that
 /// step, in point order ([`ComputeModule::immersed_point_forces`]).
 pub type PointForces = (u64, Vec<[f64; 3]>);

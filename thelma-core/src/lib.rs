@@ -18,8 +18,9 @@ mod transport;
 
 pub use affinity::{bind_current_thread, core_count, pci_locality, AffinityError, Binding};
 pub use compute::{
-    interface_bytes_per_step, slab_bytes, thermal_slab_bytes, ChangeSums, ComputeError,
-    ComputeModule, Fields, Health, MeanSums, MemoryInfo, ModuleFactory, Placement, PointForces,
+    check_node_forces, check_nodes, interface_bytes_per_step, slab_bytes, thermal_slab_bytes,
+    ChangeSums, ComputeError, ComputeModule, Fields, Health, MeanSums, MemoryInfo, ModuleFactory,
+    Placement, PointForces,
 };
 pub use config::{
     Axis, BackendName, BodyConfig, BodyMethod, BoundaryConfig, BoundaryKind, CaseConfig,

@@ -5,7 +5,9 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+use cudarc::driver::{
+    CudaFunction, CudaSlice, CudaStream, LaunchArgs, LaunchConfig, PushKernelArg,
+};
 use thelma_core::physics::ImmersedBodies;
 use thelma_core::{ComputeError, PointForces};
 
@@ -123,10 +125,32 @@ pub struct StepView<'a> {
     pub args: &'a StepArgs,
     pub inlets: &'a InletArgs,
     pub pal_link: u64,
-    pub open: bool,
+    /// 1 where the case has open-face links (the step is the collide-open one), 0 otherwise.
+    pub open: i32,
 }
 
-impl StepView<'_> {
+impl<'a> StepView<'a> {
+    /// Pushes what every kernel pulling nodes as the step does takes first (THELMA_IB_PULL_ARGS):
+    /// the lattice read, the palette, the incoming interfaces, the size, the periodic axes, the
+    /// slab's place in the domain and whether links are open.
+    fn pull_args(&'a self, b: &mut LaunchArgs<'a>) {
+        let a = self.args;
+        b.arg(&a.a)
+            .arg(&a.index)
+            .arg(&a.pal_mask)
+            .arg(&a.pal_term)
+            .arg(&self.pal_link)
+            .arg(&a.below_in)
+            .arg(&a.above_in)
+            .arg(&a.size[0])
+            .arg(&a.size[1])
+            .arg(&a.size[2])
+            .arg(&a.periodic)
+            .arg(&self.inlets.z0)
+            .arg(&self.inlets.nz_domain)
+            .arg(&self.open);
+    }
+
     /// Periodic axes for the points' kernels: x, y and z (bit 2), unlike the step's two.
     fn periodic3(&self, z: bool) -> i32 {
         self.args.periodic | (i32::from(z) << 2)
@@ -293,7 +317,6 @@ impl ImmersedDevice {
         let acc = raw(&h.acc, stream);
         let acc_write = acc + (3 * h.capacity * std::mem::size_of::<i64>()) as u64;
         let capacity = h.capacity as u32;
-        let open = i32::from(view.open);
         let launch_err = |what: &'static str| dev_err(what);
         // SAFETY (every launch below): the argument lists match the kernels of
         // kernels/immersed.cu, loaded for this module's precision; the lattice, palette and
@@ -326,21 +349,8 @@ impl ImmersedDevice {
             b.launch(per_point)
                 .map_err(launch_err("launch of ib_place failed"))?;
             let mut b = stream.launch_builder(&k.band);
-            b.arg(&a.a)
-                .arg(&a.index)
-                .arg(&a.pal_mask)
-                .arg(&a.pal_term)
-                .arg(&view.pal_link)
-                .arg(&a.below_in)
-                .arg(&a.above_in)
-                .arg(&nx)
-                .arg(&ny)
-                .arg(&nz)
-                .arg(&a.periodic)
-                .arg(&view.inlets.z0)
-                .arg(&view.inlets.nz_domain)
-                .arg(&open)
-                .arg(&band)
+            view.pull_args(&mut b);
+            b.arg(&band)
                 .arg(&count)
                 .arg(&rho)
                 .arg(&u)
@@ -409,8 +419,6 @@ impl ImmersedDevice {
             (None, None) => return Ok(()),
         };
         let a = view.args;
-        let [nx, ny, nz] = a.size;
-        let open = i32::from(view.open);
         // Each node collides under the uniform force plus its own, summed in double (the CPU
         // module's per-node force).
         let uniform = self.uniform;
@@ -420,23 +428,10 @@ impl ImmersedDevice {
         // map of one slot per node; all belong to `self`.
         unsafe {
             let mut b = stream.launch_builder(&self.kernels.collide);
-            b.arg(&a.a)
-                .arg(&a.b)
-                .arg(&a.index)
-                .arg(&a.pal_mask)
-                .arg(&a.pal_term)
-                .arg(&view.pal_link)
-                .arg(&a.below_in)
-                .arg(&a.above_in)
+            view.pull_args(&mut b);
+            b.arg(&a.b)
                 .arg(&a.above_out)
                 .arg(&a.below_out)
-                .arg(&nx)
-                .arg(&ny)
-                .arg(&nz)
-                .arg(&a.periodic)
-                .arg(&view.inlets.z0)
-                .arg(&view.inlets.nz_domain)
-                .arg(&open)
                 .arg(&nodes)
                 .arg(&count)
                 .arg(&force)
@@ -511,9 +506,6 @@ impl ImmersedDevice {
         let out = stream
             .alloc_zeros::<T>(nodes.len() * q)
             .map_err(oom("pulled nodes"))?;
-        let a = view.args;
-        let [nx, ny, nz] = a.size;
-        let open = i32::from(view.open);
         let count = nodes.len() as i32;
         let (list_p, out_p) = (raw(&list, stream), raw(&out, stream));
         // SAFETY: the argument list matches ib_pull (kernels/immersed.cu); the lattice, palette
@@ -522,23 +514,8 @@ impl ImmersedDevice {
         // copy back below synchronises before they are dropped.
         unsafe {
             let mut b = stream.launch_builder(&self.kernels.pull);
-            b.arg(&a.a)
-                .arg(&a.index)
-                .arg(&a.pal_mask)
-                .arg(&a.pal_term)
-                .arg(&view.pal_link)
-                .arg(&a.below_in)
-                .arg(&a.above_in)
-                .arg(&nx)
-                .arg(&ny)
-                .arg(&nz)
-                .arg(&a.periodic)
-                .arg(&view.inlets.z0)
-                .arg(&view.inlets.nz_domain)
-                .arg(&open)
-                .arg(&list_p)
-                .arg(&count)
-                .arg(&out_p);
+            view.pull_args(&mut b);
+            b.arg(&list_p).arg(&count).arg(&out_p);
             b.launch(grid(nodes.len()))
                 .map_err(dev_err("launch of ib_pull failed"))?;
         }

@@ -97,16 +97,9 @@ impl Kernel {
                 Kernel::VelocityChange,
                 Kernel::GatherNodes,
                 Kernel::AccumulateMeans,
-                Kernel::IbPlace,
-                Kernel::IbPlaceWarp,
-                Kernel::IbBand,
-                Kernel::IbIterate,
-                Kernel::IbIterateWarp,
-                Kernel::IbFold,
-                Kernel::IbCollide,
-                Kernel::IbPull,
-                Kernel::BandwidthCopy,
             ])
+            .chain(Kernel::IMMERSED)
+            .chain([Kernel::BandwidthCopy])
             .collect()
     }
 

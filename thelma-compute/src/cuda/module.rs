@@ -774,13 +774,13 @@ where
             self.set_amplitudes(t)?;
         }
         let periodic_z = self.slab.domain.periodic[2];
+        let view = StepView {
+            args: &args,
+            inlets: &inlets,
+            pal_link: self.addr[4],
+            open: i32::from(self.open),
+        };
         if let Some(im) = &mut self.immersed {
-            let view = StepView {
-                args: &args,
-                inlets: &inlets,
-                pal_link: self.addr[4],
-                open: self.open,
-            };
             im.before_step(&self.stream, t, &view, periodic_z)?;
         }
         if let Some(th) = &self.thermal {
@@ -813,12 +813,6 @@ where
             unsafe { launch::collide_propagate(&self.stream, &self.collide, &args) }?;
         }
         if let Some(im) = &mut self.immersed {
-            let view = StepView {
-                args: &args,
-                inlets: &inlets,
-                pal_link: self.addr[4],
-                open: self.open,
-            };
             im.after_step(&self.stream, &view)?;
         }
         self.cur = 1 - self.cur;
@@ -1055,11 +1049,7 @@ where
 
     fn read_nodes(&mut self, nodes: &[u32]) -> Result<Vec<f64>, ComputeError> {
         let n = self.slab.nodes();
-        if let Some(&p) = nodes.iter().find(|&&p| p as usize >= n) {
-            return Err(ComputeError::Invalid(format!(
-                "node {p} outside a slab of {n} nodes"
-            )));
-        }
+        thelma_core::check_nodes(nodes, n)?;
         if nodes.is_empty() {
             return Ok(Vec::new());
         }
@@ -1122,16 +1112,12 @@ where
 
     fn pull_nodes(&mut self, t: u64, nodes: &[u32]) -> Result<Vec<f64>, ComputeError> {
         let n = self.slab.nodes();
-        if let Some(&p) = nodes.iter().find(|&&p| p as usize >= n) {
-            return Err(ComputeError::Invalid(format!(
-                "node {p} outside a slab of {n} nodes"
-            )));
-        }
+        thelma_core::check_nodes(nodes, n)?;
         let (args, inlets) = self.step_args(t);
         if self.open {
             self.set_amplitudes(t)?;
         }
-        let (pal_link, open, stream) = (self.addr[4], self.open, self.stream.clone());
+        let (pal_link, open, stream) = (self.addr[4], i32::from(self.open), self.stream.clone());
         let im = self.immersed_device()?;
         let view = StepView {
             args: &args,
@@ -1145,18 +1131,7 @@ where
 
     fn set_node_forces(&mut self, nodes: &[u32], forces: &[[f64; 3]]) -> Result<(), ComputeError> {
         let n = self.slab.nodes();
-        if nodes.len() != forces.len() {
-            return Err(ComputeError::Invalid(format!(
-                "{} forces for {} nodes",
-                forces.len(),
-                nodes.len()
-            )));
-        }
-        if let Some(&p) = nodes.iter().find(|&&p| p as usize >= n) {
-            return Err(ComputeError::Invalid(format!(
-                "node {p} outside a slab of {n} nodes"
-            )));
-        }
+        thelma_core::check_node_forces(nodes, forces, n)?;
         let stream = self.stream.clone();
         self.immersed_device()?.set_forces(&stream, nodes, forces)
     }
