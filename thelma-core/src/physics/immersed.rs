@@ -684,6 +684,31 @@ mod tests {
     }
 
     #[test]
+    fn the_steps_check_finds_the_first_step_the_plan_refuses() {
+        // A turning ring drifting along the walled x axis; once about its centre (its bounding
+        // sphere passes most steps at once) and once about the lattice's origin (the sphere never
+        // fits: every step places the points).
+        for origin in [[8.2, 8.1, 8.3], [0.0; 3]] {
+            let motion = RigidMotion {
+                origin,
+                axis: [0.0, 0.0, 1.0],
+                rate: 0.05,
+                velocity: [0.03, 0.0, 0.0],
+                path: Vec::new(),
+            };
+            let set = cloud(12, motion);
+            let first = (0..400u64)
+                .find(|&t| set.plan(t).is_err())
+                .expect("it leaves");
+            let want = set.plan(first).unwrap_err();
+            let radii = set.radii();
+            assert!(set.check_steps(&radii, 0..first).is_ok());
+            assert_eq!(set.check_steps(&radii, 0..400).unwrap_err(), want);
+            assert_eq!(set.check_steps(&radii, first..first + 1).unwrap_err(), want);
+        }
+    }
+
+    #[test]
     fn a_point_whose_kernel_leaves_a_walled_axis_is_refused() {
         let mut motion = RigidMotion::at_rest();
         motion.velocity = [0.0, 0.0, 0.1];
