@@ -325,15 +325,11 @@ pub trait ComputeModule {
         )))
     }
 
-    /// Takes `bodies` to force inside its own steps from step `t` on (the immersed boundary method
-    /// where the populations are, under the `uniform` force besides), when the module can: it
+    /// Takes `bodies` to force inside its own steps from the next one on (the immersed boundary
+    /// method where the populations are, under the model's uniform force besides), when it can: it
     /// holds the whole domain and forces on the device. `false`: the runtime forces them through
     /// [`pull_nodes`](Self::pull_nodes) and [`set_node_forces`](Self::set_node_forces) instead.
-    fn hold_immersed(
-        &mut self,
-        _bodies: &ImmersedBodies,
-        _uniform: Option<[f64; 3]>,
-    ) -> Result<bool, ComputeError> {
+    fn hold_immersed(&mut self, _bodies: &ImmersedBodies) -> Result<bool, ComputeError> {
         Ok(false)
     }
 

@@ -157,10 +157,7 @@ enum Command {
         nodes: Vec<u32>,
         forces: Vec<[f64; 3]>,
     },
-    HoldImmersed {
-        bodies: Arc<ImmersedBodies>,
-        uniform: Option<[f64; 3]>,
-    },
+    HoldImmersed(Arc<ImmersedBodies>),
     PointForces,
     WritePopulations {
         bytes: Arc<Vec<u8>>,
@@ -466,13 +463,7 @@ impl Runtime {
         let bodies = Arc::new(bodies);
         let mut held = None;
         if self.workers.len() == 1 {
-            self.send(
-                0,
-                Command::HoldImmersed {
-                    bodies: bodies.clone(),
-                    uniform,
-                },
-            )?;
+            self.send(0, Command::HoldImmersed(bodies.clone()))?;
             let took = self.collect(|_, r| match r {
                 Reply::Held(h) => Ok(h),
                 other => Err(other),
@@ -972,9 +963,7 @@ fn serve(
         Command::SetForces { nodes, forces } => module
             .set_node_forces(&nodes, &forces)
             .map(|_| Reply::Written),
-        Command::HoldImmersed { bodies, uniform } => {
-            module.hold_immersed(&bodies, uniform).map(Reply::Held)
-        }
+        Command::HoldImmersed(bodies) => module.hold_immersed(&bodies).map(Reply::Held),
         Command::PointForces => module.immersed_point_forces().map(Reply::PointForces),
         Command::WritePopulations { bytes, next_step } => module
             .write_populations(&bytes, next_step)

@@ -1136,11 +1136,7 @@ where
         self.immersed_device()?.set_forces(&stream, nodes, forces)
     }
 
-    fn hold_immersed(
-        &mut self,
-        bodies: &ImmersedBodies,
-        _uniform: Option<[f64; 3]>,
-    ) -> Result<bool, ComputeError> {
+    fn hold_immersed(&mut self, bodies: &ImmersedBodies) -> Result<bool, ComputeError> {
         // The forcing needs every node a point reaches: the whole domain on this slab.
         if self.slab.z != (0..self.slab.domain.size[2]) {
             return Ok(false);
