@@ -91,6 +91,20 @@ fn placed_mesh(case: &CaseConfig, k: usize) -> Result<Mesh, GeometryError> {
 /// The fastest a point of an immersed body may move, lattice units (a Mach number of 0.35).
 pub const MAX_IMMERSED_SPEED: f64 = 0.2;
 
+/// A body's Lagrangian points (one per node spacing squared) with normals out of the body: a mesh
+/// wound inward, as many STL files are (its signed volume negative), has its normals reversed, so
+/// that the retraction moves the points into the body rather than out into the fluid. On an open
+/// sheet, which has no inside, the sign only decides which side the points move to.
+fn outward_surface(mesh: &Mesh) -> SurfacePoints {
+    let mut surface = SurfacePoints::from_mesh(mesh, 1.0);
+    if mesh.signed_volume() < 0.0 {
+        for n in &mut surface.normals {
+            *n = n.map(|v| -v);
+        }
+    }
+    surface
+}
+
 /// The immersed bodies of a case (`method = "immersed"`, in `[[body]]` order): each mesh placed and
 /// sampled by [`SurfacePoints`] at one point per node spacing squared, with its motion. Refused
 /// when a body's points would leave the domain along a walled axis, or move faster than
@@ -105,7 +119,7 @@ pub fn immersed_bodies(case: &CaseConfig) -> Result<ImmersedBodies, GeometryErro
             continue;
         }
         let mesh = placed_mesh(case, k)?;
-        let surface = SurfacePoints::from_mesh(&mesh, 1.0);
+        let surface = outward_surface(&mesh);
         if surface.is_empty() {
             return Err(GeometryError::ImmersedEmpty(k));
         }
@@ -1201,6 +1215,55 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    /// An inward-wound mesh (every triangle's winding reversed) gives the points, areas and normals
+    /// of the outward-wound one: its signed volume is the sphere's, negated, and its normals are
+    /// turned back out of the body.
+    #[test]
+    fn an_inward_wound_mesh_gets_outward_normals() {
+        let centre = [20.3, 18.7, 21.1];
+        let r = 6.0;
+        let outward = Mesh {
+            triangles: crate::mesh::shapes::sphere(r, 3)
+                .into_iter()
+                .map(|t| t.map(|v| std::array::from_fn(|a| v[a] + centre[a])))
+                .collect(),
+        };
+        let inward = Mesh {
+            triangles: outward
+                .triangles
+                .iter()
+                .map(|&[a, b, c]| [a, c, b])
+                .collect(),
+        };
+        let v = 4.0 / 3.0 * std::f64::consts::PI * r.powi(3);
+        assert!(
+            (outward.signed_volume() / v - 1.0).abs() < 0.02,
+            "{}",
+            outward.signed_volume()
+        );
+        assert!((inward.signed_volume() + outward.signed_volume()).abs() < 1e-9 * v);
+        let (o, i) = (outward_surface(&outward), outward_surface(&inward));
+        assert_eq!(o.len(), i.len());
+        assert!(o.len() > 300);
+        for k in 0..o.len() {
+            let d: f64 = (0..3)
+                .map(|a| (o.positions[k][a] - i.positions[k][a]).abs())
+                .sum();
+            assert!(
+                d < 1e-12 && (o.areas[k] - i.areas[k]).abs() < 1e-12,
+                "point {k}"
+            );
+            let along: f64 = (0..3)
+                .map(|a| o.normals[k][a] * (o.positions[k][a] - centre[a]))
+                .sum();
+            let same: f64 = (0..3).map(|a| o.normals[k][a] * i.normals[k][a]).sum();
+            assert!(
+                along > 0.9 * r && same > 1.0 - 1e-12,
+                "point {k}: {along} {same}"
+            );
         }
     }
 

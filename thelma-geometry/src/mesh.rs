@@ -113,6 +113,26 @@ impl Mesh {
         }
         b
     }
+
+    /// The volume the triangles enclose, signed by their winding: positive where they are wound
+    /// outward (the normal (b − a) × (c − a) pointing out of the body), negative where inward. A
+    /// closed mesh gives the same value about any point; it is taken about the bounding box's
+    /// centre, so that an open sheet's is that of the cone from there.
+    pub fn signed_volume(&self) -> f64 {
+        let [lo, hi] = self.bounds();
+        let o: [f64; 3] = std::array::from_fn(|a| 0.5 * (lo[a] + hi[a]));
+        let six: f64 = self
+            .triangles
+            .iter()
+            .map(|t| {
+                let [a, b, c] = t.map(|v| std::array::from_fn::<f64, 3, _>(|k| v[k] - o[k]));
+                a[0] * (b[1] * c[2] - b[2] * c[1])
+                    + a[1] * (b[2] * c[0] - b[0] * c[2])
+                    + a[2] * (b[0] * c[1] - b[1] * c[0])
+            })
+            .sum();
+        six / 6.0
+    }
 }
 
 impl MeshError {

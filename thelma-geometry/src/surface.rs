@@ -16,7 +16,8 @@
 //! Each point also carries a unit normal: the area-weighted sum of the unit normals of the triangles
 //! whose fine samples were merged into it, normalised. A triangle's normal comes from its vertex
 //! winding, (b − a) × (c − a) normalised, so it points outward on an outward-wound closed mesh; the
-//! immersed boundary method retracts the points inward along it, off the surface into the body.
+//! immersed boundary method retracts the points inward along it, off the surface into the body
+//! (`immersed_bodies` reverses the normals of a mesh wound inward, found by its signed volume).
 //! Where the sum cancels (its length below 1e-12 of the summed area, e.g. both sides of a
 //! zero-thickness sheet in one bin) the normal is zero. A mesh whose triangles are wound
 //! inconsistently gives meaningless normals wherever the two windings mix in a bin.
