@@ -126,13 +126,21 @@ impl Mesh {
             .iter()
             .map(|t| {
                 let [a, b, c] = t.map(|v| std::array::from_fn::<f64, 3, _>(|k| v[k] - o[k]));
-                a[0] * (b[1] * c[2] - b[2] * c[1])
-                    + a[1] * (b[2] * c[0] - b[0] * c[2])
-                    + a[2] * (b[0] * c[1] - b[1] * c[0])
+                let bc = cross(b, c);
+                a[0] * bc[0] + a[1] * bc[1] + a[2] * bc[2]
             })
             .sum();
         six / 6.0
     }
+}
+
+/// The cross product a × b.
+pub(crate) fn cross(a: [f64; 3], b: [f64; 3]) -> [f64; 3] {
+    [
+        a[1] * b[2] - a[2] * b[1],
+        a[2] * b[0] - a[0] * b[2],
+        a[0] * b[1] - a[1] * b[0],
+    ]
 }
 
 impl MeshError {

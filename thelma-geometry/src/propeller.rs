@@ -168,18 +168,11 @@ fn quad(t: &mut Vec<Tri>, a: [f64; 3], b: [f64; 3], c: [f64; 3], d: [f64; 3]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mesh::Mesh;
     use std::collections::HashMap;
 
     fn key(p: [f64; 3]) -> [i64; 3] {
         p.map(|c| (c * 1e6).round() as i64)
-    }
-
-    fn cross(a: [f64; 3], b: [f64; 3]) -> [f64; 3] {
-        [
-            a[1] * b[2] - a[2] * b[1],
-            a[2] * b[0] - a[0] * b[2],
-            a[0] * b[1] - a[1] * b[0],
-        ]
     }
 
     /// Every part is closed and consistently wound: each directed edge appears once and its
@@ -191,14 +184,15 @@ mod tests {
         parts.extend((0..p.blades).map(|b| p.blade(b as f64 * TAU / p.blades as f64)));
         for (k, part) in parts.iter().enumerate() {
             let mut edges: HashMap<([i64; 3], [i64; 3]), i32> = HashMap::new();
-            let mut volume = 0.0;
             for t in part {
                 for e in 0..3 {
                     *edges.entry((key(t[e]), key(t[(e + 1) % 3]))).or_default() += 1;
                 }
-                let c = cross(t[1], t[2]);
-                volume += (t[0][0] * c[0] + t[0][1] * c[1] + t[0][2] * c[2]) / 6.0;
             }
+            let volume = Mesh {
+                triangles: part.clone(),
+            }
+            .signed_volume();
             for (&(a, b), &n) in &edges {
                 assert_eq!(n, 1, "part {k}: edge {a:?}→{b:?} appears {n} times");
                 assert_eq!(

@@ -36,7 +36,7 @@
 
 use rayon::prelude::*;
 
-use crate::mesh::Mesh;
+use crate::mesh::{cross, Mesh};
 
 /// Lagrangian points sampling a surface: each point stands for the patch of surface `area` around it,
 /// whose outward unit normal (from the triangles' winding) is `normal`, or zero where it cancels.
@@ -152,11 +152,7 @@ impl Split {
         let e1 = [0, 1, 2].map(|a| p1[a] - p0[a]);
         let e2 = [0, 1, 2].map(|a| p2[a] - p0[a]);
         let e3 = [0, 1, 2].map(|a| p2[a] - p1[a]);
-        let cross = [
-            e1[1] * e2[2] - e1[2] * e2[1],
-            e1[2] * e2[0] - e1[0] * e2[2],
-            e1[0] * e2[1] - e1[1] * e2[0],
-        ];
+        let cross = cross(e1, e2);
         let twice = norm(cross);
         let area = 0.5 * twice;
         // Also false for NaN.
@@ -257,11 +253,7 @@ mod tests {
     fn triangle_area(t: &[[f64; 3]; 3]) -> f64 {
         let e1 = [0, 1, 2].map(|a| t[1][a] - t[0][a]);
         let e2 = [0, 1, 2].map(|a| t[2][a] - t[0][a]);
-        0.5 * norm([
-            e1[1] * e2[2] - e1[2] * e2[1],
-            e1[2] * e2[0] - e1[0] * e2[2],
-            e1[0] * e2[1] - e1[1] * e2[0],
-        ])
+        0.5 * norm(cross(e1, e2))
     }
 
     fn dist(a: [f64; 3], b: [f64; 3]) -> f64 {
