@@ -11,10 +11,10 @@ use thelma_core::physics::d3q19::Q;
 use thelma_core::physics::equilibrium;
 use thelma_core::physics::Collision;
 use thelma_core::ModuleFactory;
-use thelma_core::Runtime;
 use thelma_core::{
     CaseConfig, CaseKind, Half12, Obstacle, Precision, ScaledHalf, Stored, TransportChoice,
 };
+use thelma_core::{Cluster, Layout, LocalCluster, Runtime, RuntimeError};
 use thelma_core::{Domain, SlabSpec};
 use thelma_geometry::Geometry;
 
@@ -33,6 +33,39 @@ pub fn domain(case: &CaseConfig) -> Domain {
 /// A runtime over `devices` CPU devices (one thread each, so that tests can run many at once).
 pub fn cpu_runtime(case: &CaseConfig, devices: usize) -> Runtime {
     Module::Cpu.runtime_with(model(case), case, &Module::Cpu.slab_ids(devices))
+}
+
+/// The ranks of an in-process cluster job ([`LocalCluster`]) over the CPU module: rank 0's
+/// runtime from `factory(rank)`'s modules (one thread each), and the threads of the serving ranks;
+/// join them after shutting the runtime down.
+pub type Job = (
+    Result<Runtime, RuntimeError>,
+    Vec<std::thread::JoinHandle<Result<(), RuntimeError>>>,
+);
+
+/// Starts a job of `layout.rank_count()` ranks in this process, each rank's modules made by its
+/// own `factory(rank)`, as each process of an MPI job makes its own.
+pub fn local_job(layout: &Layout, factory: impl Fn(usize) -> Arc<dyn ModuleFactory>) -> Job {
+    let job = LocalCluster::job(layout.rank_count());
+    let servers = job[1..]
+        .iter()
+        .map(|c| {
+            let (f, l, c) = (factory(c.rank()), layout.clone(), c.clone());
+            std::thread::spawn(move || Runtime::serve(f, &l, c, Arc::new(AtomicBool::new(false))))
+        })
+        .collect();
+    let rt = Runtime::start_cluster(
+        factory(0),
+        layout,
+        job[0].clone(),
+        Arc::new(AtomicBool::new(false)),
+    );
+    (rt, servers)
+}
+
+/// The CPU factory of `case` for a rank running `slabs` slabs, one thread each.
+pub fn cpu_factory(case: &CaseConfig, slabs: usize) -> Arc<dyn ModuleFactory> {
+    Arc::new(CpuFactory::new(model(case), slabs, slabs))
 }
 
 /// The number of GPUs, or `None` (with a note) where there is no driver or GPU. With

@@ -50,8 +50,8 @@ fn every_example_passes_the_checks_before_a_run() {
             "{name}"
         );
         let params = ModelParams::new(&case, &lattice, Arc::new(geometry));
-        let sel = backend::select(&case, params).unwrap_or_else(|e| panic!("{name}: {e}"));
-        preflight::check(&case, &*sel.factory, &sel.devices, sel.host)
+        let sel = backend::select(&case, params, None).unwrap_or_else(|e| panic!("{name}: {e}"));
+        preflight::check(&case, &*sel.factory, &sel.layout, 0, sel.host)
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         seen.push(name);
     }

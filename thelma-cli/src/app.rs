@@ -18,6 +18,7 @@ use thelma_results::Comparison;
 use thelma_results::{wall_nusselt, Profile, WallNusselt};
 use thelma_results::{DeviceSummary, RunSummary, StopReason, Timings, UnitsReport};
 
+use crate::cluster::Job;
 use crate::outputs::Outputs;
 use crate::samples::{self, Samples};
 use crate::{backend, checkpoint, preflight, watchdog};
@@ -80,7 +81,20 @@ pub fn run_case_from(
     stop: Arc<AtomicBool>,
     observer: &mut dyn FnMut(Event),
 ) -> Result<Outcome> {
-    let started = Instant::now();
+    run_case_in(case, resume, stop, observer, None)
+}
+
+/// What every process of a run prepares alike: the checked case, its geometry and immersed
+/// bodies, and the backend's selection with the layout of the slabs.
+struct Prepared {
+    lattice: LatticeParams,
+    geometry: Arc<Geometry>,
+    immersed: thelma_core::physics::ImmersedBodies,
+    uniform_force: Option<[f64; 3]>,
+    sel: backend::Selection,
+}
+
+fn prepare(case: &CaseConfig, job: Option<&Job>) -> Result<Prepared> {
     let lattice = case
         .validate()
         .map_err(|e| UsageError::new(e.flag, e.message))?;
@@ -99,9 +113,43 @@ pub fn run_case_from(
     let immersed = immersed_bodies(case).map_err(|e| UsageError::new("--config", e.to_string()))?;
     let params = ModelParams::new(case, &lattice, geometry.clone());
     let uniform_force = params.model.force;
-    let sel = backend::select(case, params)?;
-    preflight::check(case, &*sel.factory, &sel.devices, sel.host)?;
+    let sel = backend::select(case, params, job)?;
+    preflight::check(case, &*sel.factory, &sel.layout, sel.rank, sel.host)?;
     preflight::check_immersed(case, &immersed, &*sel.factory, &sel.devices, sel.host)?;
+    Ok(Prepared {
+        lattice,
+        geometry,
+        immersed,
+        uniform_force,
+        sel,
+    })
+}
+
+/// Serves, as rank r > 0 of the cluster job `job`, this rank's slabs of `case` for rank 0's run
+/// ([`run_case_in`]), until rank 0 shuts them down.
+pub fn serve_rank(case: &CaseConfig, job: &Job, stop: Arc<AtomicBool>) -> Result<()> {
+    let p = prepare(case, Some(job))?;
+    Runtime::serve(p.sel.factory, &p.sel.layout, job.cluster(), stop)?;
+    Ok(())
+}
+
+/// [`run_case_from`] as rank 0 of the cluster job `job` when given: the coordinator of every
+/// slab, the other ranks serving theirs ([`serve_rank`]).
+pub fn run_case_in(
+    case: &CaseConfig,
+    resume: Option<&Path>,
+    stop: Arc<AtomicBool>,
+    observer: &mut dyn FnMut(Event),
+    job: Option<&Job>,
+) -> Result<Outcome> {
+    let started = Instant::now();
+    let Prepared {
+        lattice,
+        geometry,
+        immersed,
+        uniform_force,
+        sel,
+    } = prepare(case, job)?;
     let resumed = match resume {
         Some(path) => Some(load_resume(case, path)?),
         None => None,
@@ -110,7 +158,11 @@ pub fn run_case_from(
     // a folder this run created is removed again if the devices then refuse the geometry.
     let mut out_dir = OutputDir::prepare(&case.output.dir)?;
     let domain = Domain::new(case.domain.size, case.domain.periodic);
-    let mut rt = Runtime::start(sel.factory, domain, &sel.devices, stop).map_err(|e| match e {
+    let started_rt = match job {
+        Some(job) => Runtime::start_cluster(sel.factory, &sel.layout, job.cluster(), stop),
+        None => Runtime::start_layout(sel.factory, &sel.layout, stop),
+    };
+    let mut rt = started_rt.map_err(|e| match e {
         // A geometry the devices cannot represent is the case's fault, not the device's.
         RuntimeError::Device {
             error: ComputeError::Geometry(m),

@@ -161,6 +161,10 @@ pub struct RunArgs {
     /// device or peer. Default auto.
     #[arg(long, value_name = "NAME", value_parser = TransportChoice::parse)]
     pub transport: Option<TransportChoice>,
+    /// A layout file: which rank (`mpirun -np N thelma run ...`) and device runs each subdomain
+    /// (`thelma layout` writes one). Default: an even split, one slab per device on every rank.
+    #[arg(long, value_name = "FILE")]
+    pub layout: Option<PathBuf>,
     /// Periodic axes, e.g. `x,y` (walls elsewhere; the cavity's z stays walled).
     #[arg(long, value_name = "AXES", value_parser = parse_axes, allow_hyphen_values = true)]
     pub periodic: Option<[bool; 3]>,
@@ -461,6 +465,9 @@ impl RunArgs {
         }
         if let Some(t) = self.transport {
             c.hardware.transport = t;
+        }
+        if let Some(l) = self.layout {
+            c.hardware.layout = Some(l);
         }
         if let Some(p) = self.periodic {
             // A periodic z under the cavity's lid is refused by `CaseConfig::validate`.

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use thelma_cli::app::{run_case_from, Diverged, Event, UsageError};
+use thelma_cli::app::{run_case_in, serve_rank, Diverged, Event, UsageError};
 use thelma_cli::bench::{run_bench, BenchArgs};
 use thelma_cli::cli::RunArgs;
 use thelma_cli::{say, say_raw, warn_line};
@@ -33,6 +33,8 @@ enum Command {
     Devices,
     /// Measure memory bandwidth and LBM throughput (MLUPS) over sizes and 1..N devices.
     Bench(BenchArgs),
+    /// Write a layout file for a cluster job: ranks x devices, the domain split evenly along z.
+    Layout(thelma_cli::layout::LayoutArgs),
     /// Write a commented starting case (every key, the default values) to FILE; never overwrites.
     Init {
         /// Where to write it.
@@ -41,32 +43,56 @@ enum Command {
     },
 }
 
+/// `thelma run`, alone or as one rank of a cluster job (`mpirun -np N thelma run ...`): rank 0 runs
+/// the case and prints, the other ranks serve their slabs. A rank that fails ends every rank with
+/// its message and status, so that no rank waits forever.
 fn run(args: RunArgs) -> anyhow::Result<()> {
+    let job = thelma_cli::cluster::join()?;
+    let result = run_in(args, job.as_ref());
+    if let (Err(e), Some(job)) = (&result, &job) {
+        let (code, line) = failure(e);
+        let line = match job.rank() {
+            0 => line,
+            r => format!("rank {r}: {line}"),
+        };
+        job.abort(&line, i32::from(code));
+    }
+    result
+}
+
+fn run_in(args: RunArgs, job: Option<&thelma_cli::cluster::Job>) -> anyhow::Result<()> {
     let resume = args.resume.clone();
     let (case, quiet) = args.into_case()?;
     let stop = Arc::new(AtomicBool::new(false));
     stop_on_signals(stop.clone(), case.output.dir.clone());
+    if let Some(job) = job.filter(|j| j.rank() > 0) {
+        return serve_rank(&case, job, stop);
+    }
     // A bar on a terminal; plain lines when the output goes to a file or a pipe.
     let mut bar: Option<ProgressBar> = None;
     let mut clock = Instant::now();
     // The previous check's (step, change), for the ETA of a run to convergence.
     let mut previous: Option<(u64, f64)> = None;
     let total_nodes: usize = case.domain.size.iter().product();
-    let outcome = run_case_from(&case, resume.as_deref(), stop, &mut |e| match e {
-        Event::Started {
-            lattice,
-            note,
-            devices,
-            nodes,
-        } => {
-            // Where hwloc could not pin a worker the run goes on unpinned: say so once, on stderr,
-            // so that it shows under --quiet and in a redirected run too.
-            if let Some((d, e)) = devices
-                .iter()
-                .find_map(|d| d.binding.as_ref().err().map(|e| (d.device, e)))
-            {
-                let n = devices.iter().filter(|d| d.binding.is_err()).count();
-                warn_line!(
+    let outcome = run_case_in(
+        &case,
+        resume.as_deref(),
+        stop,
+        &mut |e| match e {
+            Event::Started {
+                lattice,
+                note,
+                devices,
+                nodes,
+            } => {
+                // Where hwloc could not pin a worker the run goes on unpinned: say so once, on stderr,
+                // so that it shows under --quiet and in a redirected run too.
+                if let Some((d, e)) = devices
+                    .iter()
+                    .find_map(|d| d.binding.as_ref().err().map(|e| (d.device, e)))
+                {
+                    let n = devices.iter().filter(|d| d.binding.is_err()).count();
+                    warn_line!(
                     "{}",
                     wrap(&format!(
                         "warning: {n} of {} worker thread(s) run unpinned; performance may suffer\n  \
@@ -74,83 +100,83 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
                         devices.len()
                     ))
                 );
-            }
-            // Valid but fragile: BGK and, less so, MRT lose stability as τ nears ½ (under-resolved
-            // flow). The watchdog stops a run that diverges; this says so before it starts.
-            if lattice.tau < TAU_WARN {
-                warn_line!(
+                }
+                // Valid but fragile: BGK and, less so, MRT lose stability as τ nears ½ (under-resolved
+                // flow). The watchdog stops a run that diverges; this says so before it starts.
+                if lattice.tau < TAU_WARN {
+                    warn_line!(
                     "{}",
                     wrap(&format!(
                         "warning: tau = {} is close to 1/2: the run may diverge (use a finer grid or a lower Re)",
                         num(lattice.tau)
                     ))
                 );
-            }
-            if quiet {
-                return;
-            }
-            let [nx, ny, nz] = case.domain.size;
-            say!(
-                "thelma: {nx}x{ny}x{nz} = {nodes} nodes, {} {}, {}",
-                case.numerics.collision.name(),
-                case.numerics.precision.name(),
-                note
-            );
-            // One line per group of quantities, each within the width a terminal shows whole.
-            // A box has no lid, so no Reynolds number of its own (its flows' are in their notes).
-            let re = if lattice.reynolds > 0.0 {
-                format!(", Re = {}", num(lattice.reynolds))
-            } else {
-                String::new()
-            };
-            say!(
-                "lattice: L = {} nodes, U = {}{re}, Mach = {}",
-                num(lattice.length),
-                num(lattice.lid_speed),
-                num_sig(lattice.mach, 4)
-            );
-            say!(
-                "relaxation: nu = {}, tau = {}, omega = {}",
-                num(lattice.viscosity),
-                num(lattice.tau),
-                num(lattice.omega)
-            );
-            if let Some(u) = case.unit_scales() {
-                say!("units: dx = {} m, dt = {} s per step", num(u.dx), num(u.dt));
+                }
+                if quiet {
+                    return;
+                }
+                let [nx, ny, nz] = case.domain.size;
                 say!(
-                    "  velocity unit dx/dt = {} m/s, viscosity unit dx²/dt = {} m²/s",
-                    num(u.velocity),
-                    num(u.viscosity)
+                    "thelma: {nx}x{ny}x{nz} = {nodes} nodes, {} {}, {}",
+                    case.numerics.collision.name(),
+                    case.numerics.precision.name(),
+                    note
                 );
-            }
-            for d in devices {
-                let binding = match &d.binding {
-                    Ok(b) => b.to_string(),
-                    Err(e) => format!("unbound ({e})"),
+                // One line per group of quantities, each within the width a terminal shows whole.
+                // A box has no lid, so no Reynolds number of its own (its flows' are in their notes).
+                let re = if lattice.reynolds > 0.0 {
+                    format!(", Re = {}", num(lattice.reynolds))
+                } else {
+                    String::new()
                 };
                 say!(
-                    "{}",
-                    wrap(&format!(
-                        "device {:>2}: slab {} z {}..{} ({} planes), {}, {}",
-                        d.device,
-                        d.slab.index,
-                        d.slab.z.start,
-                        d.slab.z.end,
-                        d.slab.nz(),
-                        d.describe,
-                        binding
-                    ))
+                    "lattice: L = {} nodes, U = {}{re}, Mach = {}",
+                    num(lattice.length),
+                    num(lattice.lid_speed),
+                    num_sig(lattice.mach, 4)
                 );
-            }
-            if let Some(line) = exchange(devices) {
-                say!("{}", wrap(&line));
-            }
-            clock = Instant::now();
-            // The bar draws on stderr; plain lines go to stdout. A bar only where both are a
-            // terminal, so that `thelma run > log` keeps its progress lines in the log.
-            if std::io::stderr().is_terminal() && std::io::stdout().is_terminal() {
-                // A run to convergence has no known end: a spinner with the step count instead.
-                let (len, template) = match case.run.steps {
+                say!(
+                    "relaxation: nu = {}, tau = {}, omega = {}",
+                    num(lattice.viscosity),
+                    num(lattice.tau),
+                    num(lattice.omega)
+                );
+                if let Some(u) = case.unit_scales() {
+                    say!("units: dx = {} m, dt = {} s per step", num(u.dx), num(u.dt));
+                    say!(
+                        "  velocity unit dx/dt = {} m/s, viscosity unit dx²/dt = {} m²/s",
+                        num(u.velocity),
+                        num(u.viscosity)
+                    );
+                }
+                for d in devices {
+                    let binding = match &d.binding {
+                        Ok(b) => b.to_string(),
+                        Err(e) => format!("unbound ({e})"),
+                    };
+                    say!(
+                        "{}",
+                        wrap(&format!(
+                            "device {:>2}: slab {} z {}..{} ({} planes), {}, {}",
+                            d.device,
+                            d.slab.index,
+                            d.slab.z.start,
+                            d.slab.z.end,
+                            d.slab.nz(),
+                            d.describe,
+                            binding
+                        ))
+                    );
+                }
+                if let Some(line) = exchange(devices) {
+                    say!("{}", wrap(&line));
+                }
+                clock = Instant::now();
+                // The bar draws on stderr; plain lines go to stdout. A bar only where both are a
+                // terminal, so that `thelma run > log` keeps its progress lines in the log.
+                if std::io::stderr().is_terminal() && std::io::stdout().is_terminal() {
+                    // A run to convergence has no known end: a spinner with the step count instead.
+                    let (len, template) = match case.run.steps {
                     Some(n) => (
                         n,
                         "{bar:30.cyan/blue} {pos}/{len} steps [{elapsed_precise}, ETA {eta}] {msg}",
@@ -160,54 +186,56 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
                         "{spinner} step {pos} [{elapsed_precise}] {msg}",
                     ),
                 };
-                let style = ProgressStyle::with_template(template)
-                    .unwrap_or_else(|_| ProgressStyle::default_bar());
-                let b = ProgressBar::new(len).with_style(style);
-                if case.run.steps.is_none() {
-                    b.enable_steady_tick(std::time::Duration::from_millis(250));
+                    let style = ProgressStyle::with_template(template)
+                        .unwrap_or_else(|_| ProgressStyle::default_bar());
+                    let b = ProgressBar::new(len).with_style(style);
+                    if case.run.steps.is_none() {
+                        b.enable_steady_tick(std::time::Duration::from_millis(250));
+                    }
+                    bar = Some(b);
                 }
-                bar = Some(b);
             }
-        }
-        Event::Progress {
-            step,
-            target,
-            mlups,
-            change,
-        } => {
-            if quiet {
-                return;
-            }
-            let line = ProgressLine {
+            Event::Progress {
                 step,
-                target: case.run.steps.map(|_| target),
-                nodes: total_nodes,
+                target,
                 mlups,
-                elapsed_s: clock.elapsed().as_secs_f64(),
                 change,
-                convergence: previous.zip(change).map(|((s, c), _)| Convergence {
-                    tolerance: case.run.tolerance,
-                    previous: c,
-                    interval: step - s,
-                }),
-                dt: case.unit_scales().map(|u| u.dt),
-            };
-            if let Some(c) = change {
-                previous = Some((step, c));
-            }
-            match &bar {
-                Some(b) => {
-                    b.set_position(step);
-                    let eta = match (line.target, line.eta_s()) {
-                        (None, Some(eta)) => format!(", ETA ~{}", clock_text(eta)),
-                        _ => String::new(),
-                    };
-                    b.set_message(format!("{}{eta}", line.message()));
+            } => {
+                if quiet {
+                    return;
                 }
-                None => say!("{}", wrap(&line.line())),
+                let line = ProgressLine {
+                    step,
+                    target: case.run.steps.map(|_| target),
+                    nodes: total_nodes,
+                    mlups,
+                    elapsed_s: clock.elapsed().as_secs_f64(),
+                    change,
+                    convergence: previous.zip(change).map(|((s, c), _)| Convergence {
+                        tolerance: case.run.tolerance,
+                        previous: c,
+                        interval: step - s,
+                    }),
+                    dt: case.unit_scales().map(|u| u.dt),
+                };
+                if let Some(c) = change {
+                    previous = Some((step, c));
+                }
+                match &bar {
+                    Some(b) => {
+                        b.set_position(step);
+                        let eta = match (line.target, line.eta_s()) {
+                            (None, Some(eta)) => format!(", ETA ~{}", clock_text(eta)),
+                            _ => String::new(),
+                        };
+                        b.set_message(format!("{}{eta}", line.message()));
+                    }
+                    None => say!("{}", wrap(&line.line())),
+                }
             }
-        }
-    });
+        },
+        job,
+    );
     if let Some(b) = bar {
         b.finish_and_clear();
     }
@@ -294,20 +322,28 @@ const TAU_WARN: f64 = 0.51;
 /// and writer (`exchange: slab 1 from slab 0 over peer, …`); `None` without channels.
 fn exchange(devices: &[thelma_core::DeviceInfo]) -> Option<String> {
     let n = devices.len();
-    let channels: Vec<(usize, usize, thelma_core::Transport)> = devices
+    let channels: Vec<(usize, usize, String)> = devices
         .iter()
         .enumerate()
         .flat_map(|(s, d)| {
             let [below, above] = d.transports;
+            // Channels written by another rank arrive as its messages.
+            let over = |t: thelma_core::Transport, side: usize| {
+                if d.across[side] {
+                    "mpi".to_string()
+                } else {
+                    t.to_string()
+                }
+            };
             [
-                below.map(|t| (s, (s + n - 1) % n, t)),
-                above.map(|t| (s, (s + 1) % n, t)),
+                below.map(|t| (s, (s + n - 1) % n, over(t, 0))),
+                above.map(|t| (s, (s + 1) % n, over(t, 1))),
             ]
         })
         .flatten()
         .collect();
-    let (_, _, first) = *channels.first()?;
-    if channels.iter().all(|&(_, _, t)| t == first) {
+    let (_, _, first) = channels.first()?;
+    if channels.iter().all(|(_, _, t)| t == first) {
         return Some(format!("exchange: {first}"));
     }
     let each: Vec<String> = channels
@@ -351,6 +387,16 @@ fn main() -> ExitCode {
             }
         })
         .map(|_| ()),
+        Command::Layout(args) => thelma_cli::layout::write(&args).map(|written| {
+            if let Some(f) = written {
+                say!(
+                    "wrote {}: run it with `mpirun -np {} thelma run --layout {} ...`",
+                    f.display(),
+                    args.ranks,
+                    f.display()
+                )
+            }
+        }),
         Command::Init { file } => thelma_cli::init::write(&file).map(|()| {
             say!(
                 "wrote {}: edit it, then `thelma run --config {}`",
@@ -362,16 +408,20 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            if let Some(u) = e.downcast_ref::<UsageError>() {
-                warn_line!("error: {u}");
-                ExitCode::from(2)
-            } else if let Some(d) = e.downcast_ref::<Diverged>() {
-                warn_line!("error: {d}");
-                ExitCode::from(3)
-            } else {
-                warn_line!("error: {e:#}");
-                ExitCode::from(1)
-            }
+            let (code, line) = failure(&e);
+            warn_line!("error: {line}");
+            ExitCode::from(code)
         }
+    }
+}
+
+/// The exit status of a failure and its line: 2 for bad input, 3 for a diverged run, 1 otherwise.
+fn failure(e: &anyhow::Error) -> (u8, String) {
+    if let Some(u) = e.downcast_ref::<UsageError>() {
+        (2, u.to_string())
+    } else if let Some(d) = e.downcast_ref::<Diverged>() {
+        (3, d.to_string())
+    } else {
+        (1, format!("{e:#}"))
     }
 }

@@ -6,7 +6,7 @@ use thelma_core::physics::D3Q19;
 use thelma_core::physics::{ImmersedBodies, QT};
 use thelma_core::CaseConfig;
 use thelma_core::{slab_bytes, thermal_slab_bytes, ModuleFactory};
-use thelma_core::{Domain, SlabSpec};
+use thelma_core::{Domain, Layout, SlabSpec};
 
 use crate::error::UsageError;
 
@@ -14,18 +14,20 @@ use crate::error::UsageError;
 /// f64, a solid flag), twice (the newest healthy state is kept while the next one is read).
 const FIELD_BYTES_PER_NODE: u64 = 2 * (4 * 8 + 1);
 
-/// Checks `devices` for `case` served by `factory`; `host_lattices` says whether the devices keep
-/// their lattices in host memory (the CPU module), which all slabs then share.
+/// Checks the devices of rank `rank`'s slabs of `layout` (every slab outside a cluster job) for
+/// `case` served by `factory`; `host_lattices` says whether the devices keep their lattices in
+/// host memory (the CPU module), which the rank's slabs then share.
 pub fn check(
     case: &CaseConfig,
     factory: &dyn ModuleFactory,
-    devices: &[usize],
+    layout: &Layout,
+    rank: usize,
     host_lattices: bool,
 ) -> Result<()> {
-    check_devices(case, devices)?;
-    let domain = Domain::new(case.domain.size, case.domain.periodic);
-    let slabs = SlabSpec::split(domain, devices.len())
-        .map_err(|e| UsageError::new("--devices", e.to_string()))?;
+    let domain = layout.domain();
+    let local = layout.local(rank);
+    let slabs: Vec<SlabSpec> = local.iter().map(|&s| layout.slabs[s].clone()).collect();
+    let devices: Vec<usize> = local.iter().map(|&s| layout.devices[s]).collect();
     let precision = case.numerics.precision;
     let size = fmt_size(case.domain.size);
     let thermal = case.thermal.is_some();
@@ -46,7 +48,7 @@ pub fn check(
                 0
             }
     };
-    for (slab, &device) in slabs.iter().zip(devices) {
+    for (slab, &device) in slabs.iter().zip(&devices) {
         let need = lattice_bytes(slab);
         if let Some(mem) = factory.device_memory(device) {
             if need > mem.free {
@@ -65,7 +67,8 @@ pub fn check(
             }
         }
     }
-    let nodes = domain.nodes() as u64;
+    // Rank 0 gathers the whole domain's fields (and populations for checkpoints).
+    let nodes = if rank == 0 { domain.nodes() as u64 } else { 0 };
     // θ in f64 beside the gathered fields, twice.
     let temperature = if thermal { 2 * 8 } else { 0 };
     let mut host = (FIELD_BYTES_PER_NODE + temperature) * nodes;
@@ -147,7 +150,8 @@ pub fn check_immersed(
 }
 
 /// Every device once, and no more devices than z-planes.
-fn check_devices(case: &CaseConfig, devices: &[usize]) -> Result<()> {
+/// Refuses a device list with no device, a device twice, or more devices than z-planes.
+pub fn check_devices(case: &CaseConfig, devices: &[usize]) -> Result<()> {
     if devices.is_empty() {
         return Err(UsageError::new("--devices", "no device to run on").into());
     }
@@ -223,17 +227,26 @@ mod tests {
         c
     }
 
+    fn layout(c: &CaseConfig, devices: &[usize]) -> Layout {
+        Layout::single(Domain::new(c.domain.size, c.domain.periodic), devices).unwrap()
+    }
+
     #[test]
     fn device_memory_bounds_the_slab() {
         // 256³ f32 is about 2.4 GiB: too much for one 1 GiB device, fine on four.
-        let e = check(&case(256), &Small, &[0], false).unwrap_err();
+        let c = case(256);
+        let e = check(&c, &Small, &layout(&c, &[0]), 0, false).unwrap_err();
         let u = e.downcast_ref::<UsageError>().expect("a usage error");
         assert_eq!(u.flag, "--size");
         assert!(
             u.message.contains("device 0") && u.message.contains("1.0 GiB free"),
             "{u}"
         );
-        check(&case(256), &Small, &[0, 1, 2, 3], false).unwrap();
+        check(&c, &Small, &layout(&c, &[0, 1, 2, 3]), 0, false).unwrap();
+        // A rank checks its own slabs: rank 1 of two, with one 1 GiB device for half of 256³.
+        let l = Layout::spread(Domain::new(c.domain.size, [false; 3]), 2, &[0]).unwrap();
+        let e = check(&c, &Small, &l, 1, false).unwrap_err();
+        assert!(e.to_string().contains("slab z 128..256"), "{e}");
     }
 
     #[test]
@@ -243,7 +256,7 @@ mod tests {
             (&[][..], "no device"),
             (&[0, 1, 2, 3, 4][..], "z-planes"),
         ] {
-            let e = check(&case(4), &Small, devices, false).unwrap_err();
+            let e = check_devices(&case(4), devices).unwrap_err();
             let u = e.downcast_ref::<UsageError>().expect("a usage error");
             assert_eq!(u.flag, "--devices");
             assert!(u.message.contains(what), "{u}");

@@ -154,11 +154,11 @@ fn drive_case(case: &thelma_core::CaseConfig) {
         Err(e) => return one_line(&e.to_string()),
     };
     let params = ModelParams::new(case, &lattice, geometry);
-    let sel = match thelma_cli::backend::select(case, params) {
+    let sel = match thelma_cli::backend::select(case, params, None) {
         Ok(s) => s,
         Err(e) => return one_line(&format!("{e:#}")),
     };
-    if let Err(e) = thelma_cli::preflight::check(case, &*sel.factory, &sel.devices, true) {
+    if let Err(e) = thelma_cli::preflight::check(case, &*sel.factory, &sel.layout, 0, true) {
         one_line(&format!("{e:#}"));
     }
 }

@@ -456,3 +456,83 @@ fn a_relaxation_time_close_to_one_half_is_warned_about() {
     }
     let _ = std::fs::remove_dir_all(tmp);
 }
+
+#[test]
+fn a_written_layout_runs_in_one_process_as_an_even_split_does() {
+    let tmp = tempfile::tempdir().unwrap();
+    let layout = tmp.path().join("layout.toml");
+    let l = layout.to_str().unwrap();
+    let (code, out, err) = thelma(&[
+        "layout", "--size", "12,10,20", "--ranks", "1", "--gpus", "3", l,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("wrote") && out.contains("--layout"), "{out}");
+    let text = std::fs::read_to_string(&layout).unwrap();
+    assert_eq!(text.matches("[[subdomain]]").count(), 3, "{text}");
+    // Never overwritten; no ranks, no file.
+    let (code, _, err) = thelma(&["layout", "--size", "12", l]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("File exists"), "{err}");
+    let (code, _, err) = thelma(&["layout", "--size", "12", "--ranks", "0"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.starts_with("error: --ranks: must be at least 1"),
+        "{err}"
+    );
+
+    let run = |extra: &[&str], out: &str| {
+        let o = tmp.path().join(out);
+        let mut args = vec![
+            "run",
+            "--backend",
+            "cpu",
+            "--size",
+            "12,10,20",
+            "--steps",
+            "30",
+            "--quiet",
+            "-o",
+        ];
+        args.push(o.to_str().unwrap());
+        args.extend_from_slice(extra);
+        let (code, _, err) = thelma(&args);
+        assert_eq!(code, 0, "{extra:?}: {err}");
+        let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(&o)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "vti"))
+            .map(|p| (p.display().to_string(), std::fs::read(&p).unwrap()))
+            .map(|(n, b)| (n.rsplit('/').next().unwrap().to_string(), b))
+            .collect();
+        files.sort();
+        assert!(!files.is_empty());
+        files
+    };
+    assert!(run(&["--layout", l], "laid") == run(&["--devices", "1"], "one"));
+
+    // A layout for two processes, run as one.
+    std::fs::write(
+        &layout,
+        "[[subdomain]]\norigin = [0, 0, 0]\nsize = [12, 10, 8]\nrank = 0\ndevice = 0\n\
+         [[subdomain]]\norigin = [0, 0, 8]\nsize = [12, 10, 12]\nrank = 1\ndevice = 0\n",
+    )
+    .unwrap();
+    let o = tmp.path().join("refused");
+    let (code, _, err) = thelma(&[
+        "run",
+        "--backend",
+        "cpu",
+        "--size",
+        "12,10,20",
+        "--layout",
+        l,
+        "-o",
+        o.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--layout: the layout names 2 rank(s), and 1 process(es) run"),
+        "{err}"
+    );
+    assert!(!o.exists());
+}

@@ -15,7 +15,7 @@ use hwlocality::Topology;
 use crate::compute::Placement;
 
 /// Where a thread ended up.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Binding {
     /// CPU set in hwloc's list syntax (`0-7`), or empty when unbound.
     pub cpus: String,
@@ -37,7 +37,7 @@ impl std::fmt::Display for Binding {
 }
 
 /// Why a thread could not be bound, or a device's locality not found.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
 pub enum AffinityError {
     #[error("hwloc: cannot load the topology: {0}")]
     Topology(String),

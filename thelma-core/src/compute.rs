@@ -8,6 +8,8 @@
 
 use std::sync::Arc;
 
+use serde::{Deserialize, Serialize};
+
 use crate::config::Precision;
 use crate::domain::SlabSpec;
 
@@ -44,7 +46,7 @@ use crate::transport::{Channel, Links, Transport, TransportRefused};
 /// The macroscopic fields of one slab (or of the whole domain once gathered), `[z][y][x]`, x fastest.
 ///
 /// Always `f64`: widening an `f32` run's values is exact, so comparisons stay bit-exact.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Fields {
     /// Nodes along x, y, z.
     pub size: [usize; 3],
@@ -122,7 +124,7 @@ impl Fields {
 /// added node by node in f64 in the order sampled, so that every slab layout sums the same values
 /// to the same bits, and every module too but for the last bit of the CUDA module's f64 velocity
 /// (its device division).
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MeanSums {
     pub samples: u64,
     /// The sums, in a `Fields` of the slab's shape (its `solid` the slab's mask).
@@ -189,7 +191,7 @@ impl MeanSums {
 }
 
 /// What the divergence watchdog learns from a slab.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Health {
     /// The first fluid node (global x, y, z) whose density or velocity is not finite, if any.
     pub non_finite: Option<[usize; 3]>,
@@ -200,7 +202,7 @@ pub struct Health {
 
 /// What the convergence measure learns from a slab: sums over its fluid nodes, in f64, of the
 /// velocity's change since the previous measure and of the velocity itself.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ChangeSums {
     /// Σ |u − u_prev|².
     pub diff: f64,
@@ -231,7 +233,7 @@ impl ChangeSums {
 }
 
 /// An error inside a compute module.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, thiserror::Error, Serialize, Deserialize)]
 pub enum ComputeError {
     #[error("out of memory: {0}")]
     OutOfMemory(String),

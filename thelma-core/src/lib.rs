@@ -7,6 +7,7 @@
 //! qualified.
 
 mod affinity;
+mod cluster;
 mod compute;
 mod config;
 mod domain;
@@ -17,6 +18,9 @@ mod runtime;
 mod transport;
 
 pub use affinity::{bind_current_thread, core_count, pci_locality, AffinityError, Binding};
+pub use cluster::{
+    exchange_tag, Cluster, ClusterError, Incoming, Layout, LocalCluster, Outgoing, Tag, MAX_SLABS,
+};
 pub use compute::{
     check_node_forces, check_nodes, interface_bytes_per_step, slab_bytes, thermal_slab_bytes,
     ChangeSums, ComputeError, ComputeModule, Fields, Health, MeanSums, MemoryInfo, ModuleFactory,
@@ -38,6 +42,6 @@ pub use runtime::{
     Aborted, Averaging, DeviceInfo, RunStats, Runtime, RuntimeError, StepBarrier, WorkerTimes,
 };
 pub use transport::{
-    channel_offset, gpu_transport, plan as plan_transports, Channel, DevicePair, Links,
-    SlabTransports, Transport, TransportChoice, TransportRefused, UnknownTransport,
+    channel_offset, gpu_transport, plan as plan_transports, plan_ranked, Channel, DevicePair,
+    Links, SlabTransports, Transport, TransportChoice, TransportRefused, UnknownTransport,
 };

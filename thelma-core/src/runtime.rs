@@ -8,30 +8,52 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
-use parking_lot::{Condvar, Mutex};
+use parking_lot::{Condvar, Mutex, MutexGuard};
+use serde::{Deserialize, Serialize};
 
 use crate::affinity::{bind_current_thread, AffinityError, Binding};
+use crate::cluster::{exchange_tag, Cluster, Incoming, Layout, Outgoing, Tag, MAX_SLABS};
 use crate::compute::{
     ChangeSums, ComputeError, ComputeModule, Fields, Health, MeanSums, ModuleFactory, PointForces,
 };
 use crate::domain::{Domain, PartitionError, SlabSpec};
 use crate::physics::{BodyLoad, ImmersedBodies, LeavesDomain};
 use crate::transport::{
-    plan as plan_transports, Channel, Links, SlabTransports, Transport, TransportRefused,
+    plan_ranked as plan_transports, Channel, Links, SlabTransports, Transport, TransportRefused,
 };
 
 /// A barrier for a fixed number of parties that can be aborted (waking every waiter with an error)
 /// and that carries one stop decision per generation, taken by the last party to arrive, so that all
 /// workers stop after the same step.
+///
+/// A barrier may hold a [`StepHook`], which the last party to arrive runs before releasing the
+/// others: the exchange with other ranks of a cluster job.
 pub struct StepBarrier {
     parties: usize,
     state: Mutex<BarrierState>,
     cv: Condvar,
+    hook: OnceLock<Box<dyn StepHook>>,
+}
+
+/// What the last worker of a rank to reach the step barrier does before the others go on.
+pub trait StepHook: Send + Sync {
+    /// After step `t`, whose interface buffers are those of parity `t % 2`: returns the job's stop
+    /// decision, given this rank's `stop`.
+    fn after_step(&self, t: u64, stop: bool) -> Result<bool, String>;
+}
+
+/// Why a worker left the step barrier without a decision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum StepError {
+    /// Another worker failed.
+    Aborted,
+    /// This worker ran the hook, and it failed.
+    Hook(String),
 }
 
 struct BarrierState {
@@ -56,20 +78,47 @@ impl StepBarrier {
                 stop: false,
             }),
             cv: Condvar::new(),
+            hook: OnceLock::new(),
         }
+    }
+
+    /// Gives the barrier its hook (once; later calls are ignored).
+    pub fn set_hook(&self, hook: Box<dyn StepHook>) {
+        let _ = self.hook.set(hook);
     }
 
     /// Waits for every party. Returns whether `stop` was set when the last party arrived.
     pub fn wait(&self, stop: &AtomicBool) -> Result<bool, Aborted> {
+        self.wait_step(None, stop).map_err(|_| Aborted)
+    }
+
+    /// [`Self::wait`] after step `t`, the last party running the hook (when there is one and `t`
+    /// is given) with the lock released, so that an abort can reach the waiters meanwhile.
+    fn wait_step(&self, t: Option<u64>, stop: &AtomicBool) -> Result<bool, StepError> {
         let mut s = self.state.lock();
         if s.aborted {
-            return Err(Aborted);
+            return Err(StepError::Aborted);
         }
         s.arrived += 1;
         if s.arrived == self.parties {
+            let mut halt = stop.load(Ordering::SeqCst);
+            if let (Some(t), Some(hook)) = (t, self.hook.get()) {
+                // No other party can arrive before this generation ends: they all wait.
+                match MutexGuard::unlocked(&mut s, || hook.after_step(t, halt)) {
+                    Ok(h) => halt = h,
+                    Err(e) => {
+                        s.aborted = true;
+                        self.cv.notify_all();
+                        return Err(StepError::Hook(e));
+                    }
+                }
+                if s.aborted {
+                    return Err(StepError::Aborted);
+                }
+            }
             s.arrived = 0;
             s.generation += 1;
-            s.stop = stop.load(Ordering::SeqCst);
+            s.stop = halt;
             self.cv.notify_all();
             return Ok(s.stop);
         }
@@ -78,7 +127,7 @@ impl StepBarrier {
             self.cv.wait(&mut s);
         }
         if s.generation == generation {
-            return Err(Aborted);
+            return Err(StepError::Aborted);
         }
         Ok(s.stop)
     }
@@ -127,20 +176,26 @@ pub enum RuntimeError {
     Immersed(#[from] LeavesDomain),
     #[error("cannot start a worker thread: {0}")]
     Spawn(String),
+    /// A layout the job cannot run, or a failed message between ranks.
+    #[error("{0}")]
+    Cluster(String),
 }
 
+/// What the coordinator asks of a slab's worker. Commands and replies travel between ranks as
+/// messages (postcard); those holding channels or shared bodies never leave their rank.
+#[derive(Serialize, Deserialize)]
 enum Command {
-    /// Allocate the channels the slab reads from below and from above, in these transports.
-    Allocate {
-        below: Option<Transport>,
-        above: Option<Transport>,
-    },
-    Attach(Links),
     Run {
         t0: u64,
         steps: u64,
         exchange: bool,
         averaging: Option<Averaging>,
+    },
+    /// Meet the rank's other slabs at the barrier, whose hook carries the interface buffers of
+    /// parity `t % 2` to other ranks: what the modules published (on attaching, on loading
+    /// populations) for step `t` to read.
+    Flush {
+        t: u64,
     },
     Fields,
     ReadMeans,
@@ -157,23 +212,33 @@ enum Command {
         nodes: Vec<u32>,
         forces: Vec<[f64; 3]>,
     },
-    HoldImmersed(Arc<ImmersedBodies>),
     PointForces,
     WritePopulations {
         bytes: Arc<Vec<u8>>,
         next_step: u64,
     },
     Shutdown,
+    // What never leaves its rank comes last: a variant serde skips must not shift the indices of
+    // the others.
+    /// Allocate the channels the slab reads from below and from above, in these transports, and
+    /// the outboxes (host memory) it writes for readers on other ranks, above and below.
+    #[serde(skip)]
+    Allocate {
+        below: Option<Transport>,
+        above: Option<Transport>,
+        outboxes: [bool; 2],
+    },
+    #[serde(skip)]
+    Attach(Links),
+    #[serde(skip)]
+    HoldImmersed(Arc<ImmersedBodies>),
 }
 
+#[derive(Serialize, Deserialize)]
 enum Reply {
     Created {
         describe: String,
         binding: Result<Binding, AffinityError>,
-    },
-    Channels {
-        below: Option<Arc<dyn Channel>>,
-        above: Option<Arc<dyn Channel>>,
     },
     Attached,
     Ran(WorkerTimes),
@@ -189,10 +254,18 @@ enum Reply {
     Failed(ComputeError),
     Panicked(String),
     Aborted,
+    // Last, as in `Command`.
+    #[serde(skip)]
+    Channels {
+        below: Option<Arc<dyn Channel>>,
+        above: Option<Arc<dyn Channel>>,
+        /// Outboxes above and below.
+        outboxes: [Option<Arc<dyn Channel>>; 2],
+    },
 }
 
 /// Time one worker spent in a run.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct WorkerTimes {
     /// Steps completed.
     pub steps: u64,
@@ -216,12 +289,17 @@ pub struct DeviceInfo {
     pub binding: Result<Binding, AffinityError>,
     /// The transports of the channels the slab reads from below and from above.
     pub transports: SlabTransports,
+    /// The rank running the slab (0 outside a cluster job).
+    pub rank: usize,
+    /// Whether the channels it reads from below and from above are written by another rank
+    /// (their contents then arrive as messages after each step).
+    pub across: [bool; 2],
 }
 
 /// Which states the time average samples: those at steps `from`, `from + every`, … (the state at
 /// step t being the one the first t steps make; a state is sampled as the step that makes it ends,
 /// so the starting state of a run is never sampled).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Averaging {
     pub from: u64,
     pub every: u64,
@@ -245,9 +323,12 @@ pub struct RunStats {
     pub stopped: bool,
 }
 
+/// How the coordinator reaches one slab's worker: a thread of this process, or on rank 0 of a
+/// cluster job a proxy thread forwarding to the slab's rank; `None` on a serving rank for the slabs
+/// of other ranks.
 struct Worker {
     device: usize,
-    commands: Sender<Command>,
+    commands: Option<Sender<Command>>,
     handle: Option<JoinHandle<()>>,
 }
 
@@ -265,6 +346,10 @@ pub struct Runtime {
     failed: bool,
     averaging: Option<Averaging>,
     immersed: Option<Immersed>,
+    /// The job this process is a rank of; `None` for a run in one process.
+    cluster: Option<Arc<dyn Cluster>>,
+    /// The slabs this process's own workers run (every slab outside a cluster job).
+    local: Vec<usize>,
 }
 
 /// The immersed bodies of a run: forced before every step from the coordinator, or held by the
@@ -287,113 +372,367 @@ impl Runtime {
         devices: &[usize],
         stop: Arc<AtomicBool>,
     ) -> Result<Runtime, RuntimeError> {
-        let slabs = SlabSpec::split(domain, devices.len())?;
+        let layout = Layout::single(domain, devices)?;
+        Self::start_layout_on(factory, &layout, None, stop)
+    }
+
+    /// [`Self::start`] with the slabs of `layout` (all on rank 0): uneven slabs from a layout file.
+    pub fn start_layout(
+        factory: Arc<dyn ModuleFactory>,
+        layout: &Layout,
+        stop: Arc<AtomicBool>,
+    ) -> Result<Runtime, RuntimeError> {
+        if layout.rank_count() != 1 {
+            return Err(RuntimeError::Cluster(format!(
+                "the layout places slabs on {} ranks, and one process runs",
+                layout.rank_count()
+            )));
+        }
+        Self::start_layout_on(factory, layout, None, stop)
+    }
+
+    /// [`Self::start`] as rank 0 of a cluster job: the coordinator of every slab of `layout`, which
+    /// runs its own slabs and reaches the others through their ranks, each running
+    /// [`Self::serve`] with the same factory and layout.
+    pub fn start_cluster(
+        factory: Arc<dyn ModuleFactory>,
+        layout: &Layout,
+        cluster: Arc<dyn Cluster>,
+        stop: Arc<AtomicBool>,
+    ) -> Result<Runtime, RuntimeError> {
+        if cluster.rank() != 0 {
+            return Err(RuntimeError::Cluster(format!(
+                "rank {} serves slabs; rank 0 coordinates",
+                cluster.rank()
+            )));
+        }
+        check_layout(layout, cluster.as_ref())?;
+        Self::start_layout_on(factory, layout, Some(cluster), stop)
+    }
+
+    fn start_layout_on(
+        factory: Arc<dyn ModuleFactory>,
+        layout: &Layout,
+        cluster: Option<Arc<dyn Cluster>>,
+        stop: Arc<AtomicBool>,
+    ) -> Result<Runtime, RuntimeError> {
+        let (mut rt, transports) = Self::launch(factory, layout, cluster, stop)?;
+        // Creation: each worker (or proxy) reports its module.
+        let all: Vec<usize> = (0..layout.slabs.len()).collect();
+        let created = rt.collect_from(&all, |_, r| match r {
+            Reply::Created { describe, binding } => Ok((describe, binding)),
+            other => Err(other),
+        })?;
+        rt.devices = created
+            .into_iter()
+            .enumerate()
+            .map(|(s, (describe, binding))| DeviceInfo {
+                device: layout.devices[s],
+                slab: layout.slabs[s].clone(),
+                describe,
+                binding,
+                transports: transports[s],
+                rank: layout.ranks[s],
+                across: across(layout, s),
+            })
+            .collect();
+        let exchange = rt.connect(layout, &transports)?;
+        if let Some(c) = &rt.cluster {
+            rt.barrier
+                .set_hook(Box::new(RankExchange::new(c.clone(), exchange)));
+            // What the modules published on attaching, for step 0 to read.
+            rt.flush(1)?;
+        }
+        Ok(rt)
+    }
+
+    /// Serves, as rank r > 0 of a cluster job, this rank's slabs of `layout` for the coordinator
+    /// (rank 0's [`Self::start_cluster`]) until it shuts them down. A failure here reaches the
+    /// coordinator as its slab's reply, or ends the job through [`Cluster::abort`].
+    pub fn serve(
+        factory: Arc<dyn ModuleFactory>,
+        layout: &Layout,
+        cluster: Arc<dyn Cluster>,
+        stop: Arc<AtomicBool>,
+    ) -> Result<(), RuntimeError> {
+        let rank = cluster.rank();
+        let local = layout.local(rank);
+        let tell_all = |reply: &dyn Fn(usize) -> Reply| {
+            for &s in &local {
+                if let Ok(bytes) = postcard::to_allocvec(&reply(s)) {
+                    let _ = cluster.send(0, s as Tag, &bytes);
+                }
+            }
+        };
+        let refused = |e: &RuntimeError| {
+            let m = e.to_string();
+            move |_| Reply::Failed(ComputeError::Invalid(format!("rank {rank}: {m}")))
+        };
+        if let Err(e) = check_layout(layout, cluster.as_ref()) {
+            tell_all(&refused(&e));
+            return Err(e);
+        }
+        let (mut rt, transports) = match Self::launch(factory, layout, Some(cluster.clone()), stop)
+        {
+            Ok(v) => v,
+            Err(e) => {
+                tell_all(&refused(&e));
+                return Err(e);
+            }
+        };
+        let set_up = rt
+            .collect_from(&local, |_, r| match r {
+                Reply::Created { describe, binding } => Ok((describe, binding)),
+                other => Err(other),
+            })
+            .and_then(|created| Ok((created, rt.connect(layout, &transports)?)));
+        let created = match set_up {
+            Ok((created, exchange)) => {
+                rt.barrier
+                    .set_hook(Box::new(RankExchange::new(cluster.clone(), exchange)));
+                created
+            }
+            Err(e) => {
+                tell_all(&refused(&e));
+                return Err(e);
+            }
+        };
+        for (&s, (describe, binding)) in local.iter().zip(created) {
+            let reply = Reply::Created { describe, binding };
+            let bytes = postcard::to_allocvec(&reply).map_err(|e| cluster_error(&e))?;
+            cluster
+                .send(0, s as Tag, &bytes)
+                .map_err(|e| cluster_error(&e))?;
+        }
+        // One relay per slab feeds its worker the coordinator's commands; this thread sends the
+        // workers' replies back, until every worker has shut down.
+        let mut relays = Vec::with_capacity(local.len());
+        for &s in &local {
+            let commands = rt.workers[s].commands.clone().expect("a local worker");
+            let job = cluster.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("thelma-relay-{s}"))
+                .spawn(move || relay_main(s, job.as_ref(), commands));
+            match spawned {
+                Ok(h) => relays.push(h),
+                Err(e) => {
+                    let e = RuntimeError::Spawn(e.to_string());
+                    cluster.abort(&e.to_string(), 1);
+                    return Err(e);
+                }
+            }
+        }
+        // The runtime keeps one sender per worker: drop them, so that the replies end with the
+        // workers.
+        for w in &mut rt.workers {
+            w.commands = None;
+        }
+        while let Ok((s, reply)) = rt.replies.recv() {
+            let sent = postcard::to_allocvec(&reply)
+                .map_err(|e| cluster_error(&e))
+                .and_then(|b| cluster.send(0, s as Tag, &b).map_err(|e| cluster_error(&e)));
+            if let Err(e) = sent {
+                cluster.abort(&format!("rank {rank}, slab {s}: {e}"), 1);
+            }
+        }
+        for h in relays {
+            let _ = h.join();
+        }
+        rt.shutdown();
+        Ok(())
+    }
+
+    /// Starts this process's workers (and on rank 0 the proxies of other ranks' slabs), after
+    /// planning every channel's transport.
+    fn launch(
+        factory: Arc<dyn ModuleFactory>,
+        layout: &Layout,
+        cluster: Option<Arc<dyn Cluster>>,
+        stop: Arc<AtomicBool>,
+    ) -> Result<(Runtime, Vec<SlabTransports>), RuntimeError> {
+        let rank = cluster.as_ref().map_or(0, |c| c.rank());
+        let slabs = &layout.slabs;
         // Every channel's transport, refused before any worker starts or allocates.
-        let transports = plan_transports(&slabs, devices, |r, w| factory.transport(r, w))
-            .map_err(RuntimeError::Transport)?;
+        let transports = plan_transports(slabs, &layout.devices, &layout.ranks, |r, w| {
+            factory.transport(r, w)
+        })
+        .map_err(RuntimeError::Transport)?;
         let n = slabs.len();
-        let barrier = Arc::new(StepBarrier::new(n));
+        let local = layout.local(rank);
         let (reply_tx, replies) = unbounded();
         let backend = factory.backend();
-        let mut workers: Vec<Worker> = Vec::with_capacity(n);
-        for (s, slab) in slabs.iter().enumerate() {
-            let (tx, rx) = bounded(4);
-            let factory = factory.clone();
-            let slab = slab.clone();
-            let device = devices[s];
-            let replies = reply_tx.clone();
-            let barrier = barrier.clone();
-            let stop = stop.clone();
-            let spawned = std::thread::Builder::new()
-                .name(format!("thelma-{backend}-{device}"))
-                .spawn(move || worker_main(s, device, slab, factory, rx, replies, barrier, stop));
-            let handle = match spawned {
-                Ok(h) => h,
-                Err(e) => {
-                    // The workers already started end when their command channel closes.
-                    for w in workers.drain(..) {
-                        drop(w.commands);
-                        if let Some(h) = w.handle {
-                            let _ = h.join();
-                        }
-                    }
-                    return Err(RuntimeError::Spawn(e.to_string()));
-                }
-            };
-            workers.push(Worker {
-                device,
-                commands: tx,
-                handle: Some(handle),
-            });
-        }
-        drop(reply_tx);
         let mut rt = Runtime {
             backend,
-            domain,
-            workers,
+            domain: layout.domain(),
+            workers: Vec::with_capacity(n),
             replies,
-            barrier,
-            stop,
+            barrier: Arc::new(StepBarrier::new(local.len())),
+            stop: stop.clone(),
             devices: Vec::new(),
             step: 0,
             failed: false,
             averaging: None,
             immersed: None,
+            cluster: cluster.clone(),
+            local,
         };
-
-        // Creation: each worker reports its module.
-        let created = rt.collect(|_, r| match r {
-            Reply::Created { describe, binding } => Ok((describe, binding)),
-            other => Err(other),
-        })?;
-        for (s, (describe, binding)) in created.into_iter().enumerate() {
-            rt.devices.push(DeviceInfo {
-                device: devices[s],
-                slab: slabs[s].clone(),
-                describe,
-                binding,
-                transports: transports[s],
-            });
+        for (s, slab) in slabs.iter().enumerate() {
+            let device = layout.devices[s];
+            let replies = reply_tx.clone();
+            let (tx, rx) = bounded(4);
+            let spawned = if layout.ranks[s] == rank {
+                let factory = factory.clone();
+                let slab = slab.clone();
+                let barrier = rt.barrier.clone();
+                let stop = stop.clone();
+                std::thread::Builder::new()
+                    .name(format!("thelma-{backend}-{device}"))
+                    .spawn(move || {
+                        worker_main(s, device, slab, factory, rx, replies, barrier, stop)
+                    })
+            } else if rank == 0 {
+                let cluster = cluster.clone().expect("slabs on other ranks are in a job");
+                let on = layout.ranks[s];
+                std::thread::Builder::new()
+                    .name(format!("thelma-proxy-{s}"))
+                    .spawn(move || proxy_main(s, on, cluster.as_ref(), rx, replies))
+            } else {
+                rt.workers.push(Worker {
+                    device,
+                    commands: None,
+                    handle: None,
+                });
+                continue;
+            };
+            match spawned {
+                Ok(h) => rt.workers.push(Worker {
+                    device,
+                    commands: Some(tx),
+                    handle: Some(h),
+                }),
+                Err(e) => {
+                    let e = RuntimeError::Spawn(e.to_string());
+                    if let Some(c) = &rt.cluster {
+                        c.abort(&e.to_string(), 1);
+                    }
+                    // The workers already started end when the runtime is dropped.
+                    return Err(e);
+                }
+            }
         }
-        // Channels: each slab allocates the ones it reads, in the planned transports.
-        for (s, [below, above]) in transports.iter().enumerate() {
-            rt.send(
+        Ok((rt, transports))
+    }
+
+    /// Allocates and attaches the channels of this process's slabs: each slab allocates the ones
+    /// it reads, in the planned transports, and an outbox for each neighbour on another rank; slab
+    /// s writes up into what slab s + 1 reads from below, and down into what slab s − 1 reads from
+    /// above (around the ring when z is periodic). Returns the messages of each step's exchange.
+    fn connect(
+        &mut self,
+        layout: &Layout,
+        transports: &[SlabTransports],
+    ) -> Result<Exchange, RuntimeError> {
+        let n = layout.slabs.len();
+        let local = self.local.clone();
+        let (up, down) = (|s: usize| (s + 1) % n, |s: usize| (s + n - 1) % n);
+        for &s in &local {
+            let [below, above] = transports[s];
+            // An outbox for each neighbour on another rank (above, below): it reads this slab's
+            // layer across.
+            let [from_below, from_above] = across(layout, s);
+            let outboxes = [from_above, from_below];
+            self.send(
                 s,
                 Command::Allocate {
-                    below: *below,
-                    above: *above,
+                    below,
+                    above,
+                    outboxes,
                 },
             )?;
         }
-        let channels = rt.collect(|_, r| match r {
-            Reply::Channels { below, above } => Ok((below, above)),
+        let allocated = self.collect_from(&local, |_, r| match r {
+            Reply::Channels {
+                below,
+                above,
+                outboxes,
+            } => Ok((below, above, outboxes)),
             other => Err(other),
         })?;
-        // Connection: slab s writes up into what slab s + 1 reads from below, and down into what
-        // slab s − 1 reads from above (around the ring when z is periodic).
-        for (s, slab) in slabs.iter().enumerate() {
-            let links = Links {
-                from_below: channels[s].0.clone(),
-                from_above: channels[s].1.clone(),
-                to_above: if slab.has_above() {
-                    channels[(s + 1) % n].0.clone()
-                } else {
-                    None
-                },
-                to_below: if slab.has_below() {
-                    channels[(s + n - 1) % n].1.clone()
-                } else {
-                    None
-                },
+        let mut channels = vec![None; n];
+        for (&s, c) in local.iter().zip(allocated) {
+            channels[s] = Some(c);
+        }
+        let reads = |s: usize, side: usize| {
+            channels[s]
+                .as_ref()
+                .and_then(|c| if side == 0 { c.0.clone() } else { c.1.clone() })
+        };
+        let mut exchange = Exchange::default();
+        for &s in &local {
+            let slab = &layout.slabs[s];
+            let (from_below, from_above, [out_above, out_below]) =
+                channels[s].clone().expect("allocated");
+            let to_above = match out_above {
+                Some(out) => {
+                    let tag = exchange_tag(up(s), 0);
+                    exchange.sends.push((out.clone(), layout.ranks[up(s)], tag));
+                    Some(out)
+                }
+                None if slab.has_above() => reads(up(s), 0),
+                None => None,
             };
-            rt.send(s, Command::Attach(links))?;
+            let to_below = match out_below {
+                Some(out) => {
+                    let tag = exchange_tag(down(s), 1);
+                    exchange
+                        .sends
+                        .push((out.clone(), layout.ranks[down(s)], tag));
+                    Some(out)
+                }
+                None if slab.has_below() => reads(down(s), 1),
+                None => None,
+            };
+            let [across_below, across_above] = across(layout, s);
+            if across_below {
+                let c = from_below.clone().expect("a channel from below");
+                exchange
+                    .recvs
+                    .push((c, layout.ranks[down(s)], exchange_tag(s, 0)));
+            }
+            if across_above {
+                let c = from_above.clone().expect("a channel from above");
+                exchange
+                    .recvs
+                    .push((c, layout.ranks[up(s)], exchange_tag(s, 1)));
+            }
+            let links = Links {
+                from_below,
+                from_above,
+                to_above,
+                to_below,
+            };
+            self.send(s, Command::Attach(links))?;
         }
         drop(channels);
-        rt.collect(|_, r| match r {
+        self.collect_from(&local, |_, r| match r {
             Reply::Attached => Ok(()),
             other => Err(other),
         })?;
-        Ok(rt)
+        Ok(exchange)
+    }
+
+    /// In a cluster job, carries the interface buffers of parity `t % 2` to the ranks that read
+    /// them (every rank's slabs meet at their barrier); nothing in one process.
+    fn flush(&mut self, t: u64) -> Result<(), RuntimeError> {
+        if self.cluster.is_none() {
+            return Ok(());
+        }
+        self.broadcast(|| Command::Flush { t })?;
+        self.collect(|_, r| match r {
+            Reply::Written => Ok(()),
+            other => Err(other),
+        })?;
+        Ok(())
     }
 
     pub fn devices(&self) -> &[DeviceInfo] {
@@ -722,7 +1061,8 @@ impl Runtime {
             other => Err(other),
         })?;
         self.step = step;
-        Ok(())
+        // What the modules published for the next step to read.
+        self.flush(step + 1)
     }
 
     fn broadcast(&mut self, cmd: impl Fn() -> Command) -> Result<(), RuntimeError> {
@@ -736,7 +1076,11 @@ impl Runtime {
         if self.failed {
             return Err(RuntimeError::Closed);
         }
-        if self.workers[s].commands.send(cmd).is_err() {
+        let sent = match &self.workers[s].commands {
+            Some(c) => c.send(cmd).is_ok(),
+            None => false,
+        };
+        if !sent {
             let err = self.lost(s);
             self.fail();
             return Err(err);
@@ -756,14 +1100,39 @@ impl Runtime {
     /// (which then come quickly), shuts every worker down and returns the first real error.
     fn collect<T>(
         &mut self,
+        accept: impl FnMut(usize, Reply) -> Result<T, Reply>,
+    ) -> Result<Vec<T>, RuntimeError> {
+        let all: Vec<usize> = (0..self.workers.len()).collect();
+        self.collect_from(&all, accept)
+    }
+
+    /// [`Self::collect`] from the workers of `slabs` (ascending), in that order. In a cluster job
+    /// the first failure also ends the job ([`Cluster::abort`]), so that no rank waits forever for
+    /// the failed one.
+    fn collect_from<T>(
+        &mut self,
+        slabs: &[usize],
         mut accept: impl FnMut(usize, Reply) -> Result<T, Reply>,
     ) -> Result<Vec<T>, RuntimeError> {
         let n = self.workers.len();
         let mut out: Vec<Option<T>> = (0..n).map(|_| None).collect();
-        let mut answered = vec![false; n];
+        // Slabs not asked count as answered.
+        let mut answered = vec![true; n];
+        for &s in slabs {
+            answered[s] = false;
+        }
         let mut first_error: Option<RuntimeError> = None;
-        let mut pending = n;
+        let mut pending = slabs.len();
+        // In a cluster job the other replies may never come after a failure: the job ends at once.
+        let mut ended = false;
+        let mut end_job = |e: &Option<RuntimeError>| {
+            if let (Some(e), Some(c), false) = (e, &self.cluster, ended) {
+                ended = true;
+                c.abort(&e.to_string(), exit_code(e));
+            }
+        };
         while pending > 0 {
+            end_job(&first_error);
             let (s, reply) = match self.replies.recv_timeout(Duration::from_millis(200)) {
                 Ok(r) => r,
                 Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
@@ -830,13 +1199,14 @@ impl Runtime {
                 }
             }
         }
+        end_job(&first_error);
         if let Some(e) = first_error {
             self.fail();
             return Err(e);
         }
-        Ok(out
-            .into_iter()
-            .map(|v| v.expect("every worker answered"))
+        Ok(slabs
+            .iter()
+            .map(|&s| out[s].take().expect("every worker answered"))
             .collect())
     }
 
@@ -849,7 +1219,9 @@ impl Runtime {
 
     fn join_all(&mut self) {
         for w in &self.workers {
-            let _ = w.commands.send(Command::Shutdown);
+            if let Some(c) = &w.commands {
+                let _ = c.send(Command::Shutdown);
+            }
         }
         for w in &mut self.workers {
             if let Some(h) = w.handle.take() {
@@ -868,6 +1240,175 @@ impl Drop for Runtime {
     fn drop(&mut self) {
         self.barrier.abort();
         self.join_all();
+    }
+}
+
+/// The exit status of a job ended by `e`: 2 where the devices refuse the case's geometry (bad
+/// input), 1 otherwise.
+fn exit_code(e: &RuntimeError) -> i32 {
+    match e {
+        RuntimeError::Device {
+            error: ComputeError::Geometry(_),
+            ..
+        } => 2,
+        _ => 1,
+    }
+}
+
+/// Whether the channels slab `s` reads from below and from above are written by another rank.
+fn across(layout: &Layout, s: usize) -> [bool; 2] {
+    let n = layout.slabs.len();
+    let slab = &layout.slabs[s];
+    [
+        slab.has_below() && layout.ranks[(s + n - 1) % n] != layout.ranks[s],
+        slab.has_above() && layout.ranks[(s + 1) % n] != layout.ranks[s],
+    ]
+}
+
+/// Refuses a layout the job cannot run: ranks it does not have, a rank without a slab, more slabs
+/// than the exchange's tags can name.
+fn check_layout(layout: &Layout, cluster: &dyn Cluster) -> Result<(), RuntimeError> {
+    let size = cluster.size();
+    if layout.slabs.len() > MAX_SLABS {
+        return Err(RuntimeError::Cluster(format!(
+            "{} slabs: a cluster job runs at most {MAX_SLABS}",
+            layout.slabs.len()
+        )));
+    }
+    if layout.rank_count() != size {
+        return Err(RuntimeError::Cluster(format!(
+            "the layout places slabs on {} ranks, and the job has {size}",
+            layout.rank_count()
+        )));
+    }
+    match (0..size).find(|r| !layout.ranks.contains(r)) {
+        Some(r) => Err(RuntimeError::Cluster(format!(
+            "rank {r} has no slab in the layout"
+        ))),
+        None => Ok(()),
+    }
+}
+
+fn cluster_error(e: &dyn std::fmt::Display) -> RuntimeError {
+    RuntimeError::Cluster(e.to_string())
+}
+
+/// The messages of one rank's step exchange: each outbox with its reader's rank and tag, each
+/// inbox with its writer's.
+#[derive(Default)]
+struct Exchange {
+    sends: Vec<(Arc<dyn Channel>, usize, Tag)>,
+    recvs: Vec<(Arc<dyn Channel>, usize, Tag)>,
+}
+
+/// The step hook of a rank of a cluster job: after step t, the halves of parity t % 2 of its
+/// outboxes go to their readers and those of its inboxes arrive, then every rank's stop decisions
+/// are joined.
+struct RankExchange {
+    cluster: Arc<dyn Cluster>,
+    exchange: Exchange,
+}
+
+impl RankExchange {
+    fn new(cluster: Arc<dyn Cluster>, exchange: Exchange) -> Self {
+        Self { cluster, exchange }
+    }
+}
+
+impl StepHook for RankExchange {
+    fn after_step(&self, t: u64, stop: bool) -> Result<bool, String> {
+        let parity = (t % 2) as usize;
+        // SAFETY: a channel's two buffers are its two halves (`Channel`'s layout). Between steps
+        // nothing else touches the buffers of parity t % 2: their writers finished (each module
+        // synchronised before the barrier) and their readers use them only in the next step, which
+        // starts after the hook returns; each buffer is one channel's, named once.
+        let half = |c: &Arc<dyn Channel>| unsafe {
+            let h = c.bytes() / 2;
+            (c.address().add(parity * h), h)
+        };
+        let sends: Vec<Outgoing> = self
+            .exchange
+            .sends
+            .iter()
+            .map(|(c, to, tag)| {
+                let (p, h) = half(c);
+                Outgoing {
+                    to: *to,
+                    tag: *tag,
+                    bytes: unsafe { std::slice::from_raw_parts(p, h) },
+                }
+            })
+            .collect();
+        let mut recvs: Vec<Incoming> = self
+            .exchange
+            .recvs
+            .iter()
+            .map(|(c, from, tag)| {
+                let (p, h) = half(c);
+                Incoming {
+                    from: *from,
+                    tag: *tag,
+                    bytes: unsafe { std::slice::from_raw_parts_mut(p, h) },
+                }
+            })
+            .collect();
+        self.cluster
+            .exchange(&sends, &mut recvs)
+            .map_err(|e| format!("exchange after step {t}: {e}"))?;
+        self.cluster
+            .any(stop)
+            .map_err(|e| format!("stop decision after step {t}: {e}"))
+    }
+}
+
+/// Rank 0's stand-in for the worker of slab `s` on rank `rank`: forwards each command as a
+/// message and hands its reply to the coordinator as a local worker would, starting with the
+/// report of the module's creation.
+fn proxy_main(
+    s: usize,
+    rank: usize,
+    cluster: &dyn Cluster,
+    commands: Receiver<Command>,
+    replies: Sender<(usize, Reply)>,
+) {
+    let tag = s as Tag;
+    let receive = || -> Reply {
+        let got = cluster
+            .recv(rank, tag)
+            .map_err(|e| e.to_string())
+            .and_then(|b| postcard::from_bytes(&b).map_err(|e| e.to_string()));
+        got.unwrap_or_else(|e| Reply::Failed(ComputeError::Device(format!("rank {rank}: {e}"))))
+    };
+    let _ = replies.send((s, receive()));
+    while let Ok(cmd) = commands.recv() {
+        let last = matches!(cmd, Command::Shutdown);
+        let sent = postcard::to_allocvec(&cmd)
+            .map_err(|e| e.to_string())
+            .and_then(|b| cluster.send(rank, tag, &b).map_err(|e| e.to_string()));
+        if last {
+            return;
+        }
+        let reply = match sent {
+            Ok(()) => receive(),
+            Err(e) => Reply::Failed(ComputeError::Device(format!("rank {rank}: {e}"))),
+        };
+        let _ = replies.send((s, reply));
+    }
+}
+
+/// A serving rank's feed of slab `s`'s worker: the coordinator's commands, until it shuts the
+/// worker down or the job ends.
+fn relay_main(s: usize, cluster: &dyn Cluster, commands: Sender<Command>) {
+    loop {
+        let cmd = cluster
+            .recv(0, s as Tag)
+            .ok()
+            .and_then(|b| postcard::from_bytes::<Command>(&b).ok())
+            .unwrap_or(Command::Shutdown);
+        let last = matches!(cmd, Command::Shutdown);
+        if commands.send(cmd).is_err() || last {
+            return;
+        }
     }
 }
 
@@ -940,10 +1481,24 @@ fn serve(
     stop: &AtomicBool,
 ) -> Reply {
     let r = match cmd {
-        Command::Allocate { below, above } => (|| {
+        Command::Allocate {
+            below,
+            above,
+            outboxes,
+        } => (|| {
             let below = below.map(|t| module.allocate_channel(t)).transpose()?;
             let above = above.map(|t| module.allocate_channel(t)).transpose()?;
-            Ok(Reply::Channels { below, above })
+            // Outboxes are host memory, which the exchange's messages read.
+            let mut outbox = |want: bool| {
+                want.then(|| module.allocate_channel(Transport::ZeroCopy))
+                    .transpose()
+            };
+            let outboxes = [outbox(outboxes[0])?, outbox(outboxes[1])?];
+            Ok(Reply::Channels {
+                below,
+                above,
+                outboxes,
+            })
         })(),
         Command::Attach(links) => module.attach(links).map(|_| Reply::Attached),
         Command::Run {
@@ -952,6 +1507,16 @@ fn serve(
             exchange,
             averaging,
         } => return run_steps(module, t0, steps, exchange, averaging, barrier, stop),
+        Command::Flush { t } => {
+            if let Err(e) = module.synchronize() {
+                return Reply::Failed(e);
+            }
+            return match barrier.wait_step(Some(t), &AtomicBool::new(false)) {
+                Ok(_) => Reply::Written,
+                Err(StepError::Aborted) => Reply::Aborted,
+                Err(StepError::Hook(e)) => Reply::Failed(ComputeError::Device(e)),
+            };
+        }
         Command::Fields => module.read_fields().map(|f| Reply::Fields(Box::new(f))),
         Command::ReadMeans => module.read_mean_sums().map(|m| Reply::Means(Box::new(m))),
         Command::WriteMeans(m) => module.write_mean_sums(&m).map(|_| Reply::Written),
@@ -1003,7 +1568,7 @@ fn run_steps(
             }
             times.compute += tic.elapsed();
             let tic = Instant::now();
-            match barrier.wait(stop) {
+            match barrier.wait_step(Some(t), stop) {
                 Ok(halt) => {
                     times.wait += tic.elapsed();
                     times.steps = k + 1;
@@ -1012,7 +1577,8 @@ fn run_steps(
                         break;
                     }
                 }
-                Err(Aborted) => return Reply::Aborted,
+                Err(StepError::Aborted) => return Reply::Aborted,
+                Err(StepError::Hook(e)) => return Reply::Failed(ComputeError::Device(e)),
             }
         } else {
             times.steps = k + 1;
@@ -1034,6 +1600,48 @@ fn run_steps(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn commands_and_replies_cross_ranks_as_messages_and_channels_do_not() {
+        let round = |c: &Command| {
+            let b = postcard::to_allocvec(c).unwrap();
+            postcard::from_bytes::<Command>(&b).unwrap()
+        };
+        assert!(matches!(
+            round(&Command::Flush { t: 7 }),
+            Command::Flush { t: 7 }
+        ));
+        let run = Command::Run {
+            t0: 3,
+            steps: 9,
+            exchange: true,
+            averaging: Some(Averaging { from: 2, every: 5 }),
+        };
+        assert!(matches!(
+            round(&run),
+            Command::Run {
+                t0: 3,
+                steps: 9,
+                exchange: true,
+                averaging: Some(Averaging { from: 2, every: 5 })
+            }
+        ));
+        let nodes = Command::ReadNodes(Arc::new(vec![4, 1 << 30]));
+        assert!(matches!(round(&nodes), Command::ReadNodes(n) if *n == vec![4, 1 << 30]));
+        assert!(matches!(round(&Command::Shutdown), Command::Shutdown));
+        let attach = Command::Attach(Links::default());
+        assert!(postcard::to_allocvec(&attach).is_err());
+        let reply = Reply::Failed(ComputeError::OutOfMemory("12 GiB".into()));
+        let b = postcard::to_allocvec(&reply).unwrap();
+        assert!(matches!(
+            postcard::from_bytes::<Reply>(&b).unwrap(),
+            Reply::Failed(ComputeError::OutOfMemory(m)) if m == "12 GiB"
+        ));
+        let mut f = Fields::zeros([2, 1, 1], 3);
+        f.rho = vec![1.5, f64::MIN_POSITIVE];
+        let b = postcard::to_allocvec(&Reply::Fields(Box::new(f.clone()))).unwrap();
+        assert!(matches!(postcard::from_bytes::<Reply>(&b).unwrap(), Reply::Fields(g) if *g == f));
+    }
 
     #[test]
     fn barrier_carries_one_stop_decision_and_aborts() {

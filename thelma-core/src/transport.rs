@@ -251,21 +251,37 @@ pub type SlabTransports = [Option<Transport>; 2];
 pub fn plan<E>(
     slabs: &[SlabSpec],
     devices: &[usize],
+    transport: impl FnMut(usize, usize) -> Result<Transport, E>,
+) -> Result<Vec<SlabTransports>, E> {
+    plan_ranked(slabs, devices, &vec![0; slabs.len()], transport)
+}
+
+/// [`plan`] for slabs on the ranks of a cluster job (`ranks`, slab order): a channel whose writer
+/// is on another rank is host memory ([`Transport::ZeroCopy`]), which that rank's messages fill
+/// after each step; the others are asked of `transport` as in one process.
+pub fn plan_ranked<E>(
+    slabs: &[SlabSpec],
+    devices: &[usize],
+    ranks: &[usize],
     mut transport: impl FnMut(usize, usize) -> Result<Transport, E>,
 ) -> Result<Vec<SlabTransports>, E> {
     let n = slabs.len();
+    let mut ask = |s: usize, w: usize| {
+        if ranks[s] == ranks[w] {
+            transport(devices[s], devices[w])
+        } else {
+            Ok(Transport::ZeroCopy)
+        }
+    };
     slabs
         .iter()
         .enumerate()
         .map(|(s, slab)| {
             let below = slab
                 .has_below()
-                .then(|| transport(devices[s], devices[(s + n - 1) % n]))
+                .then(|| ask(s, (s + n - 1) % n))
                 .transpose()?;
-            let above = slab
-                .has_above()
-                .then(|| transport(devices[s], devices[(s + 1) % n]))
-                .transpose()?;
+            let above = slab.has_above().then(|| ask(s, (s + 1) % n)).transpose()?;
             Ok([below, above])
         })
         .collect()

@@ -177,4 +177,7 @@ pub struct HardwareConfig {
     /// How the populations crossing an interface travel between slabs: `auto`, `zero-copy`,
     /// `device` or `peer` (`thelma_core::Transport`).
     pub transport: TransportChoice,
+    /// A layout file (`[[subdomain]]` list): which rank of a cluster job and which of its devices
+    /// runs each slab, instead of an even split over `devices`.
+    pub layout: Option<std::path::PathBuf>,
 }

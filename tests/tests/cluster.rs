@@ -1,0 +1,299 @@
+//! Cluster jobs (several ranks, as under MPI) run in one process over [`LocalCluster`], with the
+//! runtime's own protocol: rank 0 coordinates, the other ranks serve their slabs, interfaces
+//! between ranks travel as messages after each step. A job equals one slab bit for bit whatever
+//! the ranks and their slabs; a stop asked on any rank stops every rank after the same step; a
+//! failure on any rank ends the job with its message and never hangs it.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use thelma_compute::cuda::CudaFactory;
+use thelma_core::physics::Collision;
+use thelma_core::{
+    ComputeError, ComputeModule, Layout, LocalCluster, ModuleFactory, Placement, Precision,
+    Runtime, RuntimeError, SlabSpec, Transport, TransportRefused,
+};
+use thelma_tests::{
+    box_case, cpu_factory, domain, gpus, local_job, model, run_from_vortex, variant_case, Module,
+    VARIANTS,
+};
+
+/// The case's domain split evenly into `ranks.len()` slabs, slab s on rank `ranks[s]`.
+fn layout_of(case: &thelma_core::CaseConfig, ranks: &[usize]) -> Layout {
+    let slabs = SlabSpec::split(domain(case), ranks.len()).unwrap();
+    Layout {
+        devices: vec![0; slabs.len()],
+        ranks: ranks.to_vec(),
+        slabs,
+    }
+}
+
+/// Runs `f` on a thread and fails the test if it takes longer than a minute (a hung job).
+fn within_a_minute<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(Duration::from_secs(60))
+        .expect("the job hung")
+}
+
+#[test]
+fn ranks_equal_one_slab_bit_for_bit() {
+    // Slab placements: one slab per rank, runs of slabs per rank (uneven), and ranks alternating
+    // slab by slab so that every interface crosses ranks.
+    let placements: [&[usize]; 4] = [&[0, 1], &[0, 0, 1, 2, 2], &[0, 1, 0, 1], &[1, 0, 2]];
+    for periodic_z in [false, true] {
+        for (k, variant) in VARIANTS.iter().enumerate() {
+            let precision = [Precision::F32, Precision::F16, Precision::F64][k % 3];
+            let c = variant_case([16, 14, 23], periodic_z, *variant, precision);
+            let reference = run_from_vortex(Module::Cpu.runtime(&c, 1), &c, 60);
+            for ranks in placements {
+                let layout = layout_of(&c, ranks);
+                let c2 = c.clone();
+                let got = within_a_minute(move || {
+                    let per_rank = |r: usize| layout.ranks.iter().filter(|&&x| x == r).count();
+                    let (rt, servers) = local_job(&layout, |r| cpu_factory(&c2, per_rank(r)));
+                    let rt = rt.expect("the job starts");
+                    let out = run_from_vortex(rt, &c2, 60);
+                    for s in servers {
+                        s.join().unwrap().expect("a rank served to the end");
+                    }
+                    out
+                });
+                assert!(
+                    got == reference,
+                    "ranks {ranks:?} differ from one slab (periodic z {periodic_z}, {variant:?}, \
+                     {precision:?})"
+                );
+            }
+        }
+    }
+}
+
+/// On the CUDA module the channels between ranks are mapped host memory (outboxes and inboxes),
+/// which the kernels store into and load from as over zero-copy.
+#[test]
+#[ignore = "needs a CUDA device"]
+fn ranks_on_the_cuda_module_equal_one_slab_bit_for_bit() {
+    if gpus().is_none() {
+        return;
+    }
+    for periodic_z in [false, true] {
+        for (variant, precision) in [(VARIANTS[0], Precision::F32), (VARIANTS[3], Precision::F16)] {
+            let c = variant_case([24, 20, 23], periodic_z, variant, precision);
+            let reference = run_from_vortex(Module::Cuda.runtime(&c, 1), &c, 100);
+            for ranks in [&[0, 1][..], &[0, 1, 0, 1], &[1, 0, 2]] {
+                let layout = layout_of(&c, ranks);
+                let c2 = c.clone();
+                let got = within_a_minute(move || {
+                    let (rt, servers) = local_job(&layout, |_| {
+                        Arc::new(CudaFactory::new(model(&c2)).expect("CUDA is present"))
+                    });
+                    let out = run_from_vortex(rt.expect("the job starts"), &c2, 100);
+                    for s in servers {
+                        s.join().unwrap().expect("a rank served to the end");
+                    }
+                    out
+                });
+                assert!(
+                    got == reference,
+                    "cuda: ranks {ranks:?} differ from one slab (periodic z {periodic_z}, \
+                     {variant:?}, {precision:?})"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn the_coordinator_gathers_fields_and_devices_from_every_rank() {
+    let c = box_case(
+        [12, 10, 18],
+        [true, false, true],
+        0.05,
+        Collision::BGK,
+        Precision::F64,
+    );
+    let layout = layout_of(&c, &[0, 1, 1]);
+    let c2 = c.clone();
+    let (fields, devices, mass) = within_a_minute(move || {
+        let (rt, servers) = local_job(&layout, |r| cpu_factory(&c2, 1 + r));
+        let mut rt = rt.unwrap();
+        rt.run(25).unwrap();
+        let f = rt.fields().unwrap();
+        let d = rt.devices().to_vec();
+        let m = rt.health().unwrap().len();
+        rt.shutdown();
+        for s in servers {
+            s.join().unwrap().unwrap();
+        }
+        (f, d, m)
+    });
+    let mut one = Module::Cpu.runtime(&c, 1);
+    one.run(25).unwrap();
+    assert_eq!(fields, one.fields().unwrap());
+    assert_eq!(mass, 3);
+    assert_eq!(
+        devices.iter().map(|d| d.rank).collect::<Vec<_>>(),
+        [0, 1, 1]
+    );
+    // Slab 0 reads both neighbours across ranks (the z ring), slab 1 from below only.
+    assert_eq!(devices[0].across, [true, true]);
+    assert_eq!(devices[1].across, [true, false]);
+    assert_eq!(devices[2].across, [false, true]);
+}
+
+#[test]
+fn a_stop_asked_on_any_rank_stops_every_rank_after_the_same_step() {
+    let c = box_case(
+        [8, 8, 12],
+        [true, true, true],
+        0.05,
+        Collision::BGK,
+        Precision::F32,
+    );
+    let layout = layout_of(&c, &[0, 1, 2]);
+    let job = LocalCluster::job(3);
+    let stops: Vec<Arc<AtomicBool>> = (0..3).map(|_| Arc::new(AtomicBool::new(false))).collect();
+    // Rank 2's user pressed Ctrl-C before the run.
+    stops[2].store(true, Ordering::SeqCst);
+    let servers: Vec<_> = (1..3)
+        .map(|r| {
+            let (l, j, stop, f) = (
+                layout.clone(),
+                job[r].clone(),
+                stops[r].clone(),
+                cpu_factory(&c, 1),
+            );
+            std::thread::spawn(move || Runtime::serve(f, &l, j, stop))
+        })
+        .collect();
+    let (c2, j0, s0) = (c.clone(), job[0].clone(), stops[0].clone());
+    let st = within_a_minute(move || {
+        let mut rt = Runtime::start_cluster(cpu_factory(&c2, 1), &layout, j0, s0).unwrap();
+        let st = rt.run(100).unwrap();
+        rt.shutdown();
+        st
+    });
+    for s in servers {
+        s.join().unwrap().unwrap();
+    }
+    assert!(st.stopped);
+    assert_eq!(st.steps, 1);
+    assert!(st.workers.iter().all(|w| w.steps == 1 && w.stopped));
+}
+
+/// A CPU factory whose module for one slab cannot be created.
+struct Failing {
+    inner: Arc<dyn ModuleFactory>,
+    slab: usize,
+}
+
+impl ModuleFactory for Failing {
+    fn backend(&self) -> &'static str {
+        self.inner.backend()
+    }
+    fn placement(&self, device: usize, slab: &SlabSpec) -> Placement {
+        self.inner.placement(device, slab)
+    }
+    fn create(
+        &self,
+        device: usize,
+        slab: &SlabSpec,
+    ) -> Result<Box<dyn ComputeModule>, ComputeError> {
+        if slab.index == self.slab {
+            return Err(ComputeError::OutOfMemory(format!(
+                "slab {} does not fit (test)",
+                slab.index
+            )));
+        }
+        self.inner.create(device, slab)
+    }
+    fn transport(&self, reader: usize, writer: usize) -> Result<Transport, TransportRefused> {
+        self.inner.transport(reader, writer)
+    }
+}
+
+#[test]
+fn a_failure_on_a_serving_rank_ends_the_job_with_its_message() {
+    let c = box_case([8, 8, 16], [false; 3], 0.05, Collision::BGK, Precision::F32);
+    let layout = layout_of(&c, &[0, 1, 1, 2]);
+    // At creation: slab 2, on rank 1.
+    let (c2, l2) = (c.clone(), layout.clone());
+    let (err, served) = within_a_minute(move || {
+        let (rt, servers) = local_job(&l2, |_| {
+            Arc::new(Failing {
+                inner: cpu_factory(&c2, 2),
+                slab: 2,
+            })
+        });
+        let served: Vec<_> = servers.into_iter().map(|s| s.join().unwrap()).collect();
+        (rt.err().expect("the job fails"), served)
+    });
+    let m = err.to_string();
+    assert!(m.contains("slab 2 does not fit (test)"), "{m}");
+    assert!(served.iter().any(|s| s.is_err()), "{served:?}");
+
+    // In a command: rank 2 is asked for a node outside its slab, after 5 steps.
+    let (c2, l2) = (c.clone(), layout.clone());
+    let err = within_a_minute(move || {
+        let (rt, servers) = local_job(&l2, |_| cpu_factory(&c2, 2));
+        let mut rt = rt.unwrap();
+        rt.run(5).unwrap();
+        let nodes: Vec<Arc<Vec<u32>>> = (0..4)
+            .map(|s| Arc::new(vec![if s == 3 { 1 << 30 } else { 0 }]))
+            .collect();
+        let e = rt.read_nodes(&nodes).unwrap_err();
+        // The job is over: a later command fails at once, and every rank ends.
+        assert!(matches!(rt.run(1), Err(RuntimeError::Closed)));
+        drop(rt);
+        for s in servers {
+            let _ = s.join().unwrap();
+        }
+        e
+    });
+    let m = err.to_string();
+    assert!(m.contains("slab 3") && m.contains("outside a slab"), "{m}");
+}
+
+#[test]
+fn a_layout_the_job_cannot_run_is_refused() {
+    let c = box_case([8, 8, 8], [false; 3], 0.05, Collision::BGK, Precision::F32);
+    let job = LocalCluster::job(2);
+    let stop = Arc::new(AtomicBool::new(false));
+    // Three ranks named, two in the job.
+    let e = Runtime::start_cluster(
+        cpu_factory(&c, 1),
+        &layout_of(&c, &[0, 1, 2]),
+        job[0].clone(),
+        stop.clone(),
+    )
+    .err()
+    .unwrap();
+    assert_eq!(
+        e.to_string(),
+        "the layout places slabs on 3 ranks, and the job has 2"
+    );
+    // Rank 1 of three holds no slab.
+    let job3 = LocalCluster::job(3);
+    let e = Runtime::start_cluster(
+        cpu_factory(&c, 1),
+        &layout_of(&c, &[0, 2]),
+        job3[0].clone(),
+        stop.clone(),
+    )
+    .err()
+    .unwrap();
+    assert_eq!(e.to_string(), "rank 1 has no slab in the layout");
+    let e = Runtime::start_cluster(
+        cpu_factory(&c, 1),
+        &layout_of(&c, &[0, 1]),
+        job[1].clone(),
+        stop,
+    )
+    .err()
+    .unwrap();
+    assert_eq!(e.to_string(), "rank 1 serves slabs; rank 0 coordinates");
+}

@@ -1,0 +1,285 @@
+//! Layout files: which rank (process of a cluster job) and which of its devices runs each
+//! subdomain. A `[[subdomain]]` list, in nodes:
+//!
+//! ```toml
+//! [[subdomain]]
+//! origin = [0, 0, 0]
+//! size = [256, 256, 128]
+//! rank = 0
+//! device = 0
+//! ```
+//!
+//! Neighbours follow from positions. The subdomains must tile the case's domain; each is for now a
+//! slab of whole x–y planes (the engine cuts along z), and every rank of the job holds at least
+//! one. `thelma layout` writes a balanced one.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use thelma_core::{partition, Domain, Layout, SlabSpec};
+
+use crate::error::UsageError;
+
+/// `thelma layout`: a balanced layout file for a cluster job.
+#[derive(clap::Args, Debug)]
+pub struct LayoutArgs {
+    /// Lattice size: N for a cube, or NX,NY,NZ.
+    #[arg(long, value_name = "N|NX,NY,NZ", value_parser = crate::cli::parse_size, allow_hyphen_values = true)]
+    pub size: [usize; 3],
+    /// Ranks (processes, one per host as a rule).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub ranks: usize,
+    /// Devices per rank (GPUs of a host; CPU devices with --backend cpu).
+    #[arg(long, value_name = "G", default_value_t = 1)]
+    pub gpus: usize,
+    /// Where to write it (never overwritten); standard output when left out.
+    pub file: Option<PathBuf>,
+}
+
+/// Writes the balanced layout `args` asks for.
+pub fn write(args: &LayoutArgs) -> anyhow::Result<Option<PathBuf>> {
+    for (flag, v) in [("--ranks", args.ranks), ("--gpus", args.gpus)] {
+        if v == 0 {
+            return Err(UsageError::new(flag, "must be at least 1").into());
+        }
+    }
+    let domain = Domain::new(args.size, [false; 3]);
+    let text = LayoutFile::balanced(domain, args.ranks, args.gpus)?.to_toml(domain);
+    match &args.file {
+        None => {
+            print!("{text}");
+            Ok(None)
+        }
+        Some(path) => {
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(path)
+                .map_err(|e| UsageError::new("FILE", format!("{}: {e}", path.display())))?;
+            f.write_all(text.as_bytes())?;
+            Ok(Some(path.clone()))
+        }
+    }
+}
+
+/// A layout file as written.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LayoutFile {
+    pub subdomain: Vec<Subdomain>,
+}
+
+/// One subdomain: its first node and its extent (nodes), the rank running it and the device on
+/// that rank's host.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Subdomain {
+    pub origin: [usize; 3],
+    pub size: [usize; 3],
+    pub rank: usize,
+    pub device: usize,
+}
+
+fn bad(message: impl Into<String>) -> UsageError {
+    UsageError::new("--layout", message)
+}
+
+impl LayoutFile {
+    /// Reads and parses `path` (not yet checked against a domain).
+    pub fn read(path: &Path) -> Result<LayoutFile, UsageError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| bad(format!("cannot read {}: {e}", path.display())))?;
+        toml::from_str(&text).map_err(|e| {
+            let m = e.message().to_string();
+            bad(format!("{}: {m}", path.display()))
+        })
+    }
+
+    /// The runtime's layout of `domain`: the subdomains sorted along z, checked to tile it.
+    pub fn layout(&self, domain: Domain) -> Result<Layout, UsageError> {
+        let [nx, ny, nz] = domain.size;
+        if self.subdomain.is_empty() {
+            return Err(bad("no [[subdomain]]"));
+        }
+        let mut order: Vec<usize> = (0..self.subdomain.len()).collect();
+        order.sort_by_key(|&k| self.subdomain[k].origin[2]);
+        let mut z = 0;
+        for &k in &order {
+            let d = &self.subdomain[k];
+            let at = format!(
+                "subdomain {} (origin {:?}, size {:?})",
+                k + 1,
+                d.origin,
+                d.size
+            );
+            if d.size.contains(&0) {
+                return Err(bad(format!("{at}: an empty size")));
+            }
+            if (0..3).any(|a| d.origin[a] + d.size[a] > domain.size[a]) {
+                return Err(bad(format!(
+                    "{at} reaches beyond the domain of {nx}x{ny}x{nz} nodes"
+                )));
+            }
+            if d.origin[..2] != [0, 0] || d.size[..2] != [nx, ny] {
+                return Err(bad(format!(
+                    "{at} cuts x or y: subdomains are slabs of whole x-y planes ({nx}x{ny}), cut \
+                     along z only"
+                )));
+            }
+            match d.origin[2].cmp(&z) {
+                std::cmp::Ordering::Greater => {
+                    return Err(bad(format!(
+                        "planes z {z}..{} are in no subdomain",
+                        d.origin[2]
+                    )))
+                }
+                std::cmp::Ordering::Less => {
+                    return Err(bad(format!(
+                        "{at} overlaps another subdomain at plane z {}",
+                        d.origin[2]
+                    )))
+                }
+                std::cmp::Ordering::Equal => {}
+            }
+            z += d.size[2];
+        }
+        if z != nz {
+            return Err(bad(format!("planes z {z}..{nz} are in no subdomain")));
+        }
+        let count = order.len();
+        let ranks: Vec<usize> = order.iter().map(|&k| self.subdomain[k].rank).collect();
+        let top = ranks.iter().copied().max().unwrap_or(0);
+        if let Some(r) = (0..=top).find(|r| !ranks.contains(r)) {
+            return Err(bad(format!(
+                "rank {r} holds no subdomain (ranks 0 to {top} are named)"
+            )));
+        }
+        Ok(Layout {
+            slabs: order
+                .iter()
+                .enumerate()
+                .map(|(index, &k)| {
+                    let d = &self.subdomain[k];
+                    SlabSpec {
+                        index,
+                        count,
+                        domain,
+                        z: d.origin[2]..d.origin[2] + d.size[2],
+                    }
+                })
+                .collect(),
+            devices: order.iter().map(|&k| self.subdomain[k].device).collect(),
+            ranks,
+        })
+    }
+
+    /// A balanced layout of `domain` for `nodes` ranks with `gpus` devices each: one slab per
+    /// device, in rank order along z, the planes split as evenly as they go.
+    pub fn balanced(domain: Domain, nodes: usize, gpus: usize) -> Result<LayoutFile, UsageError> {
+        let [nx, ny, nz] = domain.size;
+        let ranges = partition(nz, nodes * gpus)
+            .map_err(|e| UsageError::new("--size", format!("{nodes} x {gpus} devices: {e}")))?;
+        Ok(LayoutFile {
+            subdomain: ranges
+                .into_iter()
+                .enumerate()
+                .map(|(s, z)| Subdomain {
+                    origin: [0, 0, z.start],
+                    size: [nx, ny, z.len()],
+                    rank: s / gpus,
+                    device: s % gpus,
+                })
+                .collect(),
+        })
+    }
+
+    /// The file's text, headed by a comment saying what it is for.
+    pub fn to_toml(&self, domain: Domain) -> String {
+        let [nx, ny, nz] = domain.size;
+        let ranks = self
+            .subdomain
+            .iter()
+            .map(|d| d.rank)
+            .max()
+            .map_or(0, |r| r + 1);
+        format!(
+            "# thelma layout: {nx}x{ny}x{nz} nodes over {ranks} rank(s), {} subdomain(s).\n\
+             # Run: mpirun -np {ranks} thelma run --layout FILE ...\n\n{}",
+            self.subdomain.len(),
+            toml::to_string(self).expect("a layout serialises")
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sub(z: usize, nz: usize, rank: usize, device: usize) -> Subdomain {
+        Subdomain {
+            origin: [0, 0, z],
+            size: [8, 6, nz],
+            rank,
+            device,
+        }
+    }
+
+    #[test]
+    fn a_balanced_layout_reads_back_as_the_same_slabs() {
+        let d = Domain::new([8, 6, 30], [false, false, true]);
+        let f = LayoutFile::balanced(d, 2, 3).unwrap();
+        let back: LayoutFile = toml::from_str(&f.to_toml(d)).unwrap();
+        assert_eq!(back, f);
+        let l = back.layout(d).unwrap();
+        assert_eq!(l.ranks, vec![0, 0, 0, 1, 1, 1]);
+        assert_eq!(l.devices, vec![0, 1, 2, 0, 1, 2]);
+        assert_eq!(l.slabs, SlabSpec::split(d, 6).unwrap());
+    }
+
+    #[test]
+    fn subdomains_in_any_order_and_of_any_thickness_become_slabs_along_z() {
+        let d = Domain::new([8, 6, 20], [false; 3]);
+        let f = LayoutFile {
+            subdomain: vec![sub(12, 8, 0, 1), sub(0, 5, 1, 0), sub(5, 7, 0, 0)],
+        };
+        let l = f.layout(d).unwrap();
+        assert_eq!(
+            l.slabs.iter().map(|s| s.z.clone()).collect::<Vec<_>>(),
+            vec![0..5, 5..12, 12..20]
+        );
+        assert_eq!(l.ranks, vec![1, 0, 0]);
+        assert_eq!(l.devices, vec![0, 0, 1]);
+        assert!(l.slabs.iter().all(|s| s.count == 3));
+    }
+
+    #[test]
+    fn a_layout_that_does_not_tile_the_domain_is_refused_naming_the_option() {
+        let d = Domain::new([8, 6, 20], [false; 3]);
+        let refuse = |subs: Vec<Subdomain>| {
+            LayoutFile { subdomain: subs }
+                .layout(d)
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            refuse(vec![sub(0, 5, 0, 0), sub(7, 13, 0, 0)]),
+            "--layout: planes z 5..7 are in no subdomain"
+        );
+        assert_eq!(
+            refuse(vec![sub(0, 15, 0, 0)]),
+            "--layout: planes z 15..20 are in no subdomain"
+        );
+        assert!(refuse(vec![sub(0, 10, 0, 0), sub(8, 12, 1, 0)]).contains("overlaps"));
+        assert!(refuse(vec![sub(0, 10, 0, 0), sub(10, 12, 1, 0)]).contains("beyond the domain"));
+        let mut cut = sub(0, 20, 0, 0);
+        cut.size[0] = 4;
+        assert!(refuse(vec![cut]).contains("cuts x or y"));
+        assert_eq!(
+            refuse(vec![sub(0, 10, 0, 0), sub(10, 10, 2, 0)]),
+            "--layout: rank 1 holds no subdomain (ranks 0 to 2 are named)"
+        );
+        assert_eq!(refuse(vec![]), "--layout: no [[subdomain]]");
+        assert!(refuse(vec![sub(0, 0, 0, 0)]).contains("an empty size"));
+    }
+}

@@ -1,0 +1,184 @@
+//! Cluster jobs over MPI (built with `--features mpi`; Open MPI's `mpirun`, which `scripts/setup`
+//! installs): `mpirun -np N thelma run` writes byte for byte what one process writes, whatever
+//! the layout, and a bad layout ends every rank with one line and status 2, writing nothing.
+#![cfg(feature = "mpi")]
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::thelma;
+
+fn mpirun(np: usize, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new("mpirun")
+        .args([
+            "--oversubscribe",
+            "--timeout",
+            "300",
+            "-np",
+            &np.to_string(),
+        ])
+        .arg(env!("CARGO_BIN_EXE_thelma"))
+        .args(args)
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        // Containers often forbid the cross-memory attach of Open MPI's shared-memory transport.
+        .env("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
+        .output()
+        .expect("mpirun runs (scripts/setup installs Open MPI)");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+/// Asserts that two runs' outputs are the same files with the same bytes, naming those that differ.
+fn assert_same(got: &[(String, Vec<u8>)], want: &[(String, Vec<u8>)], what: &str) {
+    let names = |f: &[(String, Vec<u8>)]| f.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
+    assert_eq!(names(got), names(want), "{what}: other files");
+    let differ: Vec<&String> = got
+        .iter()
+        .zip(want)
+        .filter(|(a, b)| a.1 != b.1)
+        .map(|(a, _)| &a.0)
+        .collect();
+    assert!(
+        differ.is_empty(),
+        "{what}: {differ:?} differ from one process's"
+    );
+}
+
+/// Every output file of a run but its summary (which holds timings) and its lock (which holds the
+/// process id), by name.
+fn outputs(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            !["summary.json", ".thelma.lock"].contains(&&*p.file_name().unwrap().to_string_lossy())
+        })
+        .map(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read(&p).unwrap())
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+const CASE: [&str; 6] = [
+    "run",
+    "--backend",
+    "cpu",
+    "--size",
+    "16,14,24",
+    "--threads=1",
+];
+
+#[test]
+fn ranks_write_what_one_process_writes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = |n: &str| tmp.path().join(n);
+    let run = |np: usize, extra: &[&str], out: &Path| {
+        let mut args: Vec<&str> = CASE.to_vec();
+        args.extend_from_slice(extra);
+        if !extra.contains(&"--steps") {
+            args.extend_from_slice(&["--steps", "40"]);
+        }
+        args.extend_from_slice(&["-o", out.to_str().unwrap()]);
+        let (code, stdout, stderr) = if np == 1 {
+            thelma(&args)
+        } else {
+            mpirun(np, &args)
+        };
+        assert_eq!(code, 0, "{np} rank(s) {extra:?}: {stdout}\n{stderr}");
+        stdout
+    };
+    run(1, &["--quiet"], &dir("one"));
+    let one = outputs(&dir("one"));
+    assert!(one.iter().any(|(n, _)| n.ends_with(".vti")), "{one:?}");
+
+    // An even split, one slab per rank; the exchange goes over MPI.
+    let stdout = run(2, &[], &dir("two"));
+    assert!(stdout.contains("exchange: mpi"), "{stdout}");
+    assert_same(&outputs(&dir("two")), &one, "2 ranks");
+
+    // Uneven subdomains in no order, rank 0 holding two (two CPU devices), ranks out of z order.
+    let layout = tmp.path().join("layout.toml");
+    std::fs::write(
+        &layout,
+        "[[subdomain]]\norigin = [0, 0, 5]\nsize = [16, 14, 7]\nrank = 0\ndevice = 0\n\n\
+         [[subdomain]]\norigin = [0, 0, 0]\nsize = [16, 14, 5]\nrank = 1\ndevice = 0\n\n\
+         [[subdomain]]\norigin = [0, 0, 16]\nsize = [16, 14, 8]\nrank = 0\ndevice = 1\n\n\
+         [[subdomain]]\norigin = [0, 0, 12]\nsize = [16, 14, 4]\nrank = 2\ndevice = 0\n",
+    )
+    .unwrap();
+    run(
+        3,
+        &["--quiet", "--layout", layout.to_str().unwrap()],
+        &dir("three"),
+    );
+    assert_same(&outputs(&dir("three")), &one, "3 ranks on a layout");
+
+    // A job's checkpoint at step 20, resumed by one process to step 40.
+    run(
+        2,
+        &["--quiet", "--steps", "20", "--checkpoint-every", "20"],
+        &dir("ck"),
+    );
+    let resumed = dir("resumed");
+    let (code, _, err) = thelma(&[
+        "run",
+        "--resume",
+        dir("ck").to_str().unwrap(),
+        "--steps",
+        "40",
+        "--quiet",
+        "-o",
+        resumed.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let last = |files: Vec<(String, Vec<u8>)>| {
+        files
+            .into_iter()
+            .filter(|(n, _)| n.ends_with(".vti"))
+            .max()
+            .expect("a .vti file")
+    };
+    assert!(
+        last(outputs(&resumed)) == last(one),
+        "a job's checkpoint resumed in one process differs from one process's run"
+    );
+}
+
+#[test]
+fn a_bad_layout_ends_every_rank_with_one_line_and_status_2() {
+    let tmp = tempfile::tempdir().unwrap();
+    let layout = tmp.path().join("layout.toml");
+    let (code, _, err) = thelma(&[
+        "layout",
+        "--size",
+        "16,14,24",
+        "--ranks",
+        "3",
+        layout.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let out = tmp.path().join("out");
+    let mut args: Vec<&str> = CASE.to_vec();
+    args.extend_from_slice(&[
+        "--layout",
+        layout.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let (code, _, err) = mpirun(2, &args);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--layout: the layout names 3 rank(s), and 2 process(es) run (mpirun -np 3)"),
+        "{err}"
+    );
+    assert!(!out.exists(), "a refused job wrote {}", out.display());
+}
