@@ -259,6 +259,41 @@ fn a_failure_on_a_serving_rank_ends_the_job_with_its_message() {
 }
 
 #[test]
+fn ranks_that_lay_the_domain_out_otherwise_are_refused_before_any_waits() {
+    let c = box_case([8, 8, 12], [false; 3], 0.05, Collision::BGK, Precision::F32);
+    // Rank 1 split the domain into three slabs (as from another device count), rank 0 into two.
+    let (ours, theirs) = (layout_of(&c, &[0, 1]), layout_of(&c, &[0, 1, 1]));
+    let (e, served) = within_a_minute(move || {
+        let job = LocalCluster::job(2);
+        let (j1, c1) = (job[1].clone(), c.clone());
+        let server = std::thread::spawn(move || {
+            Runtime::serve(
+                cpu_factory(&c1, 2),
+                &theirs,
+                j1,
+                Arc::new(AtomicBool::new(false)),
+            )
+        });
+        let e = Runtime::start_cluster(
+            cpu_factory(&c, 1),
+            &ours,
+            job[0].clone(),
+            Arc::new(AtomicBool::new(false)),
+        )
+        .err()
+        .expect("refused");
+        (e, server.join().unwrap())
+    });
+    assert_eq!(
+        e.to_string(),
+        "rank 1 lays the domain out as 8x8x12 in 3 slab(s) (z 0..4 on rank 0, z 4..8 on rank 1, \
+         z 8..12 on rank 1), rank 0 as 8x8x12 in 2 slab(s) (z 0..6 on rank 0, z 6..12 on rank 1): \
+         give every rank the same --devices count, or one --layout file"
+    );
+    assert!(served.is_err());
+}
+
+#[test]
 fn a_layout_the_job_cannot_run_is_refused() {
     let c = box_case([8, 8, 8], [false; 3], 0.05, Collision::BGK, Precision::F32);
     let job = LocalCluster::job(2);

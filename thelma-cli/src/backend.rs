@@ -27,12 +27,16 @@ pub struct Selection {
 }
 
 /// Refuses, before anything is allocated or written, a transport that cannot join two of the
-/// run's slabs (`--transport device` across GPUs, `peer` without peer access, a GPU transport on
+/// slabs of rank `rank` (0 outside a cluster job) (`--transport device` across GPUs, `peer` without peer access, a GPU transport on
 /// the CPU). A device list the partition refuses is left to `preflight`, which names it.
-pub fn check_transport(factory: &dyn ModuleFactory, layout: &Layout) -> Result<()> {
-    plan_ranked(&layout.slabs, &layout.devices, &layout.ranks, |r, w| {
-        factory.transport(r, w)
-    })
+pub fn check_transport(factory: &dyn ModuleFactory, layout: &Layout, rank: usize) -> Result<()> {
+    plan_ranked(
+        &layout.slabs,
+        &layout.devices,
+        &layout.ranks,
+        rank,
+        |r, w| factory.transport(r, w),
+    )
     .map_err(|e| {
         UsageError::new(
             "--transport",
@@ -107,7 +111,7 @@ pub fn select(case: &CaseConfig, params: ModelParams, job: Option<&Job>) -> Resu
     let factory = choice
         .factory(params, devices.len(), &tuning)
         .map_err(|e| UsageError::new("--backend", e.to_string()))?;
-    check_transport(factory.as_ref(), &layout)?;
+    check_transport(factory.as_ref(), &layout, rank)?;
     Ok(Selection {
         factory,
         devices,

@@ -38,30 +38,30 @@ impl Job {
     }
 }
 
-/// The number of processes the launcher started, where it says (Open MPI, and PMI launchers:
-/// MPICH's Hydra, Slurm's srun).
+/// Whether a launcher started this process as one of several: the count where it says (Open MPI,
+/// PMI launchers: MPICH's Hydra, Slurm's srun), `Some(0)` where only a PMIx launcher's rank says
+/// so (`srun --mpi=pmix`; MPI then tells the count).
 fn launched() -> Option<usize> {
     ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE"]
         .iter()
         .find_map(|k| std::env::var(k).ok()?.trim().parse().ok())
+        .or_else(|| std::env::var_os("PMIX_RANK").map(|_| 0))
 }
 
 /// The job this process is a rank of, when a launcher started several; `None` for one process.
 pub fn join() -> Result<Option<Job>, UsageError> {
     match launched() {
-        Some(n) if n > 1 => connect(n),
+        Some(n) if n != 1 => connect(n),
         _ => Ok(None),
     }
 }
 
 #[cfg(not(feature = "mpi"))]
-fn connect(n: usize) -> Result<Option<Job>, UsageError> {
+fn connect(_: usize) -> Result<Option<Job>, UsageError> {
     Err(UsageError::new(
         "mpirun",
-        format!(
-            "started as one of {n} processes, but this thelma was built without MPI (build it \
-             with `cargo build --release --features mpi`)"
-        ),
+        "started as one of several processes, but this thelma was built without MPI (build it \
+         with `cargo build --release --features mpi`)",
     ))
 }
 
@@ -95,8 +95,11 @@ fn connect(_: usize) -> Result<Option<Job>, UsageError> {
 
 #[cfg(feature = "mpi")]
 mod mpi_cluster {
-    use mpi::point_to_point::{Destination, Source};
-    use mpi::topology::SimpleCommunicator;
+    use std::time::Duration;
+
+    use mpi::point_to_point::{Destination, MatchedReceiveVec, Message, Source, Status};
+    use mpi::topology::{Process, SimpleCommunicator};
+    use mpi::traits::Equivalence;
     use mpi::traits::{Communicator, CommunicatorCollectives};
     use thelma_core::{Cluster, ClusterError, Incoming, Outgoing, Tag};
 
@@ -105,7 +108,9 @@ mod mpi_cluster {
 
     /// MPI_COMM_WORLD, initialised with MPI_THREAD_MULTIPLE. Messages longer than a gibibyte go in
     /// pieces after a header giving their length; one thread sends under each tag (the runtime's
-    /// proxies and relays are one per slab), so the pieces arrive in order.
+    /// proxies and relays are one per slab), so the pieces arrive in order. A thread waiting for a
+    /// message polls and sleeps rather than blocking in the library, whose blocking receives spin
+    /// and would take a core from the workers for the whole run.
     pub struct MpiCluster {
         pub rank: usize,
         pub size: usize,
@@ -113,6 +118,19 @@ mod mpi_cluster {
 
     fn world() -> SimpleCommunicator {
         SimpleCommunicator::world()
+    }
+
+    /// The next message from `p` under `tag`, waited for by probing: 20 µs, doubling to 2 ms
+    /// between probes (a command's reply is late by at most that).
+    fn polled(p: &Process<'_>, tag: Tag) -> (Message, Status) {
+        let mut nap = Duration::from_micros(20);
+        loop {
+            if let Some(found) = p.immediate_matched_probe_with_tag(tag) {
+                return found;
+            }
+            std::thread::sleep(nap);
+            nap = (nap * 2).min(Duration::from_millis(2));
+        }
     }
 
     impl Cluster for MpiCluster {
@@ -137,10 +155,10 @@ mod mpi_cluster {
         fn recv(&self, from: usize, tag: Tag) -> Result<Vec<u8>, ClusterError> {
             let w = world();
             let p = w.process_at_rank(from as i32);
-            let (len, _) = p.receive_with_tag::<u64>(tag);
+            let (len, _) = polled(&p, tag).0.matched_receive::<u64>();
             let mut out = Vec::with_capacity(len as usize);
             while out.len() < len as usize {
-                let (piece, _) = p.receive_vec_with_tag::<u8>(tag);
+                let (piece, _) = polled(&p, tag).matched_receive_vec::<u8>();
                 out.extend_from_slice(&piece);
             }
             Ok(out)
@@ -157,7 +175,9 @@ mod mpi_cluster {
                 )));
             }
             let w = world();
-            mpi::request::scope(|scope| {
+            let expected: Vec<(usize, usize)> =
+                recvs.iter().map(|i| (i.bytes.len(), i.from)).collect();
+            let short = mpi::request::scope(|scope| {
                 let mut pending = Vec::with_capacity(recvs.len());
                 for i in recvs.iter_mut() {
                     pending.push(
@@ -172,14 +192,26 @@ mod mpi_cluster {
                             .immediate_send_with_tag(scope, o.bytes, o.tag)
                     })
                     .collect();
-                for r in pending {
-                    r.wait();
+                let mut short = None;
+                for (r, &(want, from)) in pending.into_iter().zip(&expected) {
+                    let got = r.wait().count(u8::equivalent_datatype()) as usize;
+                    if got != want && short.is_none() {
+                        short = Some((got, want, from));
+                    }
                 }
                 for r in sent {
                     r.wait();
                 }
+                short
             });
-            Ok(())
+            match short {
+                // The ranks disagree on an interface: their cases differ.
+                Some((got, want, from)) => Err(ClusterError(format!(
+                    "{got} bytes of an interface from rank {from}, where {want} were expected: \
+                     do all ranks run the same case?"
+                ))),
+                None => Ok(()),
+            }
         }
 
         fn any(&self, flag: bool) -> Result<bool, ClusterError> {

@@ -64,7 +64,11 @@ fn run_in(args: RunArgs, job: Option<&thelma_cli::cluster::Job>) -> anyhow::Resu
     let resume = args.resume.clone();
     let (case, quiet) = args.into_case()?;
     let stop = Arc::new(AtomicBool::new(false));
-    stop_on_signals(stop.clone(), case.output.dir.clone());
+    stop_on_signals(
+        stop.clone(),
+        case.output.dir.clone(),
+        job.map(|j| j.cluster()),
+    );
     if let Some(job) = job.filter(|j| j.rank() > 0) {
         return serve_rank(&case, job, stop);
     }
@@ -259,19 +263,33 @@ fn run_in(args: RunArgs, job: Option<&thelma_cli::cluster::Job>) -> anyhow::Resu
 
 /// Ctrl-C, SIGTERM (a scheduler's or `timeout`'s) and SIGHUP all stop a run after the current step,
 /// with the outputs written; a second one while stopping exits at once with status 130, removing the
-/// temporary files of writes it cuts short.
-fn stop_on_signals(stop: Arc<AtomicBool>, dir: std::path::PathBuf) {
+/// temporary files of writes it cuts short. In a cluster job the first stops every rank after the
+/// same step, and the second ends every rank (a rank that just exited would leave the others
+/// waiting for it); only rank 0 speaks.
+fn stop_on_signals(
+    stop: Arc<AtomicBool>,
+    dir: std::path::PathBuf,
+    job: Option<Arc<dyn thelma_core::Cluster>>,
+) {
     // `nohup` leaves SIGHUP ignored: a run started so must not stop when its terminal closes.
     let ignored = signals::ignored();
+    let speaks = job.as_ref().is_none_or(|j| j.rank() == 0);
     let _ = ctrlc::set_handler(move || {
         if stop.swap(true, Ordering::SeqCst) {
-            thelma_cli::app::remove_temporaries(&dir);
+            if speaks {
+                thelma_cli::app::remove_temporaries(&dir);
+            }
+            if let Some(j) = &job {
+                j.abort("interrupted twice", 130);
+            }
             std::process::exit(130);
         }
-        warn_line!(
-            "interrupted: stopping after the current step and writing the outputs\n  \
-             (Ctrl-C again to abort)"
-        );
+        if speaks {
+            warn_line!(
+                "interrupted: stopping after the current step and writing the outputs\n  \
+                 (Ctrl-C again to abort)"
+            );
+        }
     });
     signals::ignore_again(&ignored);
 }

@@ -32,6 +32,10 @@ pub fn exchange_tag(reader: usize, side: usize) -> Tag {
 /// 32,767.
 const EXCHANGE_TAGS: Tag = 16_384;
 
+/// The tag of what ranks say before their slabs exist (their layouts), below the exchange's and
+/// above any slab's.
+pub(crate) const SETUP_TAG: Tag = EXCHANGE_TAGS - 1;
+
 /// The most slabs a job may have: every slab's two exchange tags must be valid MPI tags.
 pub const MAX_SLABS: usize = 8_191;
 

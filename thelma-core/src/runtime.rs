@@ -239,6 +239,9 @@ enum Reply {
     Created {
         describe: String,
         binding: Result<Binding, AffinityError>,
+        /// The transports a serving rank chose for the slab's channels (`None` from this process's
+        /// own workers, whose transports the coordinator planned).
+        transports: Option<SlabTransports>,
     },
     Attached,
     Ran(WorkerTimes),
@@ -407,6 +410,25 @@ impl Runtime {
             )));
         }
         check_layout(layout, cluster.as_ref())?;
+        // Every rank lays the domain out on its own (from its own device list or layout file):
+        // they must agree before any rank waits for another's slabs.
+        let ours = LayoutSummary::of(layout);
+        for r in 1..cluster.size() {
+            let theirs = cluster
+                .recv(r, SETUP_TAG)
+                .map_err(|e| e.to_string())
+                .and_then(|b| postcard::from_bytes::<LayoutSummary>(&b).map_err(|e| e.to_string()));
+            let refused = match theirs {
+                Ok(t) if t == ours => continue,
+                Ok(t) => format!(
+                    "rank {r} lays the domain out as {t}, rank 0 as {ours}: give every rank the \
+                     same --devices count, or one --layout file"
+                ),
+                Err(e) => format!("rank {r}: {e}"),
+            };
+            cluster.abort(&refused, 2);
+            return Err(RuntimeError::Cluster(refused));
+        }
         Self::start_layout_on(factory, layout, Some(cluster), stop)
     }
 
@@ -420,18 +442,22 @@ impl Runtime {
         // Creation: each worker (or proxy) reports its module.
         let all: Vec<usize> = (0..layout.slabs.len()).collect();
         let created = rt.collect_from(&all, |_, r| match r {
-            Reply::Created { describe, binding } => Ok((describe, binding)),
+            Reply::Created {
+                describe,
+                binding,
+                transports,
+            } => Ok((describe, binding, transports)),
             other => Err(other),
         })?;
         rt.devices = created
             .into_iter()
             .enumerate()
-            .map(|(s, (describe, binding))| DeviceInfo {
+            .map(|(s, (describe, binding, theirs))| DeviceInfo {
                 device: layout.devices[s],
                 slab: layout.slabs[s].clone(),
                 describe,
                 binding,
-                transports: transports[s],
+                transports: theirs.unwrap_or(transports[s]),
                 rank: layout.ranks[s],
                 across: across(layout, s),
             })
@@ -472,6 +498,11 @@ impl Runtime {
             tell_all(&refused(&e));
             return Err(e);
         }
+        let summary =
+            postcard::to_allocvec(&LayoutSummary::of(layout)).map_err(|e| cluster_error(&e))?;
+        cluster
+            .send(0, SETUP_TAG, &summary)
+            .map_err(|e| cluster_error(&e))?;
         let (mut rt, transports) = match Self::launch(factory, layout, Some(cluster.clone()), stop)
         {
             Ok(v) => v,
@@ -482,7 +513,9 @@ impl Runtime {
         };
         let set_up = rt
             .collect_from(&local, |_, r| match r {
-                Reply::Created { describe, binding } => Ok((describe, binding)),
+                Reply::Created {
+                    describe, binding, ..
+                } => Ok((describe, binding)),
                 other => Err(other),
             })
             .and_then(|created| Ok((created, rt.connect(layout, &transports)?)));
@@ -498,7 +531,11 @@ impl Runtime {
             }
         };
         for (&s, (describe, binding)) in local.iter().zip(created) {
-            let reply = Reply::Created { describe, binding };
+            let reply = Reply::Created {
+                describe,
+                binding,
+                transports: Some(transports[s]),
+            };
             let bytes = postcard::to_allocvec(&reply).map_err(|e| cluster_error(&e))?;
             cluster
                 .send(0, s as Tag, &bytes)
@@ -553,7 +590,7 @@ impl Runtime {
         let rank = cluster.as_ref().map_or(0, |c| c.rank());
         let slabs = &layout.slabs;
         // Every channel's transport, refused before any worker starts or allocates.
-        let transports = plan_transports(slabs, &layout.devices, &layout.ranks, |r, w| {
+        let transports = plan_transports(slabs, &layout.devices, &layout.ranks, rank, |r, w| {
             factory.transport(r, w)
         })
         .map_err(RuntimeError::Transport)?;
@@ -1255,6 +1292,47 @@ fn exit_code(e: &RuntimeError) -> i32 {
     }
 }
 
+/// The tag of each serving rank's first message: its [`LayoutSummary`].
+const SETUP_TAG: Tag = crate::cluster::SETUP_TAG;
+
+/// What every rank of a job must agree on before any waits for another's slabs: the domain, and
+/// each slab's planes and rank.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct LayoutSummary {
+    size: [usize; 3],
+    periodic: [bool; 3],
+    slabs: Vec<(usize, usize, usize)>,
+}
+
+impl LayoutSummary {
+    fn of(layout: &Layout) -> Self {
+        let d = layout.domain();
+        Self {
+            size: d.size,
+            periodic: d.periodic,
+            slabs: layout
+                .slabs
+                .iter()
+                .zip(&layout.ranks)
+                .map(|(s, &r)| (s.z.start, s.z.end, r))
+                .collect(),
+        }
+    }
+}
+
+impl std::fmt::Display for LayoutSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let [x, y, z] = self.size;
+        write!(f, "{x}x{y}x{z} in {} slab(s)", self.slabs.len())?;
+        let cuts: Vec<String> = self
+            .slabs
+            .iter()
+            .map(|(a, b, r)| format!("z {a}..{b} on rank {r}"))
+            .collect();
+        write!(f, " ({})", cuts.join(", "))
+    }
+}
+
 /// Whether the channels slab `s` reads from below and from above are written by another rank.
 fn across(layout: &Layout, s: usize) -> [bool; 2] {
     let n = layout.slabs.len();
@@ -1443,6 +1521,7 @@ fn worker_main(
             reply(Reply::Created {
                 describe: module.describe(),
                 binding,
+                transports: None,
             });
             module
         }

@@ -253,16 +253,19 @@ pub fn plan<E>(
     devices: &[usize],
     transport: impl FnMut(usize, usize) -> Result<Transport, E>,
 ) -> Result<Vec<SlabTransports>, E> {
-    plan_ranked(slabs, devices, &vec![0; slabs.len()], transport)
+    plan_ranked(slabs, devices, &vec![0; slabs.len()], 0, transport)
 }
 
-/// [`plan`] for slabs on the ranks of a cluster job (`ranks`, slab order): a channel whose writer
-/// is on another rank is host memory ([`Transport::ZeroCopy`]), which that rank's messages fill
-/// after each step; the others are asked of `transport` as in one process.
+/// [`plan`] on rank `rank` of a cluster job whose slabs run on `ranks` (slab order): the channels
+/// of this rank's slabs, each of the others' `[None, None]` (their ranks plan them on their own
+/// hosts). A channel whose writer is on another rank is host memory ([`Transport::ZeroCopy`]),
+/// which that rank's messages fill after each step; the others are asked of `transport` as in one
+/// process.
 pub fn plan_ranked<E>(
     slabs: &[SlabSpec],
     devices: &[usize],
     ranks: &[usize],
+    rank: usize,
     mut transport: impl FnMut(usize, usize) -> Result<Transport, E>,
 ) -> Result<Vec<SlabTransports>, E> {
     let n = slabs.len();
@@ -277,6 +280,9 @@ pub fn plan_ranked<E>(
         .iter()
         .enumerate()
         .map(|(s, slab)| {
+            if ranks[s] != rank {
+                return Ok([None, None]);
+            }
             let below = slab
                 .has_below()
                 .then(|| ask(s, (s + n - 1) % n))
@@ -343,6 +349,24 @@ mod tests {
                 "{e}"
             );
         }
+    }
+
+    #[test]
+    fn a_rank_plans_its_own_slabs_and_takes_host_memory_from_other_ranks() {
+        let ring = Domain::new([4, 4, 12], [false, false, true]);
+        let slabs = SlabSpec::split(ring, 4).unwrap();
+        let mut asked = Vec::new();
+        let p = plan_ranked(&slabs, &[0, 1, 0, 1], &[0, 0, 1, 1], 1, |r, w| {
+            asked.push((r, w));
+            Ok::<_, ()>(Transport::Peer)
+        })
+        .unwrap();
+        assert_eq!(p[0], [None, None]);
+        assert_eq!(p[1], [None, None]);
+        assert_eq!(p[2], [Some(Transport::ZeroCopy), Some(Transport::Peer)]);
+        assert_eq!(p[3], [Some(Transport::Peer), Some(Transport::ZeroCopy)]);
+        // Only this rank's pairs reach the factory (slab 2 reads slab 3, slab 3 reads slab 2).
+        assert_eq!(asked, vec![(0, 1), (1, 0)]);
     }
 
     #[test]
