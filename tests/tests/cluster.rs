@@ -118,7 +118,7 @@ fn the_coordinator_gathers_fields_and_devices_from_every_rank() {
     );
     let layout = layout_of(&c, &[0, 1, 1]);
     let c2 = c.clone();
-    let (fields, devices, mass) = within_a_minute(move || {
+    let (fields, devices, healths) = within_a_minute(move || {
         let (rt, servers) = local_job(&layout, |r| cpu_factory(&c2, 1 + r));
         let mut rt = rt.unwrap();
         rt.run(25).unwrap();
@@ -134,7 +134,7 @@ fn the_coordinator_gathers_fields_and_devices_from_every_rank() {
     let mut one = Module::Cpu.runtime(&c, 1);
     one.run(25).unwrap();
     assert_eq!(fields, one.fields().unwrap());
-    assert_eq!(mass, 3);
+    assert_eq!(healths, 3, "one health report per slab");
     assert_eq!(
         devices.iter().map(|d| d.rank).collect::<Vec<_>>(),
         [0, 1, 1]

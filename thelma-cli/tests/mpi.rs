@@ -128,6 +128,21 @@ fn ranks_write_what_one_process_writes() {
         &["--quiet", "--steps", "20", "--checkpoint-every", "20"],
         &dir("ck"),
     );
+    // ... and by four ranks, bit for bit too.
+    let (code, _, err) = mpirun(
+        4,
+        &[
+            "run",
+            "--resume",
+            dir("ck").to_str().unwrap(),
+            "--steps",
+            "40",
+            "--quiet",
+            "-o",
+            dir("resumed4").to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
     let resumed = dir("resumed");
     let (code, _, err) = thelma(&[
         "run",
@@ -147,10 +162,81 @@ fn ranks_write_what_one_process_writes() {
             .max()
             .expect("a .vti file")
     };
+    let one_last = last(one);
     assert!(
-        last(outputs(&resumed)) == last(one),
+        last(outputs(&resumed)) == one_last,
         "a job's checkpoint resumed in one process differs from one process's run"
     );
+    assert!(
+        last(outputs(&dir("resumed4"))) == one_last,
+        "a 2-rank checkpoint resumed on 4 ranks differs from one process's run"
+    );
+}
+
+/// The process of rank `rank` among the children of `parent` (from their environments).
+fn rank_pid(parent: u32, rank: usize) -> Option<u32> {
+    let want = format!("OMPI_COMM_WORLD_RANK={rank}");
+    std::fs::read_dir("/proc").ok()?.find_map(|e| {
+        let pid: u32 = e.ok()?.file_name().to_str()?.parse().ok()?;
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // The parent's pid is the 4th field, after the command in parentheses.
+        let ppid: u32 = stat
+            .rsplit(')')
+            .next()?
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()?;
+        let env = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+        let has = env.split(|&b| b == 0).any(|v| v == want.as_bytes());
+        (ppid == parent && has).then_some(pid)
+    })
+}
+
+#[test]
+fn a_rank_killed_mid_run_ends_every_rank_within_seconds() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let mut args: Vec<String> = CASE.iter().map(|s| s.to_string()).collect();
+    args.extend(["--re", "50", "--steps", "1000000", "--quiet", "-o"].map(String::from));
+    args.push(out.to_str().unwrap().into());
+    let mut child = Command::new("mpirun")
+        .args(["--oversubscribe", "--timeout", "300", "-np", "3"])
+        .arg(env!("CARGO_BIN_EXE_thelma"))
+        .args(&args)
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .env("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("mpirun runs");
+    // Rank 1, once the job runs.
+    let start = std::time::Instant::now();
+    let victim = loop {
+        if let Some(p) = rank_pid(child.id(), 1) {
+            break p;
+        }
+        assert!(start.elapsed().as_secs() < 60, "rank 1 never started");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    assert!(child.try_wait().unwrap().is_none(), "the job ended early");
+    let killed = std::time::Instant::now();
+    unsafe { libc::kill(victim as i32, libc::SIGKILL) };
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            killed.elapsed().as_secs() < 20,
+            "the job still runs 20 s after rank 1 was killed"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert!(!status.success());
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(err.contains("rank 1"), "{err}");
 }
 
 #[test]
