@@ -53,7 +53,14 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         let (code, line) = failure(e);
         let line = match job.rank() {
             0 => line,
-            r => format!("rank {r}: {line}"),
+            r => {
+                // Bad input is refused alike by every rank: rank 0's line ends the job, and this
+                // rank speaks only if rank 0 has not ended it by then (input only it refuses).
+                if code == 2 {
+                    std::thread::sleep(std::time::Duration::from_secs(10));
+                }
+                format!("rank {r}: {line}")
+            }
         };
         job.abort(&line, i32::from(code));
     }
