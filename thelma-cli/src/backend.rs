@@ -6,7 +6,7 @@ use std::sync::Arc;
 use anyhow::Result;
 use thelma_compute::{BackendError, Choice, ModelParams, Tuning};
 use thelma_core::{
-    plan_ranked, BackendName, CaseConfig, DeviceSpec, Domain, Layout, ModuleFactory,
+    plan_transports, BackendName, CaseConfig, DeviceSpec, Domain, Layout, ModuleFactory,
 };
 
 use crate::cluster::Job;
@@ -30,7 +30,7 @@ pub struct Selection {
 /// slabs of rank `rank` (0 outside a cluster job) (`--transport device` across GPUs, `peer` without peer access, a GPU transport on
 /// the CPU). A device list the partition refuses is left to `preflight`, which names it.
 pub fn check_transport(factory: &dyn ModuleFactory, layout: &Layout, rank: usize) -> Result<()> {
-    plan_ranked(
+    plan_transports(
         &layout.slabs,
         &layout.devices,
         &layout.ranks,

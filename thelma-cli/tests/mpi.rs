@@ -10,21 +10,27 @@ use std::process::Command;
 
 use common::thelma;
 
+/// `mpirun -np np thelma ARGS`, allowed to run as root and oversubscribed (CI has two cores).
+fn mpirun_command<S: AsRef<std::ffi::OsStr>>(np: usize, args: &[S]) -> Command {
+    let mut c = Command::new("mpirun");
+    c.args([
+        "--oversubscribe",
+        "--timeout",
+        "300",
+        "-np",
+        &np.to_string(),
+    ])
+    .arg(env!("CARGO_BIN_EXE_thelma"))
+    .args(args)
+    .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+    .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    // Containers often forbid the cross-memory attach of Open MPI's shared-memory transport.
+    .env("OMPI_MCA_btl_vader_single_copy_mechanism", "none");
+    c
+}
+
 fn mpirun(np: usize, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new("mpirun")
-        .args([
-            "--oversubscribe",
-            "--timeout",
-            "300",
-            "-np",
-            &np.to_string(),
-        ])
-        .arg(env!("CARGO_BIN_EXE_thelma"))
-        .args(args)
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        // Containers often forbid the cross-memory attach of Open MPI's shared-memory transport.
-        .env("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
+    let out = mpirun_command(np, args)
         .output()
         .expect("mpirun runs (scripts/setup installs Open MPI)");
     (
@@ -129,32 +135,28 @@ fn ranks_write_what_one_process_writes() {
         &dir("ck"),
     );
     // ... and by four ranks, bit for bit too.
-    let (code, _, err) = mpirun(
-        4,
-        &[
+    let resume = |np: usize, out: &Path| {
+        let (ck, out) = (dir("ck"), out.to_str().unwrap().to_string());
+        let args = [
             "run",
             "--resume",
-            dir("ck").to_str().unwrap(),
+            ck.to_str().unwrap(),
             "--steps",
             "40",
             "--quiet",
             "-o",
-            dir("resumed4").to_str().unwrap(),
-        ],
-    );
-    assert_eq!(code, 0, "{err}");
+            &out,
+        ];
+        let (code, _, err) = if np == 1 {
+            thelma(&args)
+        } else {
+            mpirun(np, &args)
+        };
+        assert_eq!(code, 0, "resumed on {np} rank(s): {err}");
+    };
     let resumed = dir("resumed");
-    let (code, _, err) = thelma(&[
-        "run",
-        "--resume",
-        dir("ck").to_str().unwrap(),
-        "--steps",
-        "40",
-        "--quiet",
-        "-o",
-        resumed.to_str().unwrap(),
-    ]);
-    assert_eq!(code, 0, "{err}");
+    resume(1, &resumed);
+    resume(4, &dir("resumed4"));
     let last = |files: Vec<(String, Vec<u8>)>| {
         files
             .into_iter()
@@ -200,13 +202,7 @@ fn a_rank_killed_mid_run_ends_every_rank_within_seconds() {
     let mut args: Vec<String> = CASE.iter().map(|s| s.to_string()).collect();
     args.extend(["--re", "50", "--steps", "1000000", "--quiet", "-o"].map(String::from));
     args.push(out.to_str().unwrap().into());
-    let mut child = Command::new("mpirun")
-        .args(["--oversubscribe", "--timeout", "300", "-np", "3"])
-        .arg(env!("CARGO_BIN_EXE_thelma"))
-        .args(&args)
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .env("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
+    let mut child = mpirun_command(3, &args)
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("mpirun runs");

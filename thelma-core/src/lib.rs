@@ -42,6 +42,6 @@ pub use runtime::{
     Aborted, Averaging, DeviceInfo, RunStats, Runtime, RuntimeError, StepBarrier, WorkerTimes,
 };
 pub use transport::{
-    channel_offset, gpu_transport, plan as plan_transports, plan_ranked, Channel, DevicePair,
-    Links, SlabTransports, Transport, TransportChoice, TransportRefused, UnknownTransport,
+    channel_offset, gpu_transport, plan as plan_transports, Channel, DevicePair, Links,
+    SlabTransports, Transport, TransportChoice, TransportRefused, UnknownTransport,
 };

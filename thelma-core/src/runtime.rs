@@ -24,7 +24,7 @@ use crate::compute::{
 use crate::domain::{Domain, PartitionError, SlabSpec};
 use crate::physics::{BodyLoad, ImmersedBodies, LeavesDomain};
 use crate::transport::{
-    plan_ranked as plan_transports, Channel, Links, SlabTransports, Transport, TransportRefused,
+    plan as plan_transports, Channel, Links, SlabTransports, Transport, TransportRefused,
 };
 
 /// A barrier for a fixed number of parties that can be aborted (waking every waiter with an error)
@@ -464,8 +464,10 @@ impl Runtime {
             .collect();
         let exchange = rt.connect(layout, &transports)?;
         if let Some(c) = &rt.cluster {
-            rt.barrier
-                .set_hook(Box::new(RankExchange::new(c.clone(), exchange)));
+            rt.barrier.set_hook(Box::new(RankExchange {
+                cluster: c.clone(),
+                exchange,
+            }));
             // What the modules published on attaching, for step 0 to read.
             rt.flush(1)?;
         }
@@ -521,8 +523,10 @@ impl Runtime {
             .and_then(|created| Ok((created, rt.connect(layout, &transports)?)));
         let created = match set_up {
             Ok((created, exchange)) => {
-                rt.barrier
-                    .set_hook(Box::new(RankExchange::new(cluster.clone(), exchange)));
+                rt.barrier.set_hook(Box::new(RankExchange {
+                    cluster: cluster.clone(),
+                    exchange,
+                }));
                 created
             }
             Err(e) => {
@@ -1385,12 +1389,6 @@ struct Exchange {
 struct RankExchange {
     cluster: Arc<dyn Cluster>,
     exchange: Exchange,
-}
-
-impl RankExchange {
-    fn new(cluster: Arc<dyn Cluster>, exchange: Exchange) -> Self {
-        Self { cluster, exchange }
-    }
 }
 
 impl StepHook for RankExchange {

@@ -245,23 +245,13 @@ impl Links {
 /// neighbour on that side).
 pub type SlabTransports = [Option<Transport>; 2];
 
-/// The transport of every channel of a run over `slabs` on `devices` (slab order), asked of
-/// `transport(reader, writer)`: slab s reads from below what slab s − 1 writes (slab n − 1 when z is
-/// periodic), and from above what slab s + 1 writes.
+/// The transport of every channel of rank `rank`'s slabs, for slabs on `devices` and `ranks` (slab
+/// order; all on rank 0 in one process), asked of `transport(reader, writer)`: slab s reads from
+/// below what slab s − 1 writes (slab n − 1 when z is periodic), and from above what slab s + 1
+/// writes. Each other rank's slab gets `[None, None]` (that rank plans it on its own host). A
+/// channel whose writer is on another rank is host memory ([`Transport::ZeroCopy`]), which that
+/// rank's messages fill after each step.
 pub fn plan<E>(
-    slabs: &[SlabSpec],
-    devices: &[usize],
-    transport: impl FnMut(usize, usize) -> Result<Transport, E>,
-) -> Result<Vec<SlabTransports>, E> {
-    plan_ranked(slabs, devices, &vec![0; slabs.len()], 0, transport)
-}
-
-/// [`plan`] on rank `rank` of a cluster job whose slabs run on `ranks` (slab order): the channels
-/// of this rank's slabs, each of the others' `[None, None]` (their ranks plan them on their own
-/// hosts). A channel whose writer is on another rank is host memory ([`Transport::ZeroCopy`]),
-/// which that rank's messages fill after each step; the others are asked of `transport` as in one
-/// process.
-pub fn plan_ranked<E>(
     slabs: &[SlabSpec],
     devices: &[usize],
     ranks: &[usize],
@@ -356,7 +346,7 @@ mod tests {
         let ring = Domain::new([4, 4, 12], [false, false, true]);
         let slabs = SlabSpec::split(ring, 4).unwrap();
         let mut asked = Vec::new();
-        let p = plan_ranked(&slabs, &[0, 1, 0, 1], &[0, 0, 1, 1], 1, |r, w| {
+        let p = plan(&slabs, &[0, 1, 0, 1], &[0, 0, 1, 1], 1, |r, w| {
             asked.push((r, w));
             Ok::<_, ()>(Transport::Peer)
         })
@@ -395,7 +385,7 @@ mod tests {
             })
         };
         let slabs = SlabSpec::split(open, 3).unwrap();
-        let p = plan(&slabs, &[0, 0, 1], ask).unwrap();
+        let p = plan(&slabs, &[0, 0, 1], &[0; 3], 0, ask).unwrap();
         assert_eq!(
             p,
             vec![
@@ -405,16 +395,16 @@ mod tests {
             ]
         );
         let slabs = SlabSpec::split(ring, 3).unwrap();
-        let p = plan(&slabs, &[0, 0, 1], ask).unwrap();
+        let p = plan(&slabs, &[0, 0, 1], &[0; 3], 0, ask).unwrap();
         assert_eq!(p[0][0], Some(Transport::Peer), "slab 0 reads slab 2 below");
         assert_eq!(p[2][1], Some(Transport::Peer), "slab 2 reads slab 0 above");
         let one = SlabSpec::split(ring, 1).unwrap();
         assert_eq!(
-            plan(&one, &[0], ask).unwrap(),
+            plan(&one, &[0], &[0], 0, ask).unwrap(),
             vec![[Some(Transport::Device); 2]]
         );
         // The first refusal ends the plan: slab 0 reads from slab 2, on GPU 1.
-        let refused = plan(&slabs, &[0, 0, 1], |r, w| {
+        let refused = plan(&slabs, &[0, 0, 1], &[0; 3], 0, |r, w| {
             if r == w {
                 Ok(Transport::Device)
             } else {
