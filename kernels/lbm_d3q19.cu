@@ -445,3 +445,51 @@ THELMA_NAME(accumulate_means_d3q19)(const store_t *__restrict__ a, const real *_
         sums[3 * n + p] += (double)u[2];
     }
 }
+
+// The live view's plane: per node of the plane normal to `axis` at slab-local `index` (row-major
+// over the plane's two other axes in increasing order, the first fastest), ρ = 1 + δρ, u and θ as
+// the host reads them (as accumulate_means computes them), rounded to float into
+// out[field·count + k] (ρ, u_x, u_y, u_z, θ); solid nodes get zeros. One thread per node of the
+// plane: a picture's worth of work, into a buffer the module keeps.
+extern "C" __global__ void __launch_bounds__(256)
+THELMA_NAME(plane_d3q19)(const store_t *__restrict__ a, const real *__restrict__ h,
+                         const thelma_index *__restrict__ index,
+                         const unsigned int *__restrict__ pal_mask, int nx, int ny, int nz,
+                         int axis, int at, float *__restrict__ out) {
+    const int sa = axis == 0 ? ny : nx;
+    const int sb = axis == 2 ? ny : nz;
+    const int count = sa * sb;
+    const int k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= count) return;
+    const int i = k % sa, j = k / sa;
+    const int x = axis == 0 ? at : i;
+    const int y = axis == 1 ? at : (axis == 0 ? i : j);
+    const int z = axis == 2 ? at : j;
+    const size_t n = (size_t)nx * ny * nz;
+    const size_t p = ((size_t)z * ny + y) * nx + x;
+    float rho = 0.0f, ux = 0.0f, uy = 0.0f, uz = 0.0f, t = 0.0f;
+    if (!(pal_mask[index[p]] & THELMA_SOLID_BIT)) {
+        const thelma_node<store_t> g{a + p, n};
+        real u[3];
+#ifdef THELMA_THERMAL
+        real hp[THELMA_QT], theta[1], F[3];
+#pragma unroll
+        for (int q = 0; q < THELMA_QT; q++) hp[q] = h[(size_t)q * n + p];
+        thelma_temperature(hp, theta);
+        thelma_coupled_force(theta[0], F);
+        thelma_stored_velocity(g, F, u);
+        t = (float)theta[0];
+#else
+        thelma_velocity(g, u);
+#endif
+        rho = (float)(1.0 + (double)thelma_density_excess(g));
+        ux = (float)u[0];
+        uy = (float)u[1];
+        uz = (float)u[2];
+    }
+    out[k] = rho;
+    out[count + k] = ux;
+    out[2 * count + k] = uy;
+    out[3 * count + k] = uz;
+    out[4 * count + k] = t;
+}

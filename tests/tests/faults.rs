@@ -11,7 +11,7 @@ use thelma_core::CaseConfig;
 use thelma_core::SlabSpec;
 use thelma_core::{
     ChangeSums, Channel, ComputeError, ComputeModule, Fields, Health, Links, MeanSums,
-    ModuleFactory, Placement, Transport, TransportChoice, TransportRefused,
+    ModuleFactory, Placement, PlaneFields, Transport, TransportChoice, TransportRefused,
 };
 use thelma_core::{Runtime, RuntimeError};
 use thelma_tests::{domain, model};
@@ -134,6 +134,12 @@ impl ComputeModule for FaultyModule {
     }
     fn write_populations(&mut self, b: &[u8], t: u64) -> Result<(), ComputeError> {
         self.inner.write_populations(b, t)
+    }
+    fn read_plane(&mut self, axis: usize, index: usize) -> Result<PlaneFields, ComputeError> {
+        self.inner.read_plane(axis, index)
+    }
+    fn set_wall_velocities(&mut self, walls: &[[f64; 3]]) -> Result<(), ComputeError> {
+        self.inner.set_wall_velocities(walls)
     }
 }
 

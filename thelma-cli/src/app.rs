@@ -2,7 +2,7 @@
 //! and convergence checks, then gather fields and write the results.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -19,6 +19,7 @@ use thelma_results::{wall_nusselt, Profile, WallNusselt};
 use thelma_results::{DeviceSummary, RunSummary, StopReason, Timings, UnitsReport};
 
 use crate::cluster::Job;
+use crate::live::{self, Due, LiveServer};
 use crate::outputs::Outputs;
 use crate::samples::{self, Samples};
 use crate::{backend, checkpoint, preflight, watchdog};
@@ -142,6 +143,19 @@ pub fn run_case_in(
     observer: &mut dyn FnMut(Event),
     job: Option<&Job>,
 ) -> Result<Outcome> {
+    run_case_live(case, resume, stop, observer, job, None)
+}
+
+/// [`run_case_in`], served live by `live` when given: it shows the run and steers it between runs
+/// of steps (`thelma run --live`).
+pub fn run_case_live(
+    case: &CaseConfig,
+    resume: Option<&Path>,
+    stop: Arc<AtomicBool>,
+    observer: &mut dyn FnMut(Event),
+    job: Option<&Job>,
+    mut live: Option<&mut LiveServer>,
+) -> Result<Outcome> {
     let started = Instant::now();
     let Prepared {
         lattice,
@@ -175,10 +189,20 @@ pub fn run_case_in(
     rt.set_immersed(immersed, uniform_force)?;
     // The last state known to be healthy on disk: the checkpoint resumed from, then each one saved.
     let mut saved: Option<(u64, PathBuf)> = None;
+    // The walls' velocities where the live view (of this run or of the one resumed) steered them:
+    // every checkpoint keeps them.
+    let mut steered: Option<Vec<[f64; 3]>> = None;
     if let Some((ck, path)) = resumed {
         ck.restore(&mut rt)?;
         saved = Some((ck.header.step, path));
+        steered.clone_from(&ck.header.walls);
     }
+    if let (Some(live), Some(w)) = (live.as_deref_mut(), &steered) {
+        live.resume_walls(w);
+    }
+    let dt = case.unit_scales().map(|u| u.dt);
+    // Steps per second of the last run of steps: the live view's pictures are timed by it.
+    let mut rate = 0.0;
     observer(Event::Started {
         lattice: &lattice,
         note: &sel.note,
@@ -252,7 +276,11 @@ pub fn run_case_in(
             .fold(target - rt.step(), u64::min);
         let chunk = outputs.clamp_chunk(rt.step(), chunk);
         let chunk = samples.clamp_chunk(rt.step(), chunk);
+        let chunk = live
+            .as_deref()
+            .map_or(chunk, |l| l.clamp_chunk(rt.step(), chunk, rate));
         let st = rt.run(chunk)?;
+        rate = chunk as f64 / st.wall.as_secs_f64().max(1e-9);
         tally.stepping += st.wall;
         for (k, w) in st.workers.iter().enumerate() {
             tally.compute[k] += w.compute;
@@ -305,7 +333,7 @@ pub fn run_case_in(
             && (at(every_checkpoint) || end)
             && saved.as_ref().is_none_or(|s| s.0 != step)
         {
-            checkpoint::save(&case.output.dir, case, &mut rt)?;
+            checkpoint::save(&case.output.dir, case, &mut rt, steered.as_deref())?;
             saved = Some((step, case.output.dir.join(checkpoint::FILE_NAME)));
         }
         tally.last_change = change.or(tally.last_change);
@@ -320,6 +348,33 @@ pub fn run_case_in(
                 mlups,
                 change,
             });
+        }
+        if let Some(live) = live.as_deref_mut() {
+            let figures = live::Figures {
+                step,
+                target,
+                mlups,
+                change: tally.last_change,
+                dt,
+                probes: samples.probe_speeds(),
+            };
+            let done = st.stopped || converged || step >= target;
+            if steer(
+                live,
+                &figures,
+                rate,
+                done,
+                SteerContext {
+                    case,
+                    rt: &mut rt,
+                    outputs: &mut outputs,
+                    saved: &mut saved,
+                    steered: &mut steered,
+                },
+            )? {
+                // Stopped from the page: one more step, then as Ctrl-C (outputs, checkpoint).
+                rt.stop_flag().store(true, Ordering::SeqCst);
+            }
         }
         if st.stopped || converged {
             break;
@@ -364,6 +419,10 @@ pub fn run_case_in(
     let mut summary = tally.summary(&rt, stop_reason, mass1, validation, &outputs);
     summary.forces = samples.finish()?;
     summary.nusselt = nusselt_walls(case, &lattice, &fields);
+    if let Some(live) = live {
+        summary.steering = live.log.clone();
+        live.end(rt.step(), stop_reason.describe());
+    }
     let last = summary.outputs.len() - 1;
     summary
         .outputs
@@ -377,6 +436,52 @@ pub fn run_case_in(
         fields,
         profiles,
     })
+}
+
+/// What steering may touch in the run loop.
+struct SteerContext<'a> {
+    case: &'a CaseConfig,
+    rt: &'a mut Runtime,
+    outputs: &'a mut Outputs,
+    saved: &'a mut Option<(u64, PathBuf)>,
+    steered: &'a mut Option<Vec<[f64; 3]>>,
+}
+
+/// Between two runs of steps: hands the live view its picture and figures, then applies the
+/// viewers' commands, waiting while paused (Ctrl-C still ends a pause). `true` when a viewer
+/// stopped the run. `done`: the run ends here anyway, so it does not wait in a pause.
+fn steer(
+    live: &mut LiveServer,
+    figures: &live::Figures,
+    rate: f64,
+    done: bool,
+    cx: SteerContext,
+) -> Result<bool> {
+    live.publish(cx.rt, figures, rate, false)?;
+    let step = cx.rt.step();
+    let mut stop = false;
+    loop {
+        for cmd in live.poll() {
+            let view = matches!(cmd, live::Steer::View { .. });
+            let wall = matches!(cmd, live::Steer::Wall { .. });
+            match live.apply(cmd, cx.rt, step)? {
+                Due::Write => cx.outputs.write(cx.rt)?,
+                Due::Checkpoint => {
+                    checkpoint::save(&cx.case.output.dir, cx.case, cx.rt, cx.steered.as_deref())?;
+                    *cx.saved = Some((step, cx.case.output.dir.join(checkpoint::FILE_NAME)));
+                }
+                Due::Stop => stop = true,
+                Due::Nothing if view => live.publish(cx.rt, figures, rate, true)?,
+                Due::Nothing => {}
+            }
+            if wall {
+                *cx.steered = Some(live.walls().to_vec());
+            }
+        }
+        if !live.paused() || stop || done || cx.rt.stop_flag().load(Ordering::SeqCst) {
+            return Ok(stop);
+        }
+    }
 }
 
 /// The Nusselt number of each face `[thermal] nusselt` names and of each `[[boundary]]` wall with
@@ -529,6 +634,7 @@ impl Tally<'_> {
                 .collect(),
             forces: Vec::new(),
             nusselt: Vec::new(),
+            steering: Vec::new(),
         }
     }
 }

@@ -72,6 +72,10 @@ pub struct Header {
     /// The states the time averages' sums after the populations hold; absent: no sums follow.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub means: Option<u64>,
+    /// The walls' velocities of every wall-velocity slot (lattice units) where the live view
+    /// steered them away from the case's; a resumed run moves them so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub walls: Option<Vec<[f64; 3]>>,
 }
 
 /// Fields of the time averages' sums for `case`: ρ, u_x, u_y, u_z, and θ with `[thermal]`.
@@ -137,6 +141,7 @@ pub fn write_to(
     step: u64,
     slabs: &[Vec<u8>],
     means: &[MeanSums],
+    walls: Option<&[[f64; 3]]>,
 ) -> std::io::Result<()> {
     let means = if means.first().is_some_and(|m| m.samples > 0) {
         means
@@ -153,6 +158,7 @@ pub fn write_to(
         stencil,
         case: case.clone(),
         means: means.first().map(|m| m.samples),
+        walls: walls.map(<[_]>::to_vec),
     };
     let total: usize = slabs.iter().map(Vec::len).sum();
     if total as u64 != header.data_bytes || slabs.iter().any(|s| s.len() % q != 0) {
@@ -207,7 +213,14 @@ pub fn write_to(
 
 /// Saves the runtime's current populations as `dir/checkpoint.thelma`, atomically: a failure or an
 /// interruption at any point leaves the previous checkpoint as it was.
-pub fn save(dir: &Path, case: &CaseConfig, rt: &mut Runtime) -> Result<()> {
+/// Saves the runtime's state at its step into `dir`, with the walls' velocities where the live
+/// view steered them (`walls`).
+pub fn save(
+    dir: &Path,
+    case: &CaseConfig,
+    rt: &mut Runtime,
+    walls: Option<&[[f64; 3]]>,
+) -> Result<()> {
     let slabs = rt.read_populations()?;
     let means = if case.output.average_from.is_some() {
         rt.slab_mean_sums()?
@@ -215,8 +228,10 @@ pub fn save(dir: &Path, case: &CaseConfig, rt: &mut Runtime) -> Result<()> {
         Vec::new()
     };
     let path = dir.join(FILE_NAME);
-    thelma_results::write_atomic(&path, |w| write_to(w, case, rt.step(), &slabs, &means))
-        .with_context(|| format!("cannot write the checkpoint {}", path.display()))
+    thelma_results::write_atomic(&path, |w| {
+        write_to(w, case, rt.step(), &slabs, &means, walls)
+    })
+    .with_context(|| format!("cannot write the checkpoint {}", path.display()))
 }
 
 fn read_header_from(r: &mut dyn Read) -> Result<(Header, Vec<u8>)> {
@@ -387,6 +402,9 @@ impl Checkpoint {
     pub fn restore(&self, rt: &mut Runtime) -> Result<()> {
         let slabs: Vec<SlabSpec> = rt.devices().iter().map(|d| d.slab.clone()).collect();
         rt.write_populations(self.slabs(&slabs), self.header.step)?;
+        if let Some(walls) = &self.header.walls {
+            rt.set_wall_velocities(walls)?;
+        }
         let Some(samples) = self.header.means else {
             return Ok(());
         };
@@ -463,7 +481,7 @@ mod tests {
         let c = case();
         let (whole, parts) = slabs(FLOW, 1.0);
         let path = dir.path().join(FILE_NAME);
-        thelma_results::write_atomic(&path, |w| write_to(w, &c, 77, &parts, &[])).unwrap();
+        thelma_results::write_atomic(&path, |w| write_to(w, &c, 77, &parts, &[], None)).unwrap();
         let ck = load(dir.path()).unwrap();
         assert_eq!(ck.header.step, 77);
         assert_eq!(ck.header.case, c);
@@ -522,7 +540,7 @@ mod tests {
         };
         let path = dir.path().join(FILE_NAME);
         let parts = [cut(0, 3), cut(3, 4)];
-        thelma_results::write_atomic(&path, |w| write_to(w, &c, 12, &parts, &[])).unwrap();
+        thelma_results::write_atomic(&path, |w| write_to(w, &c, 12, &parts, &[], None)).unwrap();
         let ck = load(&path).unwrap();
         assert_eq!(ck.header.stencil, "D3Q19+D3Q7");
         assert_eq!(ck.header.data_bytes, (THERMAL * n * 4) as u64);
@@ -541,7 +559,7 @@ mod tests {
         }
         // Flow-sized slabs do not make a thermal checkpoint.
         let (_, flow) = slabs(FLOW, 1.0);
-        let e = write_to(&mut Vec::new(), &c, 12, &flow, &[]).unwrap_err();
+        let e = write_to(&mut Vec::new(), &c, 12, &flow, &[], None).unwrap_err();
         assert!(e.to_string().contains("D3Q19+D3Q7"), "{e}");
     }
 
@@ -552,10 +570,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (flow, thermal) = (dir.path().join("flow"), dir.path().join("thermal"));
         let (_, parts) = slabs(FLOW, 1.0);
-        thelma_results::write_atomic(&flow, |w| write_to(w, &case(), 3, &parts, &[])).unwrap();
-        let (_, parts) = slabs(THERMAL, 1.0);
-        thelma_results::write_atomic(&thermal, |w| write_to(w, &thermal_case(), 3, &parts, &[]))
+        thelma_results::write_atomic(&flow, |w| write_to(w, &case(), 3, &parts, &[], None))
             .unwrap();
+        let (_, parts) = slabs(THERMAL, 1.0);
+        thelma_results::write_atomic(&thermal, |w| {
+            write_to(w, &thermal_case(), 3, &parts, &[], None)
+        })
+        .unwrap();
         let flow = read_header(&flow).unwrap();
         let thermal = read_header(&thermal).unwrap();
         assert_eq!(flow.stencil, "D3Q19");
@@ -575,7 +596,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(FILE_NAME);
         let (_, parts) = slabs(FLOW, 1.0);
-        thelma_results::write_atomic(&path, |w| write_to(w, &case(), 5, &parts, &[])).unwrap();
+        thelma_results::write_atomic(&path, |w| write_to(w, &case(), 5, &parts, &[], None))
+            .unwrap();
         let good = std::fs::read(&path).unwrap();
         // One flipped bit in the populations, a cut-off tail, a foreign file.
         let mut flipped = good.clone();
@@ -618,7 +640,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(FILE_NAME);
         let (first, parts) = slabs(FLOW, 1.0);
-        thelma_results::write_atomic(&path, |w| write_to(w, &case(), 10, &parts, &[])).unwrap();
+        thelma_results::write_atomic(&path, |w| write_to(w, &case(), 10, &parts, &[], None))
+            .unwrap();
         let (_, newer) = slabs(FLOW, 2.0);
         let err = thelma_results::write_atomic(&path, |w| {
             write_to(
@@ -630,6 +653,7 @@ mod tests {
                 20,
                 &newer,
                 &[],
+                None,
             )
         });
         assert!(err.is_err());

@@ -176,6 +176,55 @@ pub struct RunArgs {
     pub quiet: bool,
     #[command(flatten)]
     pub outputs: OutputArgs,
+    #[command(flatten)]
+    pub live: LiveArgs,
+}
+
+/// The live view's options of `thelma run`.
+#[derive(Args, Debug, Default, Clone)]
+pub struct LiveArgs {
+    /// Serve a live view while the run goes on, at ADDR (default 127.0.0.1:8088; port 0 picks a
+    /// free one): a plane of a chosen field, the run's figures and probes, pause, wall speeds,
+    /// outputs and checkpoints on demand, stop.
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = crate::live::DEFAULT_ADDR)]
+    pub live: Option<String>,
+    /// Allow --live on an address other machines can reach; every request must then carry the
+    /// access token printed when the run starts.
+    #[arg(long, requires = "live")]
+    pub live_remote: bool,
+    /// Steps between live pictures, at least. Default 10.
+    #[arg(
+        long,
+        value_name = "N",
+        requires = "live",
+        allow_negative_numbers = true
+    )]
+    pub live_every: Option<u64>,
+    /// Milliseconds between live pictures, at least (whichever of the two is later). Default 100.
+    #[arg(
+        long,
+        value_name = "MS",
+        requires = "live",
+        allow_negative_numbers = true
+    )]
+    pub live_ms: Option<u64>,
+}
+
+impl LiveArgs {
+    /// The live view's options, when `--live` is given.
+    pub fn options(&self) -> Result<Option<crate::live::LiveOptions>, UsageError> {
+        self.live
+            .as_deref()
+            .map(|a| {
+                crate::live::LiveOptions::new(
+                    a,
+                    self.live_remote,
+                    self.live_every.unwrap_or(10),
+                    self.live_ms.unwrap_or(100),
+                )
+            })
+            .transpose()
+    }
 }
 
 /// Output and physical-unit options of `thelma run`.

@@ -14,6 +14,7 @@ pub mod devices;
 pub mod error;
 pub mod init;
 pub mod layout;
+pub mod live;
 pub mod outputs;
 pub mod preflight;
 pub mod samples;

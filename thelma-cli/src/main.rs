@@ -8,9 +8,10 @@ use std::time::Instant;
 
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use thelma_cli::app::{run_case_in, serve_rank, Diverged, Event, UsageError};
+use thelma_cli::app::{run_case_live, serve_rank, Diverged, Event, UsageError};
 use thelma_cli::bench::{run_bench, BenchArgs};
 use thelma_cli::cli::RunArgs;
+use thelma_cli::live::LiveServer;
 use thelma_cli::{say, say_raw, warn_line};
 use thelma_core::{num, num_sig};
 use thelma_results::{clock as clock_text, wrap, Convergence, ProgressLine};
@@ -69,6 +70,7 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
 
 fn run_in(args: RunArgs, job: Option<&thelma_cli::cluster::Job>) -> anyhow::Result<()> {
     let resume = args.resume.clone();
+    let live = args.live.options()?;
     let (case, quiet) = args.into_case()?;
     let stop = Arc::new(AtomicBool::new(false));
     stop_on_signals(
@@ -79,13 +81,19 @@ fn run_in(args: RunArgs, job: Option<&thelma_cli::cluster::Job>) -> anyhow::Resu
     if let Some(job) = job.filter(|j| j.rank() > 0) {
         return serve_rank(&case, job, stop);
     }
+    // Bound before anything is written: a port in use is bad input. The address is printed even
+    // under --quiet (with its token, the only way in from elsewhere).
+    let mut live = live.map(|o| LiveServer::start(&o, &case)).transpose()?;
+    if let Some(l) = &live {
+        say!("live view: {}", l.url());
+    }
     // A bar on a terminal; plain lines when the output goes to a file or a pipe.
     let mut bar: Option<ProgressBar> = None;
     let mut clock = Instant::now();
     // The previous check's (step, change), for the ETA of a run to convergence.
     let mut previous: Option<(u64, f64)> = None;
     let total_nodes: usize = case.domain.size.iter().product();
-    let outcome = run_case_in(
+    let outcome = run_case_live(
         &case,
         resume.as_deref(),
         stop,
@@ -246,6 +254,7 @@ fn run_in(args: RunArgs, job: Option<&thelma_cli::cluster::Job>) -> anyhow::Resu
             }
         },
         job,
+        live.as_mut(),
     );
     if let Some(b) = bar {
         b.finish_and_clear();

@@ -40,10 +40,26 @@ pub struct Outputs {
     pub time: Duration,
 }
 
+/// How `case`'s lattice values map to the values it writes and shows: SI with `[units]` (pascals
+/// where they give a density), θ above the case's T₀.
+pub fn scales(case: &CaseConfig) -> Scales {
+    let density = case.units.as_ref().and_then(|p| p.density);
+    Scales {
+        t0: case.thermal.as_ref().map_or(0.0, |t| t.t0),
+        ..case.unit_scales().map_or(Scales::default(), |u| Scales {
+            spacing: u.dx,
+            velocity: u.velocity,
+            pressure: density.map_or(1.0, |rho| rho * u.velocity * u.velocity),
+            si: true,
+            pressure_si: density.is_some(),
+            t0: 0.0,
+        })
+    }
+}
+
 impl Outputs {
     pub fn new(case: &CaseConfig) -> Self {
         let units = case.unit_scales();
-        let density = case.units.as_ref().and_then(|p| p.density);
         Self {
             cfg: case.output.clone(),
             whole: case.domain.size,
@@ -68,17 +84,7 @@ impl Outputs {
                     }
                     a
                 },
-                scales: Scales {
-                    t0: case.thermal.as_ref().map_or(0.0, |t| t.t0),
-                    ..units.map_or(Scales::default(), |u| Scales {
-                        spacing: u.dx,
-                        velocity: u.velocity,
-                        pressure: density.map_or(1.0, |rho| rho * u.velocity * u.velocity),
-                        si: true,
-                        pressure_si: density.is_some(),
-                        t0: 0.0,
-                    })
-                },
+                scales: scales(case),
                 scalar: match case.numerics.precision.arithmetic() {
                     Precision::F64 => Scalar::F64,
                     _ => Scalar::F32,

@@ -254,6 +254,9 @@ pub struct Samples {
     probes_csv: Option<Csv>,
     /// Every force sample of this run.
     history: Vec<ForceSample>,
+    /// Each probe's name and speed at the last sample (what the live view plots).
+    names: Vec<String>,
+    speeds: Vec<f64>,
     dir: PathBuf,
     /// Files written, relative to the output folder.
     pub written: Vec<String>,
@@ -401,6 +404,13 @@ impl Samples {
             forces_csv,
             probes_csv,
             history: Vec::new(),
+            names: case
+                .probe
+                .iter()
+                .enumerate()
+                .map(|(k, p)| p.name.clone().unwrap_or_else(|| format!("probe{k}")))
+                .collect(),
+            speeds: Vec::new(),
             dir,
             written,
         })
@@ -416,6 +426,15 @@ impl Samples {
             .into_iter()
             .filter(|&k| k > 0)
             .fold(chunk, |c, k| c.min((step / k + 1) * k - step))
+    }
+
+    /// Each probe's name and speed at the last sample (in the CSV's unit); empty before one.
+    pub fn probe_speeds(&self) -> Vec<(String, f64)> {
+        self.names
+            .iter()
+            .cloned()
+            .zip(self.speeds.iter().copied())
+            .collect()
     }
 
     /// Samples what is due at the runtime's current step.
@@ -472,6 +491,7 @@ impl Samples {
             });
         }
         if probes {
+            self.speeds.clear();
             let mut row = format!("{step},{time}");
             for &(s, k) in &self.probes {
                 let at = k * stride + Q;
@@ -486,6 +506,8 @@ impl Samples {
                 let m = stored_macroscopic(&node(s, k), theta.map_or(self.force, |t| Some(t.1)));
                 let p = m.drho / 3.0 * self.to_pressure;
                 let u = m.u.map(|v| v * self.to_velocity);
+                self.speeds
+                    .push((u[0] * u[0] + u[1] * u[1] + u[2] * u[2]).sqrt());
                 row += &format!(",{p:e},{:e},{:e},{:e}", u[0], u[1], u[2]);
                 if let (Some(t0), Some((theta, _))) = (self.t0, theta) {
                     row += &format!(",{:e}", t0 + theta);

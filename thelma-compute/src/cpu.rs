@@ -25,14 +25,15 @@ use thelma_core::physics::{
 use thelma_core::SlabSpec;
 use thelma_core::{
     channel_offset, ChangeSums, Channel, ComputeError, ComputeModule, Fields, Health, Links,
-    MeanSums, ModuleFactory, Placement, Transport, TransportChoice, TransportRefused, WALL_SLOTS,
+    MeanSums, ModuleFactory, Placement, PlaneFields, Transport, TransportChoice, TransportRefused,
+    WALL_SLOTS,
 };
 use thelma_core::{Half12, Real, ScaledHalf, Stored};
-use thelma_geometry::{LinkRule, NodeFlags};
+use thelma_geometry::{FlagPalette, LinkRule, NodeFlags};
 
 use crate::fields::{
     check_mean_shape, fields_from_populations, health_of_populations, initial_populations,
-    no_means, velocity_change_of_populations,
+    no_means, plane_from_populations, velocity_change_of_populations,
 };
 use crate::params::ModelParams;
 
@@ -329,6 +330,8 @@ pub struct CpuModule<T: Real + Arith<Scalar = T>, S: Stored<Arith = T> = T> {
     slab: SlabSpec,
     index: Vec<u16>,
     palette: Vec<Entry<T>>,
+    /// The geometry's palette, from which the entries' terms are rebuilt when the walls move.
+    flag_palette: FlagPalette,
     params: ModelParams,
     coeff: Coefficients<T>,
     /// The body force in the run's precision, when the model has one.
@@ -411,6 +414,7 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> CpuModule<T, S> {
             slab,
             index: flags.index,
             palette,
+            flag_palette: flags.palette,
             coeff: Coefficients::new(&params.model, |_, x| T::of(x)),
             force: params.model.force.map(|f| f.map(T::of)),
             params: params.clone(),
@@ -1376,6 +1380,37 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> ComputeModule for CpuMod
             bytes.extend_from_slice(th.bytes());
         }
         Ok(bytes)
+    }
+
+    fn read_plane(&mut self, axis: usize, index: usize) -> Result<PlaneFields, ComputeError> {
+        let solid = |p: usize| self.palette[self.index[p] as usize].solid;
+        let uniform = self.force;
+        let th = self.thermal.as_ref();
+        let nf = self.node_forces.as_ref();
+        let force = |p: usize| match (th, nf) {
+            (Some(th), _) => Some(th.force_at(p)),
+            (None, Some(nf)) => Some(nf.force.each_ref().map(|f| f[p])),
+            (None, None) => uniform,
+        };
+        let theta = th.map(|th| move |p: usize| th.theta(p).to_f64());
+        plane_from_populations(
+            &self.slab,
+            &self.a,
+            (axis, index),
+            solid,
+            force,
+            theta.as_ref().map(|f| f as &dyn Fn(usize) -> f64),
+        )
+    }
+
+    fn set_wall_velocities(&mut self, walls: &[[f64; 3]]) -> Result<(), ComputeError> {
+        let terms = self.flag_palette.terms(walls).ok_or_else(|| {
+            ComputeError::Invalid(format!("{} wall velocities for more slots", walls.len()))
+        })?;
+        for (e, t) in self.palette.iter_mut().zip(terms) {
+            e.term = t.map(T::of);
+        }
+        Ok(())
     }
 
     fn read_nodes(&mut self, nodes: &[u32]) -> Result<Vec<f64>, ComputeError> {

@@ -6,7 +6,7 @@ use thelma_core::physics::d3q19::Q;
 use thelma_core::physics::{equilibrium, stored_macroscopic, Arith};
 use thelma_core::InitialState;
 use thelma_core::SlabSpec;
-use thelma_core::{ChangeSums, ComputeError, Fields, Health, MeanSums};
+use thelma_core::{plane_axes, ChangeSums, ComputeError, Fields, Health, MeanSums, PlaneFields};
 use thelma_core::{Real, Stored};
 
 /// The shifted populations `[i][z][y][x]` of a slab starting at the equilibrium of `init`'s state
@@ -112,6 +112,69 @@ pub(crate) fn fields_from_populations<T: Real + Arith<Scalar = T>, S: Stored<Ari
             }
         });
     out
+}
+
+/// The slab-local nodes of the plane `axis = index` (slab-local), in [`PlaneFields`] order: the
+/// plane's first axis fastest.
+pub(crate) fn plane_nodes(slab: &SlabSpec, axis: usize, index: usize) -> ([usize; 2], Vec<usize>) {
+    let size = [slab.nx(), slab.ny(), slab.nz()];
+    let [a, b] = plane_axes(axis);
+    let mut nodes = Vec::with_capacity(size[a] * size[b]);
+    for j in 0..size[b] {
+        for i in 0..size[a] {
+            let mut c = [0; 3];
+            c[axis] = index;
+            c[a] = i;
+            c[b] = j;
+            nodes.push((c[2] * size[1] + c[1]) * size[0] + c[0]);
+        }
+    }
+    ([size[a], size[b]], nodes)
+}
+
+/// The plane `axis = index` (slab-local) of a slab from its shifted populations `g`, each node as
+/// [`fields_from_populations`] computes it, rounded to `f32`; θ from `theta` where given.
+pub(crate) fn plane_from_populations<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>>(
+    slab: &SlabSpec,
+    g: &[S],
+    (axis, index): (usize, usize),
+    solid: impl Fn(usize) -> bool,
+    force: impl Fn(usize) -> Option<[T; 3]>,
+    theta: Option<&dyn Fn(usize) -> f64>,
+) -> Result<PlaneFields, ComputeError> {
+    let size = [slab.nx(), slab.ny(), slab.nz()];
+    if axis > 2 || index >= size[axis] {
+        return Err(ComputeError::Invalid(format!(
+            "plane {} = {index} outside a slab of {size:?} nodes",
+            ["x", "y", "z"].get(axis).unwrap_or(&"?")
+        )));
+    }
+    let n = slab.nodes();
+    let (dims, nodes) = plane_nodes(slab, axis, index);
+    let mut out = PlaneFields {
+        axis,
+        size: dims,
+        ..PlaneFields::default()
+    };
+    for &p in &nodes {
+        let s = solid(p);
+        let (rho, u) = if s {
+            (0.0, [0.0; 3])
+        } else {
+            let node: [T; Q] = std::array::from_fn(|i| g[i * n + p].load());
+            let m = stored_macroscopic(&node, force(p));
+            (1.0 + m.drho.to_f64(), m.u.map(|v| v.to_f64()))
+        };
+        out.rho.push(rho as f32);
+        out.ux.push(u[0] as f32);
+        out.uy.push(u[1] as f32);
+        out.uz.push(u[2] as f32);
+        out.solid.push(s);
+        if let Some(theta) = theta {
+            out.temperature.push(if s { 0.0 } else { theta(p) as f32 });
+        }
+    }
+    Ok(out)
 }
 
 /// The convergence measure of a slab's shifted populations `g`: over its fluid nodes, Σ |u − u_prev|²

@@ -119,6 +119,64 @@ impl Fields {
     }
 }
 
+/// The axes across a plane normal to `axis`, in increasing order: the plane's first (fastest) and
+/// second axes ([`PlaneFields`]).
+pub fn plane_axes(axis: usize) -> [usize; 2] {
+    match axis {
+        0 => [1, 2],
+        1 => [0, 2],
+        _ => [0, 1],
+    }
+}
+
+/// The nodes of a slab on one plane normal to an axis: what the live view draws, made where the
+/// populations are ([`ComputeModule::read_plane`]) so that only the plane leaves the device.
+///
+/// Values are `f32` (a picture's precision, half the bytes of `f64`), row-major over the plane's
+/// two axes ([`plane_axes`]), the first fastest.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PlaneFields {
+    /// The axis the plane is normal to.
+    pub axis: usize,
+    /// Nodes along the plane's first and second axes.
+    pub size: [usize; 2],
+    pub rho: Vec<f32>,
+    pub ux: Vec<f32>,
+    pub uy: Vec<f32>,
+    pub uz: Vec<f32>,
+    /// θ = T − T₀ where the case couples a temperature lattice; empty otherwise.
+    pub temperature: Vec<f32>,
+    pub solid: Vec<bool>,
+}
+
+impl PlaneFields {
+    /// An empty plane normal to `axis` (no nodes): what a slab without a z-plane answers.
+    pub fn empty(axis: usize) -> Self {
+        Self {
+            axis,
+            ..Default::default()
+        }
+    }
+
+    /// The parts of one plane held by the slabs, in z order, joined: along z for x- and y-planes
+    /// (their second axis), the one non-empty part for a z-plane.
+    pub fn concat(parts: Vec<PlaneFields>) -> PlaneFields {
+        let mut it = parts.into_iter().filter(|p| !p.rho.is_empty());
+        let mut all = it.next().unwrap_or_default();
+        for p in it {
+            debug_assert_eq!(p.size[0], all.size[0], "planes of other widths");
+            all.size[1] += p.size[1];
+            all.rho.extend(p.rho);
+            all.ux.extend(p.ux);
+            all.uy.extend(p.uy);
+            all.uz.extend(p.uz);
+            all.temperature.extend(p.temperature);
+            all.solid.extend(p.solid);
+        }
+        all
+    }
+}
+
 /// The running sums of a slab's time average: over `samples` sampled states, the sum of each
 /// field as [`ComputeModule::read_fields`] reports it (ρ, u, and θ with a temperature lattice),
 /// added node by node in f64 in the order sampled, so that every slab layout sums the same values
@@ -353,6 +411,18 @@ pub trait ComputeModule {
 
     /// Replaces the running sums (a restart; the slab's shape, θ's sum with a temperature lattice).
     fn write_mean_sums(&mut self, sums: &MeanSums) -> Result<(), ComputeError>;
+
+    /// ρ, u and θ of the slab-local nodes whose coordinate along `axis` is `index` (slab-local),
+    /// computed as [`read_fields`](Self::read_fields) computes them but only there, and rounded to
+    /// `f32`: the live view's picture, at the cost of one plane.
+    fn read_plane(&mut self, axis: usize, index: usize) -> Result<PlaneFields, ComputeError>;
+
+    /// Moves the walls of every wall-velocity slot (the geometry's table, in lattice units) at the
+    /// velocities `walls` from the next step on: steering a lid, a moving wall or a velocity inlet.
+    /// The modules rebuild their bounce-back terms as the geometry builds them
+    /// (`thelma_geometry::Geometry::wall_terms`), so that a run resumed with the same table steps
+    /// bit for bit as the one steered.
+    fn set_wall_velocities(&mut self, walls: &[[f64; 3]]) -> Result<(), ComputeError>;
 
     /// Replaces the current populations (same layout as [`read_populations`](Self::read_populations)) and
     /// republishes the boundary layers so that the next step `t` reads them (parity `(t + 1) % 2`).

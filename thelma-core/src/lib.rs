@@ -22,9 +22,9 @@ pub use cluster::{
     exchange_tag, Cluster, ClusterError, Incoming, Layout, LocalCluster, Outgoing, Tag, MAX_SLABS,
 };
 pub use compute::{
-    check_node_forces, check_nodes, interface_bytes_per_step, slab_bytes, thermal_slab_bytes,
-    ChangeSums, ComputeError, ComputeModule, Fields, Health, MeanSums, MemoryInfo, ModuleFactory,
-    Placement, PointForces,
+    check_node_forces, check_nodes, interface_bytes_per_step, plane_axes, slab_bytes,
+    thermal_slab_bytes, ChangeSums, ComputeError, ComputeModule, Fields, Health, MeanSums,
+    MemoryInfo, ModuleFactory, Placement, PlaneFields, PointForces,
 };
 pub use config::{
     Axis, BackendName, BodyConfig, BodyMethod, BoundaryConfig, BoundaryKind, CaseConfig,

@@ -19,7 +19,8 @@ use serde::{Deserialize, Serialize};
 use crate::affinity::{bind_current_thread, AffinityError, Binding};
 use crate::cluster::{exchange_tag, Cluster, Incoming, Layout, Outgoing, Tag, MAX_SLABS};
 use crate::compute::{
-    ChangeSums, ComputeError, ComputeModule, Fields, Health, MeanSums, ModuleFactory, PointForces,
+    ChangeSums, ComputeError, ComputeModule, Fields, Health, MeanSums, ModuleFactory, PlaneFields,
+    PointForces,
 };
 use crate::domain::{Domain, PartitionError, SlabSpec};
 use crate::physics::{BodyLoad, ImmersedBodies, LeavesDomain};
@@ -218,6 +219,12 @@ enum Command {
         next_step: u64,
     },
     Shutdown,
+    /// The slab's part of the plane `axis = index` (slab-local).
+    ReadPlane {
+        axis: usize,
+        index: usize,
+    },
+    SetWalls(Arc<Vec<[f64; 3]>>),
     // What never leaves its rank comes last: a variant serde skips must not shift the indices of
     // the others.
     /// Allocate the channels the slab reads from below and from above, in these transports, and
@@ -255,6 +262,7 @@ enum Reply {
     PointForces(Option<PointForces>),
     Written,
     Failed(ComputeError),
+    Plane(Box<PlaneFields>),
     Panicked(String),
     Aborted,
     // Last, as in `Command`.
@@ -1082,6 +1090,45 @@ impl Runtime {
         })
     }
 
+    /// The plane of the whole domain normal to `axis` at `index` (global), from the slabs that hold
+    /// part of it ([`ComputeModule::read_plane`]), joined in z order.
+    pub fn plane(&mut self, axis: usize, index: usize) -> Result<PlaneFields, RuntimeError> {
+        let held: Vec<(usize, usize)> = self
+            .devices
+            .iter()
+            .enumerate()
+            .filter_map(|(s, d)| match axis {
+                2 => d
+                    .slab
+                    .z
+                    .contains(&index)
+                    .then(|| (s, index - d.slab.z.start)),
+                _ => Some((s, index)),
+            })
+            .collect();
+        for &(s, index) in &held {
+            self.send(s, Command::ReadPlane { axis, index })?;
+        }
+        let slabs: Vec<usize> = held.iter().map(|h| h.0).collect();
+        let parts = self.collect_from(&slabs, |_, r| match r {
+            Reply::Plane(p) => Ok(*p),
+            other => Err(other),
+        })?;
+        Ok(PlaneFields::concat(parts))
+    }
+
+    /// Moves the walls of every wall-velocity slot at `walls` (lattice units) from the next step
+    /// on, on every slab ([`ComputeModule::set_wall_velocities`]).
+    pub fn set_wall_velocities(&mut self, walls: &[[f64; 3]]) -> Result<(), RuntimeError> {
+        let walls = Arc::new(walls.to_vec());
+        self.broadcast(|| Command::SetWalls(walls.clone()))?;
+        self.collect(|_, r| match r {
+            Reply::Written => Ok(()),
+            other => Err(other),
+        })?;
+        Ok(())
+    }
+
     /// Loads populations (one buffer per slab, in slab order) saved at step `step`.
     pub fn write_populations(
         &mut self,
@@ -1601,6 +1648,10 @@ fn serve(
         Command::VelocityChange => module.velocity_change().map(Reply::Change),
         Command::ReadPopulations => module.read_populations().map(Reply::Populations),
         Command::ReadNodes(nodes) => module.read_nodes(&nodes).map(Reply::Nodes),
+        Command::ReadPlane { axis, index } => module
+            .read_plane(axis, index)
+            .map(|p| Reply::Plane(Box::new(p))),
+        Command::SetWalls(walls) => module.set_wall_velocities(&walls).map(|_| Reply::Written),
         Command::PullNodes { t, nodes } => module.pull_nodes(t, &nodes).map(Reply::Nodes),
         Command::SetForces { nodes, forces } => module
             .set_node_forces(&nodes, &forces)

@@ -169,6 +169,45 @@ pub struct FlagPalette {
     pub inlet: Vec<u32>,
 }
 
+impl FlagPalette {
+    /// Every entry's per-direction terms with the walls of each slot moving at `walls` (the
+    /// geometry's wall-velocity table, lattice units): [`FlagPalette::moving_term`] as the geometry
+    /// builds it, so that a module that moves its walls mid-run holds what a run started at those
+    /// velocities holds. `None` when `walls` lacks a slot some entry moves with.
+    pub fn terms(&self, walls: &[[f64; 3]]) -> Option<Vec<[f64; Q]>> {
+        let slots = self
+            .flags
+            .iter()
+            .filter(|f| f.moving_mask() != 0)
+            .map(|f| f.slot() + 1)
+            .max()
+            .unwrap_or(0);
+        (walls.len() >= slots).then(|| terms(&self.flags, &self.links, walls))
+    }
+}
+
+/// The terms of palette entries `flags` with links `links`: the moving-wall term of each moving
+/// bounce-back link, the outlet's `δρ_w` on each anti-bounce-back link, zero elsewhere.
+pub(crate) fn terms(
+    flags: &[NodeFlags],
+    links: &[[LinkRule; Q]],
+    walls: &[[f64; 3]],
+) -> Vec<[f64; Q]> {
+    flags
+        .iter()
+        .zip(links)
+        .map(|(&f, rules)| {
+            let mut term = moving_term(f, walls);
+            for (t, r) in term.iter_mut().zip(rules) {
+                if let LinkRule::AntiBounce { drho } = *r {
+                    *t = drho;
+                }
+            }
+            term
+        })
+        .collect()
+}
+
 /// The geometry of one slab: a palette index per node, `[z][y][x]`, and the palette.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SlabFlags {

@@ -12,7 +12,7 @@ use thelma_core::{
     BodyMethod, BoundaryKind, CaseConfig, Face, FacePatch, Obstacle, Profile, DEFAULT_RETRACTION,
 };
 
-use crate::flags::{moving_term, FlagPalette, LinkRule, NodeFlags, SlabFlags, MAX_PALETTE};
+use crate::flags::{terms, FlagPalette, LinkRule, NodeFlags, SlabFlags, MAX_PALETTE};
 use crate::mesh::{Mesh, MeshError};
 use crate::surface::SurfacePoints;
 use crate::voxel::Voxels;
@@ -695,10 +695,6 @@ impl Geometry {
                 }
             }
         }
-        let mut moving_term: Vec<[f64; Q]> = flags
-            .iter()
-            .map(|&f| moving_term(f, &self.wall_velocities))
-            .collect();
         let links: Vec<[LinkRule; Q]> = flags.iter().map(|&f| self.links(f)).collect();
         let inlet: Vec<u32> = flags
             .iter()
@@ -712,19 +708,19 @@ impl Geometry {
                 }
             })
             .collect();
-        for (term, rules) in moving_term.iter_mut().zip(&links) {
+        // The modules evaluate an outlet's terms once per node: one density per node.
+        for rules in &links {
             let mut first = None;
-            for (t, r) in term.iter_mut().zip(rules) {
+            for r in rules {
                 if let LinkRule::AntiBounce { drho } = *r {
-                    // The modules evaluate the outlet's terms once per node.
                     if first.is_some_and(|d| d != drho) {
                         return Err(GeometryError::TwoPressures);
                     }
                     first = Some(drho);
-                    *t = drho;
                 }
             }
         }
+        let moving_term = terms(&flags, &links, &self.wall_velocities);
         Ok(SlabFlags {
             size: [nx, ny, z.len()],
             index,

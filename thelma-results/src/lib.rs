@@ -11,6 +11,7 @@
 mod convergence;
 mod gradient;
 mod image;
+mod live;
 mod nusselt;
 mod output;
 mod plot;
@@ -21,6 +22,7 @@ pub mod vtk;
 
 pub use convergence::relative_change;
 pub use image::{write_slice_png, Slice, SliceStyle};
+pub use live::{field_values, picture, LiveField, Picture};
 pub use nusselt::{wall_nusselt, WallNusselt};
 pub use output::{write_atomic, write_bytes_atomic};
 pub use plot::{line_plot, profile_plot, DrawError, Mark, Series, XAxis};
@@ -31,5 +33,5 @@ pub use reference::{
 };
 pub use report::{
     clock, seconds, wrap, Convergence, DeviceSummary, ForceMean, ProgressLine, RunSummary,
-    StopReason, Timings, UnitsReport, LINE_WIDTH,
+    SteerAction, Steering, StopReason, Timings, UnitsReport, LINE_WIDTH,
 };

@@ -110,6 +110,45 @@ pub struct RunSummary {
     /// The Nusselt number of each face `[thermal] nusselt` names, at the run's last state.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub nusselt: Vec<WallNusselt>,
+    /// What the live view changed during the run, each at the step from which it held.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub steering: Vec<Steering>,
+}
+
+/// One change made from the live view (`thelma run --live`), at the step boundary it took effect.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Steering {
+    /// The first step run after the change.
+    pub step: u64,
+    #[serde(flatten)]
+    pub action: SteerAction,
+}
+
+/// What a steering change did.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[serde(tag = "action", rename_all = "lowercase")]
+pub enum SteerAction {
+    Pause,
+    Resume,
+    Stop,
+    /// The picture now shows `field` on the plane `axis = index`.
+    View {
+        field: String,
+        axis: String,
+        index: usize,
+    },
+    /// The walls of wall-velocity slot `slot` (the lid, a moving wall, an inlet) now move at
+    /// `speed` along their direction, in `unit`.
+    Wall {
+        slot: usize,
+        label: String,
+        speed: f64,
+        unit: String,
+    },
+    /// Field outputs written now.
+    Write,
+    /// A checkpoint saved now.
+    Checkpoint,
 }
 
 /// The time-mean force on one obstacle (`forces.csv`'s columns averaged over the second half of the
@@ -550,6 +589,7 @@ mod tests {
             outputs: vec!["fields_00001000.vti".into()],
             forces: Vec::new(),
             nusselt: Vec::new(),
+            steering: Vec::new(),
         };
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("summary.json");

@@ -58,6 +58,8 @@ pub enum Kernel {
     GatherNodes,
     /// The time average's sample: the fields added to their running sums.
     AccumulateMeans,
+    /// The live view's plane: the fields of one plane of nodes.
+    Plane,
     /// The immersed bodies' points placed and their band claimed: a thread per point, or a warp.
     IbPlace,
     IbPlaceWarp,
@@ -97,6 +99,7 @@ impl Kernel {
                 Kernel::VelocityChange,
                 Kernel::GatherNodes,
                 Kernel::AccumulateMeans,
+                Kernel::Plane,
             ])
             .chain(Kernel::IMMERSED)
             .chain([Kernel::BandwidthCopy])
@@ -117,6 +120,7 @@ impl Kernel {
             Kernel::VelocityChange => format!("velocity_change_d3q19_{suffix}"),
             Kernel::GatherNodes => format!("gather_nodes_d3q19_{suffix}"),
             Kernel::AccumulateMeans => format!("accumulate_means_d3q19_{suffix}"),
+            Kernel::Plane => format!("plane_d3q19_{suffix}"),
             Kernel::IbPlace => format!("ib_place_{suffix}"),
             Kernel::IbPlaceWarp => format!("ib_place_warp_{suffix}"),
             Kernel::IbBand => format!("ib_band_{suffix}"),
@@ -638,6 +642,53 @@ pub unsafe fn accumulate_means(
     unsafe { b.launch(cfg) }
         .map(|_| ())
         .map_err(launch_err("accumulate_means"))
+}
+
+/// Enqueues the live view's plane `axis = at` (slab-local) of a slab of `size` nodes into `out`:
+/// five floats per node of the plane (ρ, u_x, u_y, u_z, θ; `plane_d3q19`).
+///
+/// # Safety
+/// `f` is `plane_d3q19` of the lattice's precision; `a` holds 19 values per node of the slab, `h`
+/// (with a temperature lattice; 0 otherwise) 7, `index` one entry per node below the length of
+/// `pal_mask`, and `out` room for 5 floats per node of the plane, all on the device and allocated
+/// until the stream has finished the launch; `at` is inside the slab along `axis`.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn plane(
+    stream: &CudaStream,
+    f: &CudaFunction,
+    a: u64,
+    h: u64,
+    index: u64,
+    pal_mask: u64,
+    size: [usize; 3],
+    (axis, at): (usize, usize),
+    out: u64,
+) -> Result<(), ComputeError> {
+    let [sa, sb] = thelma_core::plane_axes(axis).map(|k| size[k]);
+    let count = (sa * sb) as u32;
+    let cfg = LaunchConfig {
+        grid_dim: (count.div_ceil(256).max(1), 1, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let [nx, ny, nz] = size.map(|v| v as i32);
+    let (axis, at) = (axis as i32, at as i32);
+    let mut b = stream.launch_builder(f);
+    b.arg(&a)
+        .arg(&h)
+        .arg(&index)
+        .arg(&pal_mask)
+        .arg(&nx)
+        .arg(&ny)
+        .arg(&nz)
+        .arg(&axis)
+        .arg(&at)
+        .arg(&out);
+    // SAFETY: matches plane_d3q19's parameters (four device addresses, five ints, a device
+    // address); the buffers are as the caller promises, and each thread writes its own node.
+    unsafe { b.launch(cfg) }
+        .map(|_| ())
+        .map_err(launch_err("plane"))
 }
 
 /// Enqueues the gather of the populations of `count` listed nodes of lattice `a` into `out`: the

@@ -19,7 +19,7 @@ use thelma_core::physics::{
 use thelma_core::{
     channel_offset, gpu_transport, ChangeSums, Channel, ComputeError, ComputeModule, DevicePair,
     Fields, Health, InletSchedule, Links, MeanSums, MemoryInfo, ModuleFactory, Placement,
-    Transport, TransportChoice, TransportRefused, WALL_SLOTS,
+    PlaneFields, Transport, TransportChoice, TransportRefused, WALL_SLOTS,
 };
 use thelma_core::{Half12, Precision, Real, ScaledHalf, Stored};
 use thelma_core::{PointForces, SlabSpec};
@@ -182,7 +182,7 @@ pub struct CudaModule<T: Real + DeviceRepr, S: DeviceStored<Arith = T> = T> {
     /// used by address.
     _index: CudaSlice<u8>,
     _pal_mask: CudaSlice<u32>,
-    _pal_term: CudaSlice<T>,
+    pal_term: CudaSlice<T>,
     _pal_link: CudaSlice<u32>,
     /// Whether some node has open-face links: the step kernel is then the collide-open one.
     open: bool,
@@ -228,6 +228,12 @@ pub struct CudaModule<T: Real + DeviceRepr, S: DeviceStored<Arith = T> = T> {
     change_k: CudaFunction,
     gather_k: CudaFunction,
     means_k: CudaFunction,
+    /// The live view's plane kernel and the buffer it writes (made at the first plane, sized for
+    /// the slab's largest plane).
+    plane_k: CudaFunction,
+    plane_out: Option<CudaSlice<f32>>,
+    /// The geometry's palette, from which the terms are rebuilt when the walls move.
+    flag_palette: thelma_geometry::FlagPalette,
     _image: Arc<CuModule>,
     shape: LaunchShape,
     describe: String,
@@ -312,6 +318,7 @@ where
             Kernel::VelocityChange,
             Kernel::GatherNodes,
             Kernel::AccumulateMeans,
+            Kernel::Plane,
         ];
         if params.thermal.is_some() {
             kernels.extend([Kernel::ExportThermal, Kernel::GatherThermal]);
@@ -348,9 +355,10 @@ where
         } else {
             None
         };
-        let [collide, export, health_k, change_k, gather_k, means_k]: [CudaFunction; 6] = funcs
-            .try_into()
-            .map_err(|_| ComputeError::Device("the image lacks a kernel".into()))?;
+        let [collide, export, health_k, change_k, gather_k, means_k, plane_k]: [CudaFunction; 7] =
+            funcs
+                .try_into()
+                .map_err(|_| ComputeError::Device("the image lacks a kernel".into()))?;
         let amplitude_symbol = {
             let view = image
                 .get_global("thelma_amplitude", &stream)
@@ -453,7 +461,7 @@ where
             cur: 0,
             _index: index,
             _pal_mask: pal_mask,
-            _pal_term: pal_term,
+            pal_term,
             _pal_link: pal_link,
             open,
             thermal,
@@ -473,6 +481,9 @@ where
             change_k,
             gather_k,
             means_k,
+            plane_k,
+            plane_out: None,
+            flag_palette: flags.palette.clone(),
             _image: image,
             shape,
             describe: format!(
@@ -860,6 +871,82 @@ where
             fields.temperature = t.iter().map(|v| Real::to_f64(*v)).collect();
         }
         Ok(fields)
+    }
+
+    fn read_plane(&mut self, axis: usize, index: usize) -> Result<PlaneFields, ComputeError> {
+        let size = [self.slab.nx(), self.slab.ny(), self.slab.nz()];
+        if axis > 2 || index >= size[axis] {
+            return Err(ComputeError::Invalid(format!(
+                "plane {} = {index} outside a slab of {size:?} nodes",
+                ["x", "y", "z"].get(axis).unwrap_or(&"?")
+            )));
+        }
+        let (dims, nodes) = crate::fields::plane_nodes(&self.slab, axis, index);
+        let count = dims[0] * dims[1];
+        if self.plane_out.is_none() {
+            let most = size[0] * size[1].max(size[2]) + size[1] * size[2];
+            let buf = self.stream.alloc_zeros::<f32>(5 * most).map_err(|e| {
+                ComputeError::OutOfMemory(format!(
+                    "live view plane ({} KiB): {e}",
+                    (20 * most) >> 10
+                ))
+            })?;
+            self.plane_out = Some(buf);
+        }
+        let out = self.plane_out.as_ref().expect("made above");
+        let h = self.thermal.as_ref().map_or(0, |th| th.ptrs[self.cur]);
+        // SAFETY: `plane_k` was compiled for this module's precision and temperature lattice; the
+        // current lattices hold 19·n and 7·n values, the palette index n entries below the length
+        // of its mask, `out` 5 floats for more nodes than any plane of the slab has, and `index`
+        // is inside the slab along `axis` (checked above); all owned by the module until it drops.
+        unsafe {
+            launch::plane(
+                &self.stream,
+                &self.plane_k,
+                self.ptrs[self.cur],
+                h,
+                self.addr[0],
+                self.addr[1],
+                size,
+                (axis, index),
+                raw(out, &self.stream),
+            )
+        }?;
+        let mut host = vec![0f32; 5 * count];
+        self.stream
+            .memcpy_dtoh(&out.slice(..5 * count), &mut host)
+            .map_err(dev_err("copy from the device"))?;
+        self.sync()?;
+        let field = |k: usize| host[k * count..(k + 1) * count].to_vec();
+        Ok(PlaneFields {
+            axis,
+            size: dims,
+            rho: field(0),
+            ux: field(1),
+            uy: field(2),
+            uz: field(3),
+            temperature: if self.thermal.is_some() {
+                field(4)
+            } else {
+                Vec::new()
+            },
+            solid: nodes.iter().map(|&p| self.host_solid[p]).collect(),
+        })
+    }
+
+    fn set_wall_velocities(&mut self, walls: &[[f64; 3]]) -> Result<(), ComputeError> {
+        let terms = self.flag_palette.terms(walls).ok_or_else(|| {
+            ComputeError::Invalid(format!("{} wall velocities for more slots", walls.len()))
+        })?;
+        let term: Vec<T> = terms
+            .iter()
+            .flat_map(|t| t.iter().map(|&v| T::of(v)))
+            .collect();
+        // Ordered after the steps enqueued before it, before those after.
+        self.stream
+            .memcpy_htod(&term, &mut self.pal_term)
+            .map_err(dev_err("cannot move the walls"))?;
+        self.sync()
     }
 
     fn health(&mut self) -> Result<Health, ComputeError> {
