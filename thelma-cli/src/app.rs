@@ -16,7 +16,7 @@ use thelma_core::{Domain, Face, FacePatch, SlabSpec};
 use thelma_geometry::{immersed_bodies, Geometry};
 use thelma_results::Comparison;
 use thelma_results::{wall_nusselt, Profile, WallNusselt};
-use thelma_results::{DeviceSummary, RunSummary, StopReason, Timings, UnitsReport};
+use thelma_results::{DeviceSummary, RunSummary, SteerAction, StopReason, Timings, UnitsReport};
 
 use crate::cluster::Job;
 use crate::live::{self, Due, LiveServer};
@@ -462,20 +462,26 @@ fn steer(
     let mut stop = false;
     loop {
         for cmd in live.poll() {
-            let view = matches!(cmd, live::Steer::View { .. });
-            let wall = matches!(cmd, live::Steer::Wall { .. });
-            match live.apply(cmd, cx.rt, step)? {
+            let Some((due, record)) = live.apply(cmd, cx.rt, step)? else {
+                continue;
+            };
+            match due {
                 Due::Write => cx.outputs.write(cx.rt)?,
                 Due::Checkpoint => {
                     checkpoint::save(&cx.case.output.dir, cx.case, cx.rt, cx.steered.as_deref())?;
                     *cx.saved = Some((step, cx.case.output.dir.join(checkpoint::FILE_NAME)));
                 }
                 Due::Stop => stop = true,
-                Due::Nothing if view => live.publish(cx.rt, figures, rate, true)?,
                 Due::Nothing => {}
             }
-            if wall {
+            if matches!(record.action, SteerAction::Wall { .. }) {
                 *cx.steered = Some(live.walls().to_vec());
+            }
+            let view = matches!(record.action, SteerAction::View { .. });
+            // Acknowledged before the new view's picture, which the viewers then see next.
+            live.done(record);
+            if view {
+                live.publish(cx.rt, figures, rate, true)?;
             }
         }
         if !live.paused() || stop || done || cx.rt.stop_flag().load(Ordering::SeqCst) {

@@ -190,29 +190,32 @@ pub struct LiveArgs {
     pub live: Option<String>,
     /// Allow --live on an address other machines can reach; every request must then carry the
     /// access token printed when the run starts.
-    #[arg(long, requires = "live")]
+    #[arg(long)]
     pub live_remote: bool,
     /// Steps between live pictures, at least. Default 10.
-    #[arg(
-        long,
-        value_name = "N",
-        requires = "live",
-        allow_negative_numbers = true
-    )]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub live_every: Option<u64>,
     /// Milliseconds between live pictures, at least (whichever of the two is later). Default 100.
-    #[arg(
-        long,
-        value_name = "MS",
-        requires = "live",
-        allow_negative_numbers = true
-    )]
+    #[arg(long, value_name = "MS", allow_negative_numbers = true)]
     pub live_ms: Option<u64>,
 }
 
 impl LiveArgs {
     /// The live view's options, when `--live` is given.
     pub fn options(&self) -> Result<Option<crate::live::LiveOptions>, UsageError> {
+        if self.live.is_none() {
+            let given = [
+                (self.live_remote, "--live-remote"),
+                (self.live_every.is_some(), "--live-every"),
+                (self.live_ms.is_some(), "--live-ms"),
+            ];
+            if let Some((_, flag)) = given.into_iter().find(|g| g.0) {
+                return Err(UsageError::new(
+                    flag,
+                    "applies to the live view: add --live",
+                ));
+            }
+        }
         self.live
             .as_deref()
             .map(|a| {

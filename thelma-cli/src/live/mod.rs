@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Query, State};
 use axum::http::{header, StatusCode};
@@ -87,12 +88,15 @@ impl LiveOptions {
 }
 
 /// A command from a viewer, as the page sends it.
+///
+/// Variants without values are written with braces: serde refuses unknown keys only in a
+/// variant with fields' braces, and a command with stray keys is refused, not guessed at.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(tag = "cmd", rename_all = "lowercase", deny_unknown_fields)]
 pub enum Steer {
-    Pause,
-    Resume,
-    Stop,
+    Pause {},
+    Resume {},
+    Stop {},
     View {
         field: String,
         axis: String,
@@ -102,8 +106,8 @@ pub enum Steer {
         slot: usize,
         speed: f64,
     },
-    Write,
-    Checkpoint,
+    Write {},
+    Checkpoint {},
 }
 
 /// What the run loop must do itself after a command the live view applied or passed on.
@@ -531,29 +535,35 @@ impl LiveServer {
     }
 
     /// Applies `cmd` at step `step` (the next to run): pause, resume and the view here, the walls
-    /// on the runtime; what only the run loop can do comes back as [`Due`]. Logged and acknowledged
-    /// to every viewer; a command the case does not allow is refused again here.
-    pub fn apply(&mut self, cmd: Steer, rt: &mut Runtime, step: u64) -> anyhow::Result<Due> {
+    /// on the runtime; what only the run loop can do comes back as [`Due`], with the change's
+    /// record, which [`Self::done`] logs and acknowledges once the loop has acted. A command the
+    /// case does not allow is refused again here (`None`).
+    pub fn apply(
+        &mut self,
+        cmd: Steer,
+        rt: &mut Runtime,
+        step: u64,
+    ) -> anyhow::Result<Option<(Due, Steering)>> {
         if let Err(m) = self.shared.limits.check(&cmd) {
             self.event(json!({"type": "refused", "message": m}));
-            return Ok(Due::Nothing);
+            return Ok(None);
         }
         let l = &self.shared.limits;
         let (action, due) = match cmd {
-            Steer::Pause => {
+            Steer::Pause {} => {
                 self.paused = true;
                 (SteerAction::Pause, Due::Nothing)
             }
-            Steer::Resume => {
+            Steer::Resume {} => {
                 self.paused = false;
                 (SteerAction::Resume, Due::Nothing)
             }
-            Steer::Stop => {
+            Steer::Stop {} => {
                 self.paused = false;
                 (SteerAction::Stop, Due::Stop)
             }
-            Steer::Write => (SteerAction::Write, Due::Write),
-            Steer::Checkpoint => (SteerAction::Checkpoint, Due::Checkpoint),
+            Steer::Write {} => (SteerAction::Write, Due::Write),
+            Steer::Checkpoint {} => (SteerAction::Checkpoint, Due::Checkpoint),
             Steer::View { field, axis, index } => {
                 let axis = AXES.iter().position(|a| *a == axis).expect("checked");
                 self.view = View {
@@ -588,16 +598,18 @@ impl LiveServer {
                 )
             }
         };
-        let record = Steering { step, action };
+        Ok(Some((due, Steering { step, action })))
+    }
+
+    /// Logs a change the run has made and tells every viewer.
+    pub fn done(&mut self, record: Steering) {
         let mut ack = serde_json::to_value(&record).expect("a record serialises");
-        let cmd_name = ack["action"].clone();
+        ack["cmd"] = ack["action"].clone();
         ack["type"] = json!("ack");
-        ack["cmd"] = cmd_name;
         ack["detail"] = json!(detail(&record.action));
         self.event(ack);
         self.log.push(record);
         self.hello();
-        Ok(due)
     }
 
     fn event(&self, v: Value) {
@@ -770,13 +782,18 @@ async fn frame_png(State(s): State<Arc<Shared>>, Query(q): Query<Access>) -> Res
 }
 
 async fn socket(
-    ws: WebSocketUpgrade,
     State(s): State<Arc<Shared>>,
     Query(q): Query<Access>,
+    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
+    // The token first: a request without it learns nothing, not even what the route expects.
     if !allowed(&s, &q) {
         return forbidden();
     }
+    let ws = match ws {
+        Ok(ws) => ws,
+        Err(e) => return e.into_response(),
+    };
     ws.max_message_size(MAX_MESSAGE)
         .max_frame_size(MAX_MESSAGE)
         .on_upgrade(move |socket| session(socket, s))
@@ -878,7 +895,7 @@ mod tests {
     fn commands_parse_strictly_and_are_checked_against_the_case() {
         let l = limits();
         let p = |s: &str| serde_json::from_str::<Steer>(s);
-        assert_eq!(p(r#"{"cmd":"pause"}"#).unwrap(), Steer::Pause);
+        assert_eq!(p(r#"{"cmd":"pause"}"#).unwrap(), Steer::Pause {});
         for bad in [
             r#"{"cmd":"pause","x":1}"#,
             r#"{"cmd":"fly"}"#,

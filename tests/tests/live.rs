@@ -1,0 +1,199 @@
+//! What the live view asks of the modules, on every module (`per_module!`): a plane made where the
+//! populations are equals the gathered fields on that plane (rounded to f32), whatever the slabs;
+//! and walls moved mid-run (the lid, a velocity inlet) step bit for bit as a run started with those
+//! velocities, so that steering is reproducible and a resumed run continues it exactly.
+
+use thelma_compute::ModelParams;
+use thelma_core::physics::{Collision, ThermalFace, ThermalModel, ThermalSetup};
+use thelma_core::{BoundaryConfig, BoundaryKind, CaseConfig, Face, Precision, Runtime};
+use thelma_tests::{
+    box_case, domain, gather_populations, model, per_module, scatter_populations, variant_case,
+    vortex_populations, Module,
+};
+
+/// Starts `rt` from the vortex, runs `steps`.
+fn stirred(rt: &mut Runtime, c: &CaseConfig, steps: u64) {
+    let init = vortex_populations(domain(c), 0.05);
+    let parts = scatter_populations(rt, &init, c.numerics.precision);
+    rt.write_populations(parts, 0).unwrap();
+    rt.run(steps).unwrap();
+}
+
+/// Asserts that every plane of `rt` (each axis, the first, a middle and the last index) holds the
+/// gathered fields' values on it: equal after rounding to f32 on the CPU module, within rounding of
+/// the device's arithmetic on others.
+fn assert_planes_are_the_fields(m: Module, rt: &mut Runtime, what: &str) {
+    let f = rt.fields().unwrap();
+    let tol = if m == Module::Cpu { 0.0 } else { 1e-6 };
+    for axis in 0..3 {
+        let n = f.size[axis];
+        for index in [0, n / 2, n - 1] {
+            let p = rt.plane(axis, index).unwrap();
+            let [a, b] = thelma_core::plane_axes(axis);
+            assert_eq!(p.size, [f.size[a], f.size[b]], "{what}: axis {axis}");
+            assert_eq!(p.axis, axis);
+            let thermal = !f.temperature.is_empty();
+            assert_eq!(p.temperature.is_empty(), !thermal, "{what}");
+            for j in 0..p.size[1] {
+                for i in 0..p.size[0] {
+                    let k = j * p.size[0] + i;
+                    let mut c = [0; 3];
+                    (c[axis], c[a], c[b]) = (index, i, j);
+                    let q = f.idx(c[0], c[1], c[2]);
+                    assert_eq!(p.solid[k], f.solid[q], "{what}: node {c:?}");
+                    if f.solid[q] {
+                        continue;
+                    }
+                    let mut pairs = vec![
+                        (p.rho[k], f.rho[q]),
+                        (p.ux[k], f.ux[q]),
+                        (p.uy[k], f.uy[q]),
+                        (p.uz[k], f.uz[q]),
+                    ];
+                    if thermal {
+                        pairs.push((p.temperature[k], f.temperature[q]));
+                    }
+                    for (got, want) in pairs {
+                        let want32 = want as f32;
+                        assert!(
+                            (got - want32).abs() <= tol * want32.abs().max(1e-3),
+                            "{what}: node {c:?} on axis {axis}: {got} against {want32}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn planes_are_the_gathered_fields(m: Module) {
+    // Walls, a lid and an obstacle; one slab and three uneven ones (z-planes on every slab, x and y
+    // planes joined across them).
+    let c = variant_case([12, 10, 11], false, (Collision::MRT, true), Precision::F32);
+    for slabs in [1, 3] {
+        let mut rt = m.runtime(&c, slabs);
+        stirred(&mut rt, &c, 40);
+        assert_planes_are_the_fields(m, &mut rt, &format!("{slabs} slabs"));
+        rt.shutdown();
+    }
+    // A temperature lattice: θ, and the velocity under the buoyancy at each node's θ.
+    let c = box_case([8, 7, 9], [false; 3], 0.05, Collision::MRT, Precision::F32);
+    let mut faces = [ThermalFace::Adiabatic; 6];
+    faces[4] = ThermalFace::Held(0.5);
+    faces[5] = ThermalFace::Held(-0.5);
+    let params = ModelParams {
+        thermal: Some(ThermalSetup {
+            model: ThermalModel::new(0.05, 1.0, [0.0, 0.0, 1e-3]),
+            faces,
+            patches: Vec::new(),
+            initial: 0.0,
+        }),
+        ..model(&c)
+    };
+    let mut rt = m.runtime_with(params, &c, &m.slab_ids(2));
+    rt.run(60).unwrap();
+    assert_planes_are_the_fields(m, &mut rt, "thermal, 2 slabs");
+    rt.shutdown();
+}
+
+per_module!(planes_are_the_gathered_fields => planes_are_the_gathered_fields_on_the_cpu_module,
+    planes_are_the_gathered_fields_on_the_cuda_module);
+
+/// A box with a velocity inlet on x− (its link terms scaled by the node's density), a pressure
+/// outlet on x+ and a patch of z+ moving along y, inlet speed `u` and wall speed `w`.
+fn inlet_case(u: f64, w: f64) -> CaseConfig {
+    let mut c = box_case(
+        [14, 9, 11],
+        [false; 3],
+        0.04,
+        Collision::TRT,
+        Precision::F32,
+    );
+    c.boundary = vec![
+        BoundaryConfig {
+            velocity: [u, 0.0, 0.0],
+            ..BoundaryConfig::new(Face::XMinus, BoundaryKind::Velocity)
+        },
+        BoundaryConfig {
+            density: Some(1.0),
+            ..BoundaryConfig::new(Face::XPlus, BoundaryKind::Pressure)
+        },
+        // A patch of the lid away from the inlet's edge (one node cannot take two walls' terms).
+        BoundaryConfig {
+            velocity: [0.0, w, 0.0],
+            patch: Some(thelma_core::PatchConfig {
+                min: [4.0, 2.0],
+                max: [10.0, 6.0],
+            }),
+            ..BoundaryConfig::new(Face::ZPlus, BoundaryKind::Wall)
+        },
+    ];
+    c
+}
+
+/// `steps` steps of `case` on `slabs` slabs from the vortex, the walls moved to `walls` after
+/// `before` of them (`None`: never); the whole domain's populations.
+fn run_moving(
+    m: Module,
+    case: &CaseConfig,
+    slabs: usize,
+    walls: Option<(&[[f64; 3]], u64)>,
+    steps: u64,
+) -> Vec<u8> {
+    let mut rt = m.runtime(case, slabs);
+    let (before, set) = walls.map_or((0, None), |(w, b)| (b, Some(w)));
+    stirred(&mut rt, case, before);
+    if let Some(w) = set {
+        rt.set_wall_velocities(w).unwrap();
+    }
+    rt.run(steps - before).unwrap();
+    let out = gather_populations(&mut rt);
+    rt.shutdown();
+    out
+}
+
+fn moved_walls_step_as_a_run_started_with_them(m: Module) {
+    // The cavity's lid, on one slab and on three: moved before the first step, the run equals the
+    // case with the new lid speed bit for bit.
+    let mut fast = variant_case([12, 10, 11], false, (Collision::MRT, false), Precision::F32);
+    // The viscosity given, so that the lid's speed does not set it through the Reynolds number.
+    fast.physics.viscosity = Some(0.03);
+    let mut slow = fast.clone();
+    slow.physics.lid_speed = 0.06;
+    for slabs in [1, 3] {
+        let want = run_moving(m, &slow, slabs, None, 60);
+        let got = run_moving(m, &fast, slabs, Some((&[[0.06, 0.0, 0.0]], 0)), 60);
+        assert!(got == want, "{}: lid moved on {slabs} slabs", m.name());
+    }
+    // An inlet and a moving wall (the open faces' step): both slots moved.
+    let want = run_moving(m, &inlet_case(0.02, 0.01), 2, None, 60);
+    let walls = [[0.02, 0.0, 0.0], [0.0, 0.01, 0.0]];
+    let got = run_moving(m, &inlet_case(0.05, 0.03), 2, Some((&walls, 0)), 60);
+    assert!(got == want, "{}: inlet and wall moved", m.name());
+    // Moved mid-run: the change takes effect from the next step, and moving them back restores
+    // the case's terms (a run moved there and back at once equals one never moved).
+    let a = run_moving(m, &fast, 2, Some((&[[0.06, 0.0, 0.0]], 30)), 60);
+    let b = run_moving(m, &fast, 2, None, 60);
+    assert!(
+        a != b,
+        "{}: moving the lid mid-run changed nothing",
+        m.name()
+    );
+    let mut rt = m.runtime(&fast, 2);
+    stirred(&mut rt, &fast, 30);
+    rt.set_wall_velocities(&[[0.06, 0.0, 0.0]]).unwrap();
+    rt.set_wall_velocities(&[[fast.physics.lid_speed, 0.0, 0.0]])
+        .unwrap();
+    rt.run(30).unwrap();
+    assert!(
+        gather_populations(&mut rt) == b,
+        "{}: lid moved back",
+        m.name()
+    );
+    // A table without the case's slots is refused, not read past its end.
+    assert!(rt.set_wall_velocities(&[]).is_err());
+}
+
+per_module!(moved_walls_step_as_a_run_started_with_them =>
+    moved_walls_step_as_a_run_started_with_them_on_the_cpu_module,
+    moved_walls_step_as_a_run_started_with_them_on_the_cuda_module);
