@@ -477,10 +477,15 @@ fn steer(
             if matches!(record.action, SteerAction::Wall { .. }) {
                 *cx.steered = Some(live.walls().to_vec());
             }
-            let view = matches!(record.action, SteerAction::View { .. });
-            // Acknowledged before the new view's picture, which the viewers then see next.
+            // Acknowledged first; then a new view's picture, and after a pause or a resume the
+            // figures again (their `paused` is what a viewer keeps: one sent before the change
+            // may reach it after the acknowledgement).
+            let again = matches!(
+                record.action,
+                SteerAction::View { .. } | SteerAction::Pause | SteerAction::Resume
+            );
             live.done(record);
-            if view {
+            if again {
                 live.publish(cx.rt, figures, rate, true)?;
             }
         }

@@ -123,6 +123,11 @@ pub struct BenchArgs {
     /// what open faces and bodies cost. `--sizes` and `--scaling` do not apply.
     #[arg(long, value_name = "FILE")]
     pub case: Option<PathBuf>,
+    /// Also time each run served live (`thelma run --live`'s defaults: a picture every 10 steps
+    /// and 100 ms at least) with a viewer connected over loopback, and report its share of the
+    /// plain run's MLUPS.
+    #[arg(long)]
+    pub live: bool,
 }
 
 /// One measurement.
@@ -160,6 +165,81 @@ pub struct BenchRow {
     /// A case's MLUPS over the closed box's of the same lattice, slabs and collision (`--case`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub of_box: Option<f64>,
+    /// With `--live`: the MLUPS of the same steps served live with a viewer connected, over the
+    /// plain run's, and the pictures the viewer received.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live: Option<LiveCost>,
+}
+
+/// What serving a run live costs (`thelma bench --live`).
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+pub struct LiveCost {
+    pub mlups: f64,
+    /// Of the plain run's MLUPS.
+    pub share: f64,
+    pub pictures: u64,
+}
+
+/// Runs `steps` more steps of `rt` served live as `thelma run --live` serves a run (its default
+/// cadence), a viewer connected over loopback and reading every message, timed whole: the
+/// pictures, the status messages and the runs of steps they cut the steps into.
+fn live_cost(rt: &mut Runtime, case: &CaseConfig, steps: u64, plain: f64) -> Result<LiveCost> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let opts = crate::live::LiveOptions::new("127.0.0.1:0", false, 10, 100)?;
+    let mut live = crate::live::LiveServer::start(&opts, case, "thelma bench")?;
+    let url = live.url().replacen("http://", "ws://", 1) + "ws";
+    let pictures = Arc::new(AtomicU64::new(0));
+    let viewer = {
+        let pictures = pictures.clone();
+        std::thread::spawn(move || -> Result<()> {
+            let (mut ws, _) = tungstenite::connect(&url).context("the viewer connects")?;
+            // Until the server closes the socket at the end.
+            while let Ok(m) = ws.read() {
+                let kind = m
+                    .to_text()
+                    .ok()
+                    .and_then(|t| serde_json::from_str::<serde_json::Value>(t).ok())
+                    .and_then(|v| v.get("type").and_then(|k| k.as_str()).map(String::from));
+                if kind.as_deref() == Some("frame") {
+                    pictures.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            Ok(())
+        })
+    };
+    let waited = Instant::now();
+    while live.viewers() == 0 {
+        if waited.elapsed().as_secs() > 10 || viewer.is_finished() {
+            bail!("the live view's viewer did not connect");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let nodes = rt.domain().nodes() as f64;
+    let target = rt.step() + steps;
+    let mut rate = plain * 1e6 / nodes;
+    let t = Instant::now();
+    while rt.step() < target {
+        let chunk = live.clamp_chunk(rt.step(), target - rt.step(), rate);
+        let st = rt.run(chunk)?;
+        rate = chunk as f64 / st.wall.as_secs_f64().max(1e-9);
+        let figures = crate::live::Figures {
+            step: rt.step(),
+            target,
+            mlups: nodes * rate / 1e6,
+            ..Default::default()
+        };
+        live.publish(rt, &figures, rate, false)?;
+        let _ = live.poll();
+    }
+    let wall = t.elapsed().as_secs_f64();
+    drop(live);
+    let _ = viewer.join();
+    let mlups = nodes * steps as f64 / wall / 1e6;
+    Ok(LiveCost {
+        mlups,
+        share: mlups / plain,
+        pictures: pictures.load(Ordering::Relaxed),
+    })
 }
 
 impl BenchRow {
@@ -739,6 +819,14 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
                                 .unwrap_or_else(|| default_steps(domain.nodes()))
                                 .max(1);
                             let st = rt.run(steps)?;
+                            let plain = domain.nodes() as f64 * st.steps as f64
+                                / st.wall.as_secs_f64()
+                                / 1e6;
+                            let live = if args.live {
+                                Some(live_cost(&mut rt, &case, steps, plain)?)
+                            } else {
+                                None
+                            };
                             let bad = rt.health()?.iter().find_map(|h| h.non_finite);
                             rt.shutdown();
                             if let Some(node) = bad {
@@ -772,8 +860,17 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
                                 parallel_efficiency: one[g].map(|m1| mlups / (devices as f64 * m1)),
                                 case: geometry_case.and(case_name.clone()),
                                 of_box: geometry_case.and(box_mlups).map(|b| mlups / b),
+                                live,
                             };
                             progress(&format_row(&row));
+                            if let Some(l) = live {
+                                progress(&format!(
+                                    "  served live: {:.0} MLUPS, {:.1} % of the plain run, {} pictures to one viewer",
+                                    l.mlups,
+                                    100.0 * l.share,
+                                    l.pictures
+                                ));
+                            }
                             rows.push(row);
                         }
                     }

@@ -821,6 +821,7 @@ mod tests {
             parallel_efficiency: None,
             case: None,
             of_box: None,
+            live: None,
         }
     }
 

@@ -71,7 +71,15 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
 fn run_in(args: RunArgs, job: Option<&thelma_cli::cluster::Job>) -> anyhow::Result<()> {
     let resume = args.resume.clone();
     let live = args.live.options()?;
+    // The live view's title: the case file's name, or the built-in case's kind.
+    let name = args
+        .config
+        .as_ref()
+        .or(args.resume.as_ref())
+        .and_then(|p| p.file_stem())
+        .map(|n| n.to_string_lossy().into_owned());
     let (case, quiet) = args.into_case()?;
+    let name = name.unwrap_or_else(|| format!("{:?}", case.domain.case).to_lowercase());
     let stop = Arc::new(AtomicBool::new(false));
     stop_on_signals(
         stop.clone(),
@@ -83,7 +91,9 @@ fn run_in(args: RunArgs, job: Option<&thelma_cli::cluster::Job>) -> anyhow::Resu
     }
     // Bound before anything is written: a port in use is bad input. The address is printed even
     // under --quiet (with its token, the only way in from elsewhere).
-    let mut live = live.map(|o| LiveServer::start(&o, &case)).transpose()?;
+    let mut live = live
+        .map(|o| LiveServer::start(&o, &case, &name))
+        .transpose()?;
     if let Some(l) = &live {
         say!("live view: {}", l.url());
     }

@@ -277,9 +277,9 @@ fn token() -> Result<String, UsageError> {
 }
 
 impl LiveServer {
-    /// Binds `opts.addr` (a port in use or not allowed is bad input) and serves `case`'s live view
-    /// from a thread of its own until dropped.
-    pub fn start(opts: &LiveOptions, case: &CaseConfig) -> Result<Self, UsageError> {
+    /// Binds `opts.addr` (a port in use or not allowed is bad input) and serves `case`'s live view,
+    /// titled `name`, from a thread of its own until dropped.
+    pub fn start(opts: &LiveOptions, case: &CaseConfig, name: &str) -> Result<Self, UsageError> {
         let listener = TcpListener::bind(opts.addr).map_err(|e| {
             UsageError::new("--live", format!("cannot serve on {}: {e}", opts.addr))
         })?;
@@ -366,11 +366,7 @@ impl LiveServer {
             .enumerate()
             .map(|(k, p)| p.name.clone().unwrap_or_else(|| format!("probe{k}")))
             .collect();
-        let case_name = case
-            .output
-            .dir
-            .file_name()
-            .map_or_else(|| "run".into(), |n| n.to_string_lossy().into_owned());
+        let case_name = name.to_string();
         let mut s = Self {
             shared,
             commands: rx,
@@ -419,6 +415,11 @@ impl LiveServer {
 
     pub fn paused(&self) -> bool {
         self.paused
+    }
+
+    /// Viewers connected now.
+    pub fn viewers(&self) -> usize {
+        self.shared.viewers.load(Ordering::Relaxed)
     }
 
     /// The page's first message, made again whenever what it shows changes.
