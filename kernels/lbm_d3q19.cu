@@ -412,10 +412,31 @@ THELMA_NAME(velocity_change_d3q19)(const store_t *__restrict__ a,
     }
 }
 
-// The time average's sample: per fluid node ρ = 1 + δρ and u as the host reads them
-// (thelma_density_excess, thelma_velocity; with a temperature lattice `h` under the node's coupled
-// force, thelma_stored_velocity) and θ (thelma_temperature), each widened to double and added to its running sum in `sums`
-// ([field][node]: ρ, u_x, u_y, u_z, θ), as MeanSums::add adds them on the host.
+// Node p's fields as the host reads them: ρ = 1 + δρ (thelma_density_excess, in double), u
+// (thelma_velocity; with a temperature lattice `h`, thelma_stored_velocity under the buoyancy at
+// its θ besides the uniform force, as thelma_compute's read_fields) and θ (thelma_temperature; 0
+// without a temperature lattice): what the time average and the live view's plane take.
+__device__ __forceinline__ void host_fields(const store_t *__restrict__ a,
+                                            const real *__restrict__ h, size_t p, size_t n,
+                                            double *rho, real *u, real *theta) {
+    const thelma_node<store_t> g{a + p, n};
+#ifdef THELMA_THERMAL
+    real hp[THELMA_QT], F[3];
+#pragma unroll
+    for (int i = 0; i < THELMA_QT; i++) hp[i] = h[(size_t)i * n + p];
+    thelma_temperature(hp, theta);
+    thelma_coupled_force(theta[0], F);
+    thelma_stored_velocity(g, F, u);
+#else
+    thelma_velocity(g, u);
+    theta[0] = real(0.0);
+#endif
+    *rho = 1.0 + (double)thelma_density_excess(g);
+}
+
+// The time average's sample: per fluid node ρ, u and θ as the host reads them (host_fields), each
+// widened to double and added to its running sum in `sums` ([field][node]: ρ, u_x, u_y, u_z, θ),
+// as MeanSums::add adds them on the host.
 extern "C" __global__ void __launch_bounds__(256)
 THELMA_NAME(accumulate_means_d3q19)(const store_t *__restrict__ a, const real *__restrict__ h,
                                     const thelma_index *__restrict__ index,
@@ -424,22 +445,13 @@ THELMA_NAME(accumulate_means_d3q19)(const store_t *__restrict__ a, const real *_
     for (unsigned long long p = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; p < n;
          p += (unsigned long long)gridDim.x * blockDim.x) {
         if (pal_mask[index[p]] & THELMA_SOLID_BIT) continue;
-        const thelma_node<store_t> g{a + p, (size_t)n};
-        real u[3];
+        double rho;
+        real u[3], theta[1];
+        host_fields(a, h, p, n, &rho, u, theta);
 #ifdef THELMA_THERMAL
-        // The velocity under the force the node collided with: the buoyancy at its θ besides the
-        // uniform force (thelma_compute's read_fields does the same on the host).
-        real hp[THELMA_QT], theta[1], F[3];
-#pragma unroll
-        for (int i = 0; i < THELMA_QT; i++) hp[i] = h[(size_t)i * n + p];
-        thelma_temperature(hp, theta);
-        thelma_coupled_force(theta[0], F);
-        thelma_stored_velocity(g, F, u);
         sums[4 * n + p] += (double)theta[0];
-#else
-        thelma_velocity(g, u);
 #endif
-        sums[p] += 1.0 + (double)thelma_density_excess(g);
+        sums[p] += rho;
         sums[n + p] += (double)u[0];
         sums[2 * n + p] += (double)u[1];
         sums[3 * n + p] += (double)u[2];
@@ -447,8 +459,8 @@ THELMA_NAME(accumulate_means_d3q19)(const store_t *__restrict__ a, const real *_
 }
 
 // The live view's plane: per node of the plane normal to `axis` at slab-local `index` (row-major
-// over the plane's two other axes in increasing order, the first fastest), ρ = 1 + δρ, u and θ as
-// the host reads them (as accumulate_means computes them), rounded to float into
+// over the plane's two other axes in increasing order, the first fastest), ρ, u and θ as the host
+// reads them (host_fields), rounded to float into
 // out[field·count + k] (ρ, u_x, u_y, u_z, θ); solid nodes get zeros. One thread per node of the
 // plane: a picture's worth of work, into a buffer the module keeps.
 extern "C" __global__ void __launch_bounds__(256)
@@ -469,23 +481,14 @@ THELMA_NAME(plane_d3q19)(const store_t *__restrict__ a, const real *__restrict__
     const size_t p = ((size_t)z * ny + y) * nx + x;
     float rho = 0.0f, ux = 0.0f, uy = 0.0f, uz = 0.0f, t = 0.0f;
     if (!(pal_mask[index[p]] & THELMA_SOLID_BIT)) {
-        const thelma_node<store_t> g{a + p, n};
-        real u[3];
-#ifdef THELMA_THERMAL
-        real hp[THELMA_QT], theta[1], F[3];
-#pragma unroll
-        for (int q = 0; q < THELMA_QT; q++) hp[q] = h[(size_t)q * n + p];
-        thelma_temperature(hp, theta);
-        thelma_coupled_force(theta[0], F);
-        thelma_stored_velocity(g, F, u);
-        t = (float)theta[0];
-#else
-        thelma_velocity(g, u);
-#endif
-        rho = (float)(1.0 + (double)thelma_density_excess(g));
+        double r;
+        real u[3], theta[1];
+        host_fields(a, h, p, n, &r, u, theta);
+        rho = (float)r;
         ux = (float)u[0];
         uy = (float)u[1];
         uz = (float)u[2];
+        t = (float)theta[0];
     }
     out[k] = rho;
     out[count + k] = ux;

@@ -1239,6 +1239,19 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> StepCtx<'_, T, S> {
     }
 }
 
+impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> CpuModule<T, S> {
+    /// The force node `p` collided with, which its velocity is reported under: with a temperature
+    /// lattice the coupled force at its θ, else the immersed bodies' where they set one, else the
+    /// uniform force.
+    fn force_at(&self, p: usize) -> Option<[T; 3]> {
+        match (&self.thermal, &self.node_forces) {
+            (Some(th), _) => Some(th.force_at(p)),
+            (None, Some(nf)) => Some(nf.force.each_ref().map(|f| f[p])),
+            (None, None) => self.force,
+        }
+    }
+}
+
 impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> ComputeModule for CpuModule<T, S> {
     fn describe(&self) -> String {
         format!(
@@ -1306,16 +1319,9 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> ComputeModule for CpuMod
 
     fn read_fields(&mut self) -> Result<Fields, ComputeError> {
         let solid = |p: usize| self.palette[self.index[p] as usize].solid;
-        let uniform = self.force;
-        let th = self.thermal.as_ref();
-        let nf = self.node_forces.as_ref();
-        let force = |p: usize| match (th, nf) {
-            (Some(th), _) => Some(th.force_at(p)),
-            (None, Some(nf)) => Some(nf.force.each_ref().map(|f| f[p])),
-            (None, None) => uniform,
-        };
+        let force = |p: usize| self.force_at(p);
         let mut fields = fields_from_populations(&self.slab, &self.a, solid, force);
-        if let Some(th) = th {
+        if let Some(th) = &self.thermal {
             fields.temperature = (0..self.n()).map(|p| th.theta(p).to_f64()).collect();
         }
         Ok(fields)
@@ -1384,15 +1390,11 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> ComputeModule for CpuMod
 
     fn read_plane(&mut self, axis: usize, index: usize) -> Result<PlaneFields, ComputeError> {
         let solid = |p: usize| self.palette[self.index[p] as usize].solid;
-        let uniform = self.force;
-        let th = self.thermal.as_ref();
-        let nf = self.node_forces.as_ref();
-        let force = |p: usize| match (th, nf) {
-            (Some(th), _) => Some(th.force_at(p)),
-            (None, Some(nf)) => Some(nf.force.each_ref().map(|f| f[p])),
-            (None, None) => uniform,
-        };
-        let theta = th.map(|th| move |p: usize| th.theta(p).to_f64());
+        let force = |p: usize| self.force_at(p);
+        let theta = self
+            .thermal
+            .as_ref()
+            .map(|th| move |p: usize| th.theta(p).to_f64());
         plane_from_populations(
             &self.slab,
             &self.a,

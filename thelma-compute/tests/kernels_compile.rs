@@ -113,6 +113,7 @@ fn every_kernel_variant_compiles_for_sm_90() {
                     Kernel::VelocityChange,
                     Kernel::GatherNodes,
                     Kernel::AccumulateMeans,
+                    Kernel::Plane,
                 ];
                 let thermal = [
                     Kernel::CollideThermal(collision),
@@ -132,7 +133,7 @@ fn every_kernel_variant_compiles_for_sm_90() {
     }
     assert_eq!(
         Kernel::all().iter().filter(|k| k.in_lbm_source()).count(),
-        3 * OPERATORS.len() + 7 + Kernel::IMMERSED.len()
+        3 * OPERATORS.len() + 8 + Kernel::IMMERSED.len()
     );
     let cubin = compile(BANDWIDTH_SOURCE, "bandwidth.cu", "sm_90").expect("bandwidth kernel");
     assert!(contains(

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{
     result, CudaContext, CudaFunction, CudaModule as CuModule, CudaSlice, CudaStream, DevicePtr,
-    DeviceRepr, ValidAsZeroBits,
+    DeviceRepr, PinnedHostSlice, ValidAsZeroBits,
 };
 use thelma_core::physics::d3q19::Q;
 use thelma_core::physics::{
@@ -228,10 +228,11 @@ pub struct CudaModule<T: Real + DeviceRepr, S: DeviceStored<Arith = T> = T> {
     change_k: CudaFunction,
     gather_k: CudaFunction,
     means_k: CudaFunction,
-    /// The live view's plane kernel and the buffer it writes (made at the first plane, sized for
-    /// the slab's largest plane).
+    /// The live view's plane kernel, the buffer it writes and the page-locked host buffer it is
+    /// copied into (a pageable copy ran at a few GB/s: most of a picture's cost), made at the first
+    /// plane and sized for the slab's largest.
     plane_k: CudaFunction,
-    plane_out: Option<CudaSlice<f32>>,
+    plane_out: Option<(CudaSlice<f32>, PinnedHostSlice<f32>)>,
     /// The geometry's palette, from which the terms are rebuilt when the walls move.
     flag_palette: thelma_geometry::FlagPalette,
     _image: Arc<CuModule>,
@@ -885,15 +886,20 @@ where
         let count = dims[0] * dims[1];
         if self.plane_out.is_none() {
             let most = size[0] * size[1].max(size[2]) + size[1] * size[2];
-            let buf = self.stream.alloc_zeros::<f32>(5 * most).map_err(|e| {
+            let oom = |e: cudarc::driver::DriverError| {
                 ComputeError::OutOfMemory(format!(
                     "live view plane ({} KiB): {e}",
                     (20 * most) >> 10
                 ))
-            })?;
-            self.plane_out = Some(buf);
+            };
+            let buf = self.stream.alloc_zeros::<f32>(5 * most).map_err(oom)?;
+            // SAFETY: plain page-locked memory (no flags: readable by the host at cache speed,
+            // unlike write-combined memory); every value read is first written by the copy below.
+            let host =
+                unsafe { self.ctx.alloc_pinned_with_flags::<f32>(5 * most, 0) }.map_err(oom)?;
+            self.plane_out = Some((buf, host));
         }
-        let out = self.plane_out.as_ref().expect("made above");
+        let (out, host) = self.plane_out.as_mut().expect("made above");
         let h = self.thermal.as_ref().map_or(0, |th| th.ptrs[self.cur]);
         // SAFETY: `plane_k` was compiled for this module's precision and temperature lattice; the
         // current lattices hold 19·n and 7·n values, the palette index n entries below the length
@@ -912,11 +918,11 @@ where
                 raw(out, &self.stream),
             )
         }?;
-        let mut host = vec![0f32; 5 * count];
         self.stream
-            .memcpy_dtoh(&out.slice(..5 * count), &mut host)
+            .memcpy_dtoh(&out.slice(..5 * count), host)
             .map_err(dev_err("copy from the device"))?;
-        self.sync()?;
+        sync_stream(&self.stream)?;
+        let host = host.as_slice().map_err(dev_err("copy from the device"))?;
         let field = |k: usize| host[k * count..(k + 1) * count].to_vec();
         Ok(PlaneFields {
             axis,
