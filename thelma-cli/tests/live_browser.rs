@@ -422,8 +422,8 @@ fn the_page_shows_the_run_and_steers_it() {
                 ],
             }),
         );
-        let client = ClientBuilder::rustls()
-            .expect("a WebDriver client")
+        let http = hyper_util::client::legacy::connect::HttpConnector::new();
+        let client = ClientBuilder::new(http)
             .capabilities(caps)
             .connect(&format!("http://127.0.0.1:{port}"))
             .await
