@@ -362,10 +362,10 @@ pub fn run_case_live(
             if steer(
                 live,
                 &figures,
-                rate,
                 done,
                 SteerContext {
                     case,
+                    bounds,
                     rt: &mut rt,
                     outputs: &mut outputs,
                     saved: &mut saved,
@@ -403,8 +403,9 @@ pub fn run_case_live(
     if let Some(name) = samples::write_lines(case, &fields, fields.mean.as_deref())? {
         samples.written.push(name);
     }
-    let (profiles, validation) =
-        outputs.profiles(case, &lattice, &fields, matches_reference(case, &lattice))?;
+    // A lid steered away from the case's speed no longer runs the reference's flow.
+    let reference = matches_reference(case, &lattice) && steered.is_none();
+    let (profiles, validation) = outputs.profiles(case, &lattice, &fields, reference)?;
     let stop_reason = if at_resolution {
         StopReason::Resolution
     } else if converged {
@@ -441,6 +442,7 @@ pub fn run_case_live(
 /// What steering may touch in the run loop.
 struct SteerContext<'a> {
     case: &'a CaseConfig,
+    bounds: [f64; 2],
     rt: &'a mut Runtime,
     outputs: &'a mut Outputs,
     saved: &'a mut Option<(u64, PathBuf)>,
@@ -453,11 +455,10 @@ struct SteerContext<'a> {
 fn steer(
     live: &mut LiveServer,
     figures: &live::Figures,
-    rate: f64,
     done: bool,
     cx: SteerContext,
 ) -> Result<bool> {
-    live.publish(cx.rt, figures, rate, false)?;
+    live.publish(cx.rt, figures, false)?;
     let step = cx.rt.step();
     let mut stop = false;
     loop {
@@ -468,6 +469,13 @@ fn steer(
             match due {
                 Due::Write => cx.outputs.write(cx.rt)?,
                 Due::Checkpoint => {
+                    // Only a state that passes the watchdog replaces the last healthy one.
+                    if let Some((node, _)) = watchdog::inspect(cx.rt, cx.bounds)? {
+                        live.refuse(&format!(
+                            "no checkpoint written: the state fails the watchdog at node {node:?}"
+                        ));
+                        continue;
+                    }
                     checkpoint::save(&cx.case.output.dir, cx.case, cx.rt, cx.steered.as_deref())?;
                     *cx.saved = Some((step, cx.case.output.dir.join(checkpoint::FILE_NAME)));
                 }
@@ -486,7 +494,7 @@ fn steer(
             );
             live.done(record);
             if again {
-                live.publish(cx.rt, figures, rate, true)?;
+                live.publish(cx.rt, figures, true)?;
             }
         }
         if !live.paused() || stop || done || cx.rt.stop_flag().load(Ordering::SeqCst) {

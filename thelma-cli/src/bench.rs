@@ -224,7 +224,7 @@ fn live_cost(rt: &mut Runtime, case: &CaseConfig, steps: u64, plain: f64) -> Res
             mlups: nodes * rate / 1e6,
             ..Default::default()
         };
-        live.publish(rt, &figures, rate, false)?;
+        live.publish(rt, &figures, false)?;
         let _ = live.poll();
     }
     let wall = t.elapsed().as_secs_f64();

@@ -32,7 +32,10 @@ const MAGIC: &[u8; 8] = b"THELMACP";
 /// time averages' sums after the populations where the header counts some; a format 2 file has
 /// none and reads as one of format 3 without them. Format 1 held unshifted populations and is
 /// refused, not misread.
-const VERSION: u32 = 3;
+/// Format 4: format 3 with the walls' velocities in the header where a live view steered them
+/// (`walls`); a format 3 file has none. Written as 4 so that a build of format 3, which would
+/// ignore them, refuses the file instead of resuming with the case's walls.
+const VERSION: u32 = 4;
 
 /// The lattices of `case`, as the header names them (`D3Q19`, `D3Q19+D3Q7` with `[thermal]`), and
 /// the populations per node they hold together.
@@ -242,9 +245,9 @@ fn read_header_from(r: &mut dyn Read) -> Result<(Header, Vec<u8>)> {
         bail!("not a thelma checkpoint");
     }
     let version = u32::from_le_bytes(fixed[8..12].try_into().expect("4 bytes"));
-    if version != VERSION && version != 2 {
+    if !(2..=VERSION).contains(&version) {
         bail!(
-            "checkpoint format {version}, this build reads formats 2 and {VERSION}{}",
+            "checkpoint format {version}, this build reads formats 2 to {VERSION}{}",
             if version == 1 {
                 " (format 1 stored unshifted populations; rerun the case to make a new one)"
             } else {

@@ -269,6 +269,10 @@ fn run_in(args: RunArgs, job: Option<&thelma_cli::cluster::Job>) -> anyhow::Resu
     if let Some(b) = bar {
         b.finish_and_clear();
     }
+    // A run that failed (or diverged) ends its viewers' pages too.
+    if let (Err(e), Some(l)) = (&outcome, live.as_mut()) {
+        l.end_failed(&format!("{e:#}"));
+    }
     let outcome = outcome?;
     say_raw!("{}", outcome.summary.text());
     say!(

@@ -141,7 +141,8 @@ impl Outputs {
 
     /// Gathers the fields from `rt` (per slab with `vtk_pieces`) and writes the field outputs.
     pub fn write(&mut self, rt: &mut Runtime) -> Result<()> {
-        if !self.fields_wanted() {
+        // Asked twice at one step (a live view's button): one output.
+        if !self.fields_wanted() || self.last == Some(rt.step()) {
             return Ok(());
         }
         let t0 = Instant::now();

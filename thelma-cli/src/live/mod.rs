@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Query, State};
-use axum::http::{header, StatusCode};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
@@ -182,6 +182,12 @@ impl Limits {
                         self.walls.len()
                     )
                 })?;
+                if w.direction == [0.0; 3] {
+                    return Err(format!(
+                        "{} rests in the case: it has no direction to move in",
+                        w.label
+                    ));
+                }
                 let max = self.max_speed();
                 if !speed.is_finite() || *speed < 0.0 || *speed >= max {
                     return Err(format!(
@@ -457,35 +463,33 @@ impl LiveServer {
         })
     }
 
-    /// Steps between pictures: `every`, or more where `interval` holds more at `steps_per_s`.
-    fn period(&self, steps_per_s: f64) -> u64 {
-        let by_time = (self.opts.interval.as_secs_f64() * steps_per_s).ceil();
-        self.opts.every.max(if by_time.is_finite() {
-            by_time as u64
-        } else {
-            0
-        })
-    }
-
-    /// The longest run from `step` that does not pass the next picture, at `steps_per_s`.
+    /// The longest run from `step` that does not pass the next picture, at `steps_per_s`: its
+    /// steps and its time both due (one alone would cut the run into single steps while the other
+    /// waits).
     pub fn clamp_chunk(&self, step: u64, chunk: u64, steps_per_s: f64) -> u64 {
-        let next = self.last.map_or(0, |(s, _)| s) + self.period(steps_per_s);
+        let next = match self.last {
+            None => step,
+            Some((s, t)) => {
+                let left = self.opts.interval.saturating_sub(t.elapsed()).as_secs_f64();
+                let by_time = (left * steps_per_s).ceil();
+                let by_time = if by_time.is_finite() {
+                    by_time as u64
+                } else {
+                    0
+                };
+                (s + self.opts.every).max(step + by_time)
+            }
+        };
         chunk.min(next.saturating_sub(step).max(1))
     }
 
     /// Hands the server the run's figures and, when one is due (and someone watches), the
     /// picture's plane; `force` makes one now (a new view).
-    pub fn publish(
-        &mut self,
-        rt: &mut Runtime,
-        f: &Figures,
-        steps_per_s: f64,
-        force: bool,
-    ) -> anyhow::Result<()> {
+    pub fn publish(&mut self, rt: &mut Runtime, f: &Figures, force: bool) -> anyhow::Result<()> {
         let now = Instant::now();
         let due = force
             || self.last.is_none_or(|(s, t)| {
-                f.step >= s + self.period(steps_per_s) && now - t >= self.opts.interval
+                f.step >= s + self.opts.every && now - t >= self.opts.interval
             });
         if !due {
             return Ok(());
@@ -613,6 +617,11 @@ impl LiveServer {
         self.hello();
     }
 
+    /// Tells every viewer that a command could not be carried out.
+    pub fn refuse(&self, message: &str) {
+        self.event(json!({"type": "refused", "message": message}));
+    }
+
     fn event(&self, v: Value) {
         // No viewer: nobody to tell.
         let _ = self.shared.events.send(Arc::new(v.to_string()));
@@ -622,6 +631,16 @@ impl LiveServer {
     pub fn end(&mut self, step: u64, reason: &str) {
         self.event(json!({"type": "end", "step": step, "reason": reason}));
         if self.shared.viewers.load(Ordering::Relaxed) > 0 {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+impl LiveServer {
+    /// Tells the viewers the run failed with `message`.
+    pub fn end_failed(&mut self, message: &str) {
+        self.event(json!({"type": "end", "step": self.last.map_or(0, |l| l.0), "reason": message}));
+        if self.viewers() > 0 {
             std::thread::sleep(Duration::from_millis(200));
         }
     }
@@ -679,11 +698,12 @@ fn serve(listener: TcpListener, shared: Arc<Shared>, stop: tokio::sync::oneshot:
             .route("/ws", get(socket))
             .route("/frame.png", get(frame_png))
             .with_state(shared);
-        let _ = axum::serve(listener, app)
-            .with_graceful_shutdown(async {
-                let _ = stop.await;
-            })
-            .await;
+        // On stop the server is dropped, not drained: a connection that never finishes its request
+        // must not keep the run from exiting.
+        tokio::select! {
+            _ = axum::serve(listener, app) => {}
+            _ = stop => {}
+        }
     });
     // Viewers' sockets may still be open: the runtime drops them without waiting.
     rt.shutdown_timeout(Duration::from_millis(100));
@@ -731,8 +751,29 @@ struct Access {
     token: Option<String>,
 }
 
-/// Whether a request may pass: always on loopback, with the run's token elsewhere.
-fn allowed(shared: &Shared, q: &Access) -> bool {
+/// Whether a request may pass: its `Host` an address or `localhost` (a page of another site,
+/// resolved to this machine by a rebound name, is refused), a browser's socket from this page's
+/// own origin (another site's script cannot drive the run), and with the run's token where the
+/// view was served beyond loopback.
+fn allowed(shared: &Shared, q: &Access, headers: &HeaderMap) -> bool {
+    let text = |name: header::HeaderName| headers.get(name).and_then(|v| v.to_str().ok());
+    let host = text(header::HOST);
+    if let Some(h) = host {
+        let name = match h.rsplit_once(':') {
+            Some((n, port)) if port.bytes().all(|b| b.is_ascii_digit()) => n,
+            _ => h,
+        };
+        let name = name.trim_start_matches('[').trim_end_matches(']');
+        if name != "localhost" && name.parse::<std::net::IpAddr>().is_err() {
+            return false;
+        }
+    }
+    if let Some(origin) = text(header::ORIGIN) {
+        if host.is_none_or(|h| origin != format!("http://{h}") && origin != format!("https://{h}"))
+        {
+            return false;
+        }
+    }
     match &shared.token {
         None => true,
         Some(t) => q.token.as_deref().is_some_and(|g| {
@@ -750,8 +791,12 @@ fn forbidden() -> Response {
         .into_response()
 }
 
-async fn page(State(s): State<Arc<Shared>>, Query(q): Query<Access>) -> Response {
-    if !allowed(&s, &q) {
+async fn page(
+    State(s): State<Arc<Shared>>,
+    Query(q): Query<Access>,
+    headers: HeaderMap,
+) -> Response {
+    if !allowed(&s, &q, &headers) {
         return forbidden();
     }
     (
@@ -764,8 +809,12 @@ async fn page(State(s): State<Arc<Shared>>, Query(q): Query<Access>) -> Response
         .into_response()
 }
 
-async fn frame_png(State(s): State<Arc<Shared>>, Query(q): Query<Access>) -> Response {
-    if !allowed(&s, &q) {
+async fn frame_png(
+    State(s): State<Arc<Shared>>,
+    Query(q): Query<Access>,
+    headers: HeaderMap,
+) -> Response {
+    if !allowed(&s, &q, &headers) {
         return forbidden();
     }
     let png = s.png.lock().clone();
@@ -785,10 +834,11 @@ async fn frame_png(State(s): State<Arc<Shared>>, Query(q): Query<Access>) -> Res
 async fn socket(
     State(s): State<Arc<Shared>>,
     Query(q): Query<Access>,
+    headers: HeaderMap,
     ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
     // The token first: a request without it learns nothing, not even what the route expects.
-    if !allowed(&s, &q) {
+    if !allowed(&s, &q, &headers) {
         return forbidden();
     }
     let ws = match ws {
@@ -965,10 +1015,39 @@ mod tests {
         let q = |t: Option<&str>| Access {
             token: t.map(String::from),
         };
-        assert!(allowed(&s, &q(Some("abcd"))));
+        let none = HeaderMap::new();
+        assert!(allowed(&s, &q(Some("abcd")), &none));
         for t in [None, Some(""), Some("abc"), Some("abcde"), Some("abce")] {
-            assert!(!allowed(&s, &q(t)), "{t:?}");
+            assert!(!allowed(&s, &q(t), &none), "{t:?}");
         }
+        // A name other than localhost (a rebound one) and another site's page are refused.
+        let with = |pairs: &[(header::HeaderName, &str)]| {
+            let mut h = HeaderMap::new();
+            for (k, v) in pairs {
+                h.insert(k.clone(), v.parse().unwrap());
+            }
+            h
+        };
+        let ok = Some("abcd");
+        for host in [
+            "127.0.0.1:8088",
+            "localhost:8088",
+            "[::1]:8088",
+            "10.0.0.5:9000",
+        ] {
+            let h = with(&[
+                (header::HOST, host),
+                (header::ORIGIN, &format!("http://{host}")),
+            ]);
+            assert!(allowed(&s, &q(ok), &h), "{host}");
+        }
+        let rebound = with(&[(header::HOST, "evil.example:8088")]);
+        assert!(!allowed(&s, &q(ok), &rebound));
+        let foreign = with(&[
+            (header::HOST, "127.0.0.1:8088"),
+            (header::ORIGIN, "http://evil.example"),
+        ]);
+        assert!(!allowed(&s, &q(ok), &foreign));
         assert!(token().unwrap().len() == 32);
     }
 }

@@ -874,6 +874,9 @@ where
         Ok(fields)
     }
 
+    /// The plane by `plane_d3q19`, which reports u under the uniform force (and the buoyancy): in
+    /// the band of immersed bodies, whose per-node forces live in the module's immersed state, the
+    /// picture's velocity differs from `read_fields`' by up to F/2ρ there.
     fn read_plane(&mut self, axis: usize, index: usize) -> Result<PlaneFields, ComputeError> {
         let size = [self.slab.nx(), self.slab.ny(), self.slab.nz()];
         if axis > 2 || index >= size[axis] {
@@ -885,7 +888,10 @@ where
         let (dims, nodes) = crate::fields::plane_nodes(&self.slab, axis, index);
         let count = dims[0] * dims[1];
         if self.plane_out.is_none() {
-            let most = size[0] * size[1].max(size[2]) + size[1] * size[2];
+            // The slab's largest plane.
+            let most = (size[1] * size[2])
+                .max(size[0] * size[2])
+                .max(size[0] * size[1]);
             let oom = |e: cudarc::driver::DriverError| {
                 ComputeError::OutOfMemory(format!(
                     "live view plane ({} KiB): {e}",
@@ -918,8 +924,13 @@ where
                 raw(out, &self.stream),
             )
         }?;
+        // Into the part of the buffer this plane fills (a copy into the whole buffer would move
+        // the largest plane's bytes every time).
+        let dst = &mut host
+            .as_mut_slice()
+            .map_err(dev_err("copy from the device"))?[..5 * count];
         self.stream
-            .memcpy_dtoh(&out.slice(..5 * count), host)
+            .memcpy_dtoh(&out.slice(..5 * count), dst)
             .map_err(dev_err("copy from the device"))?;
         sync_stream(&self.stream)?;
         let host = host.as_slice().map_err(dev_err("copy from the device"))?;
