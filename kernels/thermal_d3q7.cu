@@ -5,8 +5,9 @@
 // lattice; the prelude then defines THELMA_THERMAL and the functions printed from
 // thelma_core::physics (thelma_temperature, thelma_coupled_force, thelma_advecting_velocity,
 // thelma_eddy_viscosity, thelma_collide_thermal, thelma_dirichlet_term), the flow's collision under
-// a per-node force (thelma_collide_forced) and the faces' closures (thelma_tface_kind,
-// thelma_tface_theta). Per node this is the CPU module's order (thelma-compute/src/cpu_thermal.rs):
+// a per-node force (thelma_collide_forced) and the faces' closures (thelma_tface: the kinds as
+// literals, the held θ from the constant table thelma_held_theta, which the live view may set
+// between steps). Per node this is the CPU module's order (thelma-compute/src/cpu_thermal.rs):
 // thermal pull, force, flow pull, advecting velocity and eddy viscosity, both collisions.
 //
 // Layout: h[i][z][y][x] as the flow's lattice, directions 0–6 those of D3Q19 (rest, ±x, ±y, ±z).

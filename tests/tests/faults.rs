@@ -141,6 +141,9 @@ impl ComputeModule for FaultyModule {
     fn set_wall_velocities(&mut self, walls: &[[f64; 3]]) -> Result<(), ComputeError> {
         self.inner.set_wall_velocities(walls)
     }
+    fn set_held_temperatures(&mut self, table: &[f64]) -> Result<(), ComputeError> {
+        self.inner.set_held_temperatures(table)
+    }
 }
 
 fn inject(fault: Fault, device: usize, at: u64) -> (RuntimeError, Duration, usize) {

@@ -1,11 +1,12 @@
 //! What the live view asks of the modules, on every module (`per_module!`): a plane made where the
 //! populations are equals the gathered fields on that plane (rounded to f32), whatever the slabs;
 //! and walls moved mid-run (the lid, a velocity inlet) step bit for bit as a run started with those
-//! velocities, so that steering is reproducible and a resumed run continues it exactly.
+//! velocities, and so do held temperatures (a wall's, an inlet patch's), so that steering is
+//! reproducible and a resumed run continues it exactly.
 
 use thelma_compute::ModelParams;
 use thelma_core::physics::{Collision, ThermalFace, ThermalModel, ThermalSetup};
-use thelma_core::{BoundaryConfig, BoundaryKind, CaseConfig, Face, Precision, Runtime};
+use thelma_core::{BoundaryConfig, BoundaryKind, CaseConfig, Face, FacePatch, Precision, Runtime};
 use thelma_tests::{
     box_case, domain, gather_populations, model, per_module, scatter_populations, variant_case,
     vortex_populations, Module,
@@ -197,3 +198,89 @@ fn moved_walls_step_as_a_run_started_with_them(m: Module) {
 per_module!(moved_walls_step_as_a_run_started_with_them =>
     moved_walls_step_as_a_run_started_with_them_on_the_cpu_module,
     moved_walls_step_as_a_run_started_with_them_on_the_cuda_module);
+
+/// A box with gravity along −z, its floor held at `floor`, its ceiling at −0.5 and a patch of x− at
+/// `patch` (θ, lattice units), on `slabs` slabs.
+fn heated(m: Module, floor: f64, patch: f64, slabs: usize) -> (Runtime, CaseConfig) {
+    let c = box_case(
+        [10, 8, 12],
+        [false; 3],
+        0.05,
+        Collision::MRT,
+        Precision::F32,
+    );
+    let mut faces = [ThermalFace::Adiabatic; 6];
+    faces[4] = ThermalFace::Held(floor);
+    faces[5] = ThermalFace::Held(-0.5);
+    let hole = FacePatch {
+        face: Face::XMinus,
+        lo: [2, 3],
+        hi: [5, 8],
+    };
+    let params = ModelParams {
+        thermal: Some(ThermalSetup {
+            model: ThermalModel::new(0.05, 1.0, [0.0, 0.0, -1e-3]),
+            faces,
+            patches: vec![(hole, ThermalFace::Held(patch))],
+            initial: 0.0,
+        }),
+        ..model(&c)
+    };
+    (m.runtime_with(params, &c, &m.slab_ids(slabs)), c)
+}
+
+/// The held θ table of [`heated`]: the six faces, then the patch.
+fn held(floor: f64, patch: f64) -> Vec<f64> {
+    vec![0.0, 0.0, 0.0, 0.0, floor, -0.5, patch]
+}
+
+fn held_temperatures_hold_as_a_run_started_with_them(m: Module) {
+    let run = |floor, patch, set: Option<(Vec<f64>, u64)>, slabs| {
+        let (mut rt, _) = heated(m, floor, patch, slabs);
+        let (before, table) = set.map_or((0, None), |(t, b)| (b, Some(t)));
+        rt.run(before).unwrap();
+        if let Some(t) = table {
+            rt.set_held_temperatures(&t).unwrap();
+        }
+        rt.run(80 - before).unwrap();
+        let out = gather_populations(&mut rt);
+        rt.shutdown();
+        out
+    };
+    // The floor and the patch changed before the first step: the run equals the case started with
+    // them, bit for bit, on one slab and on three (the floor's held θ on the last slab only).
+    for slabs in [1, 3] {
+        let want = run(0.8, -0.2, None, slabs);
+        let got = run(0.5, 0.3, Some((held(0.8, -0.2), 0)), slabs);
+        assert!(got == want, "{}: held θ set on {slabs} slabs", m.name());
+    }
+    // Mid-run the change takes effect from the next step; set there and back equals never set.
+    let b = run(0.5, 0.3, None, 2);
+    assert!(
+        run(0.5, 0.3, Some((held(0.8, 0.3), 40)), 2) != b,
+        "{}: a warmer floor mid-run changed nothing",
+        m.name()
+    );
+    let (mut rt, _) = heated(m, 0.5, 0.3, 2);
+    rt.run(40).unwrap();
+    rt.set_held_temperatures(&held(0.9, -0.9)).unwrap();
+    rt.set_held_temperatures(&held(0.5, 0.3)).unwrap();
+    rt.run(40).unwrap();
+    assert!(
+        gather_populations(&mut rt) == b,
+        "{}: held θ set back",
+        m.name()
+    );
+    // A table of another length is refused, and so is one for a case without a temperature
+    // lattice.
+    assert!(rt.set_held_temperatures(&[0.1; 6]).is_err());
+    rt.shutdown();
+    let c = box_case([8, 8, 8], [false; 3], 0.05, Collision::BGK, Precision::F32);
+    let mut rt = m.runtime(&c, 1);
+    assert!(rt.set_held_temperatures(&[0.0; 6]).is_err());
+    rt.shutdown();
+}
+
+per_module!(held_temperatures_hold_as_a_run_started_with_them =>
+    held_temperatures_hold_as_a_run_started_with_them_on_the_cpu_module,
+    held_temperatures_hold_as_a_run_started_with_them_on_the_cuda_module);

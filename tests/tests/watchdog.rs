@@ -116,7 +116,14 @@ fn a_nan_in_the_populations_is_reported_at_its_node() {
     let sick = tmp.path().join("sick");
     std::fs::create_dir_all(&sick).unwrap();
     thelma_results::write_atomic(&sick.join(checkpoint::FILE_NAME), |w| {
-        checkpoint::write_to(w, &ck.header.case, ck.header.step, &whole, &[], None)
+        checkpoint::write_to(
+            w,
+            &ck.header.case,
+            ck.header.step,
+            &whole,
+            &[],
+            &checkpoint::Steered::default(),
+        )
     })
     .unwrap();
     assert_eq!(whole[0].len(), Q * n * 4);
@@ -154,7 +161,7 @@ fn a_case_without_field_outputs_points_to_its_checkpoint_as_the_healthy_state() 
         .flat_map(|v| (*v as f32).to_le_bytes())
         .collect();
     thelma_results::write_atomic(&tmp.path().join(checkpoint::FILE_NAME), |w| {
-        checkpoint::write_to(w, &c, 0, &[whole], &[], None)
+        checkpoint::write_to(w, &c, 0, &[whole], &[], &checkpoint::Steered::default())
     })
     .unwrap();
     let e = run_case_from(

@@ -16,8 +16,11 @@ use thelma_core::{Domain, Face, FacePatch, SlabSpec};
 use thelma_geometry::{immersed_bodies, Geometry};
 use thelma_results::Comparison;
 use thelma_results::{wall_nusselt, Profile, WallNusselt};
-use thelma_results::{DeviceSummary, RunSummary, SteerAction, StopReason, Timings, UnitsReport};
+use thelma_results::{
+    DeviceSummary, RunSummary, SteerAction, Steering, StopReason, Timings, UnitsReport,
+};
 
+use crate::checkpoint::Steered;
 use crate::cluster::Job;
 use crate::live::{self, Due, LiveServer};
 use crate::outputs::Outputs;
@@ -189,16 +192,18 @@ pub fn run_case_live(
     rt.set_immersed(immersed, uniform_force)?;
     // The last state known to be healthy on disk: the checkpoint resumed from, then each one saved.
     let mut saved: Option<(u64, PathBuf)> = None;
-    // The walls' velocities where the live view (of this run or of the one resumed) steered them:
-    // every checkpoint keeps them.
-    let mut steered: Option<Vec<[f64; 3]>> = None;
+    // What the live view (of this run or of the one resumed) steered: every checkpoint keeps it.
+    let mut steered = Steered::default();
     if let Some((ck, path)) = resumed {
         ck.restore(&mut rt)?;
         saved = Some((ck.header.step, path));
-        steered.clone_from(&ck.header.walls);
+        steered = ck.header.steered();
     }
-    if let (Some(live), Some(w)) = (live.as_deref_mut(), &steered) {
-        live.resume_walls(w);
+    if let Some(live) = live.as_deref_mut() {
+        if steered.any() {
+            live.resume(&steered);
+        }
+        live.prepare(&mut rt)?;
     }
     let dt = case.unit_scales().map(|u| u.dt);
     // Steps per second of the last run of steps: the live view's pictures are timed by it.
@@ -255,6 +260,7 @@ pub fn run_case_live(
             &mut outputs,
             None,
             &None,
+            live.as_deref().map_or(&[], |l| l.log.as_slice()),
         ));
     }
     // The convergence measure runs on the devices (`Runtime::velocity_change`): this first call
@@ -266,6 +272,9 @@ pub fn run_case_live(
     let mut converged = false;
     let mut at_resolution = false;
     let mut interrupted = false;
+    // Stopped from the live view's page: one more step, then as Ctrl-C (outputs, checkpoint), but
+    // without the Ctrl-C flag, so that a Ctrl-C after it still gets its graceful stop first.
+    let mut page_stop = false;
     while rt.step() < target {
         // Run to the next step at which something is due: a check, the watchdog, a checkpoint, an
         // output.
@@ -279,7 +288,9 @@ pub fn run_case_live(
         let chunk = live
             .as_deref()
             .map_or(chunk, |l| l.clamp_chunk(rt.step(), chunk, rate));
-        let st = rt.run(chunk)?;
+        let chunk = if page_stop { 1 } else { chunk };
+        let mut st = rt.run(chunk)?;
+        st.stopped |= page_stop;
         rate = chunk as f64 / st.wall.as_secs_f64().max(1e-9);
         tally.stepping += st.wall;
         for (k, w) in st.workers.iter().enumerate() {
@@ -319,6 +330,7 @@ pub fn run_case_live(
                 &mut outputs,
                 held,
                 &saved,
+                live.as_deref().map_or(&[], |l| l.log.as_slice()),
             ));
         }
         converged = change.is_some_and(|c| c < case.run.tolerance);
@@ -333,7 +345,7 @@ pub fn run_case_live(
             && (at(every_checkpoint) || end)
             && saved.as_ref().is_none_or(|s| s.0 != step)
         {
-            checkpoint::save(&case.output.dir, case, &mut rt, steered.as_deref())?;
+            checkpoint::save(&case.output.dir, case, &mut rt, &steered)?;
             saved = Some((step, case.output.dir.join(checkpoint::FILE_NAME)));
         }
         tally.last_change = change.or(tally.last_change);
@@ -372,8 +384,7 @@ pub fn run_case_live(
                     steered: &mut steered,
                 },
             )? {
-                // Stopped from the page: one more step, then as Ctrl-C (outputs, checkpoint).
-                rt.stop_flag().store(true, Ordering::SeqCst);
+                page_stop = true;
             }
         }
         if st.stopped || converged {
@@ -392,6 +403,7 @@ pub fn run_case_live(
             &mut outputs,
             held,
             &saved,
+            live.as_deref().map_or(&[], |l| l.log.as_slice()),
         ));
     }
     let mass1 = fields.mass();
@@ -404,7 +416,7 @@ pub fn run_case_live(
         samples.written.push(name);
     }
     // A lid steered away from the case's speed no longer runs the reference's flow.
-    let reference = matches_reference(case, &lattice) && steered.is_none();
+    let reference = matches_reference(case, &lattice) && !steered.any();
     let (profiles, validation) = outputs.profiles(case, &lattice, &fields, reference)?;
     let stop_reason = if at_resolution {
         StopReason::Resolution
@@ -419,7 +431,7 @@ pub fn run_case_live(
     };
     let mut summary = tally.summary(&rt, stop_reason, mass1, validation, &outputs);
     summary.forces = samples.finish()?;
-    summary.nusselt = nusselt_walls(case, &lattice, &fields);
+    summary.nusselt = nusselt_walls(case, &lattice, &fields, steered.held.as_deref());
     if let Some(live) = live {
         summary.steering = live.log.clone();
         live.end(rt.step(), stop_reason.describe());
@@ -446,7 +458,7 @@ struct SteerContext<'a> {
     rt: &'a mut Runtime,
     outputs: &'a mut Outputs,
     saved: &'a mut Option<(u64, PathBuf)>,
-    steered: &'a mut Option<Vec<[f64; 3]>>,
+    steered: &'a mut Steered,
 }
 
 /// Between two runs of steps: hands the live view its picture and figures, then applies the
@@ -476,26 +488,33 @@ fn steer(
                         ));
                         continue;
                     }
-                    checkpoint::save(&cx.case.output.dir, cx.case, cx.rt, cx.steered.as_deref())?;
+                    checkpoint::save(&cx.case.output.dir, cx.case, cx.rt, cx.steered)?;
                     *cx.saved = Some((step, cx.case.output.dir.join(checkpoint::FILE_NAME)));
                 }
                 Due::Stop => stop = true,
                 Due::Nothing => {}
             }
-            if matches!(record.action, SteerAction::Wall { .. }) {
-                *cx.steered = Some(live.walls().to_vec());
+            match record.action {
+                SteerAction::Wall { .. } => cx.steered.walls = Some(live.walls().to_vec()),
+                SteerAction::Temperature { .. } => cx.steered.held = Some(live.held().to_vec()),
+                _ => {}
             }
             // Acknowledged first; then a new view's picture, and after a pause or a resume the
             // figures again (their `paused` is what a viewer keeps: one sent before the change
             // may reach it after the acknowledgement).
             let again = matches!(
                 record.action,
-                SteerAction::View { .. } | SteerAction::Pause | SteerAction::Resume
+                SteerAction::View { .. } | SteerAction::Pause | SteerAction::Resume { .. }
             );
             live.done(record);
             if again {
                 live.publish(cx.rt, figures, true)?;
             }
+        }
+        // Nobody left to resume it (a closed tab, a dropped tunnel): it resumes by itself.
+        if let Some(record) = live.resume_unattended(step) {
+            live.done(record);
+            live.publish(cx.rt, figures, true)?;
         }
         if !live.paused() || stop || done || cx.rt.stop_flag().load(Ordering::SeqCst) {
             return Ok(stop);
@@ -506,11 +525,20 @@ fn steer(
 /// The Nusselt number of each face `[thermal] nusselt` names and of each `[[boundary]]` wall with
 /// `nusselt = true` (a whole face or a patch), from the fields' θ: the box's extent normal to the
 /// face as the length, the spread of the held faces' and patches' θ as the difference. A face
-/// averages over its held nodes, each with the θ its own rule (the face's or a patch's) holds.
-fn nusselt_walls(case: &CaseConfig, lattice: &LatticeParams, f: &Fields) -> Vec<WallNusselt> {
-    let (Some(t), Some(setup)) = (&case.thermal, case.thermal_setup(lattice)) else {
+/// averages over its held nodes, each with the θ its own rule (the face's or a patch's) holds:
+/// `held`, where the live view steered them.
+fn nusselt_walls(
+    case: &CaseConfig,
+    lattice: &LatticeParams,
+    f: &Fields,
+    held: Option<&[f64]>,
+) -> Vec<WallNusselt> {
+    let (Some(t), Some(mut setup)) = (&case.thermal, case.thermal_setup(lattice)) else {
         return Vec::new();
     };
+    if let Some(h) = held {
+        setup.set_held(h);
+    }
     let Some(delta) = setup.held_spread() else {
         return Vec::new();
     };
@@ -705,6 +733,7 @@ fn diverged(
     outputs: &mut Outputs,
     held: Option<(u64, &Fields)>,
     saved: &Option<(u64, PathBuf)>,
+    steering: &[Steering],
 ) -> anyhow::Error {
     let case = tally.case;
     let reloaded = match saved {
@@ -746,6 +775,7 @@ fn diverged(
     // effort: the error itself is what must come out.
     let mut summary = tally.summary(rt, StopReason::Diverged, mass1, None, outputs);
     summary.steps = step;
+    summary.steering = steering.to_vec();
     let _ = summary.write_json(&case.output.dir.join("summary.json"));
     d.into()
 }

@@ -192,6 +192,9 @@ fn live_cost(rt: &mut Runtime, case: &CaseConfig, steps: u64, plain: f64) -> Res
     let viewer = {
         let pictures = pictures.clone();
         std::thread::spawn(move || -> Result<()> {
+            // A viewer stands for a browser on another machine (the page over an SSH tunnel): it
+            // reads every message, at the priority of the server that sends them.
+            crate::live::lower_priority();
             let (mut ws, _) = tungstenite::connect(&url).context("the viewer connects")?;
             // Until the server closes the socket at the end.
             while let Ok(m) = ws.read() {

@@ -35,7 +35,26 @@ const MAGIC: &[u8; 8] = b"THELMACP";
 /// Format 4: format 3 with the walls' velocities in the header where a live view steered them
 /// (`walls`); a format 3 file has none. Written as 4 so that a build of format 3, which would
 /// ignore them, refuses the file instead of resuming with the case's walls.
-const VERSION: u32 = 4;
+/// Format 5: format 4 with the held temperatures where a live view steered them (`held`), for
+/// the same reason.
+const VERSION: u32 = 5;
+
+/// What a live view changed of the case, which every checkpoint after the change keeps and a
+/// resumed run restores before its first step.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Steered {
+    /// The walls' velocities of every wall-velocity slot, lattice units.
+    pub walls: Option<Vec<[f64; 3]>>,
+    /// The temperature lattice's held θ table (`ThermalSetup::held_table`), lattice units.
+    pub held: Option<Vec<f64>>,
+}
+
+impl Steered {
+    /// Whether anything was steered away from the case.
+    pub fn any(&self) -> bool {
+        self.walls.is_some() || self.held.is_some()
+    }
+}
 
 /// The lattices of `case`, as the header names them (`D3Q19`, `D3Q19+D3Q7` with `[thermal]`), and
 /// the populations per node they hold together.
@@ -79,6 +98,20 @@ pub struct Header {
     /// steered them away from the case's; a resumed run moves them so.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub walls: Option<Vec<[f64; 3]>>,
+    /// The held θ table (lattice units) where the live view steered a temperature; a resumed run
+    /// holds them so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<Vec<f64>>,
+}
+
+impl Header {
+    /// What the live view had changed when it was written.
+    pub fn steered(&self) -> Steered {
+        Steered {
+            walls: self.walls.clone(),
+            held: self.held.clone(),
+        }
+    }
 }
 
 /// Fields of the time averages' sums for `case`: ρ, u_x, u_y, u_z, and θ with `[thermal]`.
@@ -144,7 +177,7 @@ pub fn write_to(
     step: u64,
     slabs: &[Vec<u8>],
     means: &[MeanSums],
-    walls: Option<&[[f64; 3]]>,
+    steered: &Steered,
 ) -> std::io::Result<()> {
     let means = if means.first().is_some_and(|m| m.samples > 0) {
         means
@@ -161,7 +194,8 @@ pub fn write_to(
         stencil,
         case: case.clone(),
         means: means.first().map(|m| m.samples),
-        walls: walls.map(<[_]>::to_vec),
+        walls: steered.walls.clone(),
+        held: steered.held.clone(),
     };
     let total: usize = slabs.iter().map(Vec::len).sum();
     if total as u64 != header.data_bytes || slabs.iter().any(|s| s.len() % q != 0) {
@@ -216,14 +250,8 @@ pub fn write_to(
 
 /// Saves the runtime's current populations as `dir/checkpoint.thelma`, atomically: a failure or an
 /// interruption at any point leaves the previous checkpoint as it was.
-/// Saves the runtime's state at its step into `dir`, with the walls' velocities where the live
-/// view steered them (`walls`).
-pub fn save(
-    dir: &Path,
-    case: &CaseConfig,
-    rt: &mut Runtime,
-    walls: Option<&[[f64; 3]]>,
-) -> Result<()> {
+/// Saves the runtime's state at its step into `dir`, with what the live view steered.
+pub fn save(dir: &Path, case: &CaseConfig, rt: &mut Runtime, steered: &Steered) -> Result<()> {
     let slabs = rt.read_populations()?;
     let means = if case.output.average_from.is_some() {
         rt.slab_mean_sums()?
@@ -232,7 +260,7 @@ pub fn save(
     };
     let path = dir.join(FILE_NAME);
     thelma_results::write_atomic(&path, |w| {
-        write_to(w, case, rt.step(), &slabs, &means, walls)
+        write_to(w, case, rt.step(), &slabs, &means, steered)
     })
     .with_context(|| format!("cannot write the checkpoint {}", path.display()))
 }
@@ -408,6 +436,9 @@ impl Checkpoint {
         if let Some(walls) = &self.header.walls {
             rt.set_wall_velocities(walls)?;
         }
+        if let Some(held) = &self.header.held {
+            rt.set_held_temperatures(held)?;
+        }
         let Some(samples) = self.header.means else {
             return Ok(());
         };
@@ -484,7 +515,10 @@ mod tests {
         let c = case();
         let (whole, parts) = slabs(FLOW, 1.0);
         let path = dir.path().join(FILE_NAME);
-        thelma_results::write_atomic(&path, |w| write_to(w, &c, 77, &parts, &[], None)).unwrap();
+        thelma_results::write_atomic(&path, |w| {
+            write_to(w, &c, 77, &parts, &[], &Steered::default())
+        })
+        .unwrap();
         let ck = load(dir.path()).unwrap();
         assert_eq!(ck.header.step, 77);
         assert_eq!(ck.header.case, c);
@@ -543,7 +577,10 @@ mod tests {
         };
         let path = dir.path().join(FILE_NAME);
         let parts = [cut(0, 3), cut(3, 4)];
-        thelma_results::write_atomic(&path, |w| write_to(w, &c, 12, &parts, &[], None)).unwrap();
+        thelma_results::write_atomic(&path, |w| {
+            write_to(w, &c, 12, &parts, &[], &Steered::default())
+        })
+        .unwrap();
         let ck = load(&path).unwrap();
         assert_eq!(ck.header.stencil, "D3Q19+D3Q7");
         assert_eq!(ck.header.data_bytes, (THERMAL * n * 4) as u64);
@@ -562,7 +599,7 @@ mod tests {
         }
         // Flow-sized slabs do not make a thermal checkpoint.
         let (_, flow) = slabs(FLOW, 1.0);
-        let e = write_to(&mut Vec::new(), &c, 12, &flow, &[], None).unwrap_err();
+        let e = write_to(&mut Vec::new(), &c, 12, &flow, &[], &Steered::default()).unwrap_err();
         assert!(e.to_string().contains("D3Q19+D3Q7"), "{e}");
     }
 
@@ -573,11 +610,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (flow, thermal) = (dir.path().join("flow"), dir.path().join("thermal"));
         let (_, parts) = slabs(FLOW, 1.0);
-        thelma_results::write_atomic(&flow, |w| write_to(w, &case(), 3, &parts, &[], None))
-            .unwrap();
+        thelma_results::write_atomic(&flow, |w| {
+            write_to(w, &case(), 3, &parts, &[], &Steered::default())
+        })
+        .unwrap();
         let (_, parts) = slabs(THERMAL, 1.0);
         thelma_results::write_atomic(&thermal, |w| {
-            write_to(w, &thermal_case(), 3, &parts, &[], None)
+            write_to(w, &thermal_case(), 3, &parts, &[], &Steered::default())
         })
         .unwrap();
         let flow = read_header(&flow).unwrap();
@@ -599,8 +638,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(FILE_NAME);
         let (_, parts) = slabs(FLOW, 1.0);
-        thelma_results::write_atomic(&path, |w| write_to(w, &case(), 5, &parts, &[], None))
-            .unwrap();
+        thelma_results::write_atomic(&path, |w| {
+            write_to(w, &case(), 5, &parts, &[], &Steered::default())
+        })
+        .unwrap();
         let good = std::fs::read(&path).unwrap();
         // One flipped bit in the populations, a cut-off tail, a foreign file.
         let mut flipped = good.clone();
@@ -643,8 +684,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(FILE_NAME);
         let (first, parts) = slabs(FLOW, 1.0);
-        thelma_results::write_atomic(&path, |w| write_to(w, &case(), 10, &parts, &[], None))
-            .unwrap();
+        thelma_results::write_atomic(&path, |w| {
+            write_to(w, &case(), 10, &parts, &[], &Steered::default())
+        })
+        .unwrap();
         let (_, newer) = slabs(FLOW, 2.0);
         let err = thelma_results::write_atomic(&path, |w| {
             write_to(
@@ -656,7 +699,7 @@ mod tests {
                 20,
                 &newer,
                 &[],
-                None,
+                &Steered::default(),
             )
         });
         assert!(err.is_err());

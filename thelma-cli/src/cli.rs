@@ -198,6 +198,10 @@ pub struct LiveArgs {
     /// Milliseconds between live pictures, at least (whichever of the two is later). Default 100.
     #[arg(long, value_name = "MS", allow_negative_numbers = true)]
     pub live_ms: Option<u64>,
+    /// Seconds a paused run waits with no viewer connected before it resumes by itself (logged
+    /// like a viewer's resume). Default 60.
+    #[arg(long, value_name = "SECONDS", allow_negative_numbers = true)]
+    pub live_idle: Option<u64>,
 }
 
 impl LiveArgs {
@@ -208,6 +212,7 @@ impl LiveArgs {
                 (self.live_remote, "--live-remote"),
                 (self.live_every.is_some(), "--live-every"),
                 (self.live_ms.is_some(), "--live-ms"),
+                (self.live_idle.is_some(), "--live-idle"),
             ];
             if let Some((_, flag)) = given.into_iter().find(|g| g.0) {
                 return Err(UsageError::new(
@@ -219,12 +224,16 @@ impl LiveArgs {
         self.live
             .as_deref()
             .map(|a| {
-                crate::live::LiveOptions::new(
+                let mut o = crate::live::LiveOptions::new(
                     a,
                     self.live_remote,
                     self.live_every.unwrap_or(10),
                     self.live_ms.unwrap_or(100),
-                )
+                )?;
+                if let Some(s) = self.live_idle {
+                    o.unattended = std::time::Duration::from_secs(s);
+                }
+                Ok(o)
             })
             .transpose()
     }

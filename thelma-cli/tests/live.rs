@@ -363,6 +363,110 @@ fn garbage_and_out_of_range_commands_and_a_stalled_viewer_leave_the_run_untouche
     let _ = std::fs::remove_dir_all(&hit);
 }
 
+/// A heated box in lattice units: the floor at 0.5, the ceiling at −0.5, gravity along −z, an
+/// inlet patch on x− at 0.25 and an outflow on x+.
+const HEATED: &str = "[domain]\ncase = \"box\"\nsize = [12, 10, 12]\n\
+    [physics]\nviscosity = 0.05\n[output]\nvtk = false\nimages = false\n\
+    [thermal]\nprandtl = 0.71\nbeta = 1.0\ngravity = [0.0, 0.0, -1e-4]\nt0 = 0.0\n\
+    [[boundary]]\nface = \"z-\"\ntemperature = 0.5\n\
+    [[boundary]]\nface = \"z+\"\ntemperature = -0.5\n\
+    [[boundary]]\nface = \"x-\"\nkind = \"velocity\"\nvelocity = [0.02, 0.0, 0.0]\n\
+    temperature = 0.25\npatch = { min = [3.0, 3.0], max = [6.0, 8.0] }\n\
+    [[boundary]]\nface = \"x+\"\nkind = \"outflow\"\n";
+
+#[test]
+fn a_steered_temperature_is_logged_checked_and_resumes_bit_for_bit() {
+    let a = tmp("heated");
+    let b = tmp("heated-resumed");
+    std::fs::create_dir_all(&a).unwrap();
+    let case = a.join("heated.toml");
+    std::fs::write(&case, HEATED).unwrap();
+    let live = Live::start(&[
+        "--config",
+        case.to_str().unwrap(),
+        "--steps",
+        "300",
+        "--checkpoint-every",
+        "300",
+        "--live-every",
+        "5",
+        "--live-ms",
+        "10",
+        "-o",
+        a.join("out").to_str().unwrap(),
+    ]);
+    runtime().block_on(async {
+        let mut v = Viewer::connect(&live.ws()).await;
+        let hello = v.next("hello").await;
+        let temps = hello["temperatures"].as_array().unwrap();
+        let labels: Vec<&str> = temps.iter().map(|t| t["label"].as_str().unwrap()).collect();
+        assert_eq!(labels, ["wall (z-)", "wall (z+)", "inlet patch (x-)"]);
+        assert_eq!(temps[2]["value"], 0.25);
+        assert_eq!(temps[2]["unit"], "lattice");
+        // |θ| < 0.4² / (|β g| H) = 0.16 / (1e-4 · 12): about 133.
+        let max = temps[2]["max"].as_f64().unwrap();
+        assert!((max - 0.16 / 12e-4).abs() < 1e-9, "{max}");
+        for bad in [
+            json!({"cmd": "temperature", "slot": 2, "value": 200.0}),
+            json!({"cmd": "temperature", "slot": 3, "value": 0.1}),
+            json!({"cmd": "temperature", "slot": 0}),
+        ] {
+            v.send(bad.clone()).await;
+            let r = v.next("refused").await;
+            assert!(!r["message"].as_str().unwrap().is_empty(), "{bad}");
+        }
+        v.send(json!({"cmd": "pause"})).await;
+        let at = v.next("ack").await["step"].as_u64().unwrap();
+        v.send(json!({"cmd": "temperature", "slot": 2, "value": 0.8}))
+            .await;
+        let ack = v.next("ack").await;
+        assert_eq!(
+            (ack["cmd"].as_str(), ack["step"].as_u64()),
+            (Some("temperature"), Some(at))
+        );
+        assert_eq!(ack["detail"], "inlet patch (x-) temperature 0.8 lattice");
+        v.send(json!({"cmd": "checkpoint"})).await;
+        assert_eq!(v.next("ack").await["cmd"], "checkpoint");
+        std::fs::create_dir_all(&b).unwrap();
+        std::fs::copy(
+            a.join("out").join(checkpoint::FILE_NAME),
+            b.join(checkpoint::FILE_NAME),
+        )
+        .unwrap();
+        // A viewer connecting now is told the steered value.
+        let mut late = Viewer::connect(&live.ws()).await;
+        assert_eq!(late.next("hello").await["temperatures"][2]["value"], 0.8);
+        v.send(json!({"cmd": "resume"})).await;
+        assert_eq!(v.next("ack").await["cmd"], "resume");
+        assert_eq!(v.next("end").await["step"], 300);
+    });
+    live.finish();
+    let s = summary(&a.join("out"));
+    assert_eq!(
+        actions(&s),
+        ["pause", "temperature", "checkpoint", "resume"]
+    );
+    assert_eq!(s["steering"][1]["value"], 0.8);
+    assert_eq!(s["steering"][1]["slot"], 2);
+    // Resumed without the live view from the checkpoint taken after the change: the same
+    // populations at step 300, the inlet still at 0.8 in its own checkpoint.
+    let (code, _, err) = thelma(&["run", "--resume", b.to_str().unwrap(), "--quiet"]);
+    assert_eq!(code, 0, "{err}");
+    let got = checkpoint::load(&b).unwrap();
+    let want = checkpoint::load(&a.join("out")).unwrap();
+    assert_eq!((got.header.step, want.header.step), (300, 300));
+    assert!(
+        got.populations == want.populations,
+        "the resumed run differs"
+    );
+    let held = got.header.held.clone().expect("the steered table is kept");
+    assert_eq!(held, [0.0, 0.0, 0.0, 0.0, 0.5, -0.5, 0.8]);
+    assert_eq!(want.header.held, got.header.held);
+    assert_eq!(got.header.walls, None);
+    let _ = std::fs::remove_dir_all(&a);
+    let _ = std::fs::remove_dir_all(&b);
+}
+
 /// An HTTP GET of `path` on `addr`: the status code.
 fn get(addr: &str, path: &str) -> u16 {
     let mut s = std::net::TcpStream::connect(addr).unwrap();

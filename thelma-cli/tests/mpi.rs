@@ -267,3 +267,140 @@ fn a_bad_layout_ends_every_rank_with_one_line_and_status_2() {
     );
     assert!(!out.exists(), "a refused job wrote {}", out.display());
 }
+
+/// A viewer of a live job over the socket, reading with a timeout so that a job that stops talking
+/// fails the test instead of hanging it.
+struct Viewer(tungstenite::WebSocket<std::net::TcpStream>);
+
+impl Viewer {
+    fn connect(page: &str) -> Viewer {
+        let addr = page
+            .strip_prefix("http://")
+            .and_then(|r| r.split('/').next())
+            .unwrap();
+        let stream = std::net::TcpStream::connect(addr).unwrap();
+        stream
+            .set_read_timeout(Some(std::time::Duration::from_secs(60)))
+            .unwrap();
+        let (ws, _) = tungstenite::client(format!("ws://{addr}/ws"), stream).unwrap();
+        Viewer(ws)
+    }
+
+    fn send(&mut self, v: serde_json::Value) {
+        self.0
+            .send(tungstenite::Message::text(v.to_string()))
+            .unwrap();
+    }
+
+    /// The next message of type `kind` for which `pick` holds.
+    fn next(&mut self, kind: &str, pick: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+        loop {
+            let m = self
+                .0
+                .read()
+                .unwrap_or_else(|e| panic!("waiting for {kind}: {e}"));
+            if let tungstenite::Message::Text(t) = m {
+                let v: serde_json::Value = serde_json::from_str(t.as_str()).unwrap();
+                if v["type"] == kind && pick(&v) {
+                    return v;
+                }
+            }
+        }
+    }
+}
+
+/// A job of two ranks served live from rank 0: pictures of planes held by rank 1's slab, a lid
+/// slowed on every rank from one step boundary (a checkpoint taken there resumes in one process to
+/// the job's populations bit for bit), all logged in rank 0's summary.
+#[test]
+fn a_cluster_job_is_served_live_from_rank_0() {
+    use serde_json::json;
+    use std::io::{BufRead, BufReader};
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (tmp.path().join("live"), tmp.path().join("resumed"));
+    let mut args: Vec<&str> = CASE.to_vec();
+    args.extend([
+        "--steps",
+        "1000",
+        "--checkpoint-every",
+        "1000",
+        "--live",
+        "127.0.0.1:0",
+        "--live-every",
+        "5",
+        "--live-ms",
+        "10",
+        "-o",
+        a.to_str().unwrap(),
+    ]);
+    let mut job = mpirun_command(2, &args)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(job.stdout.take().unwrap()).lines();
+    let page = loop {
+        let line = lines.next().expect("a line naming the page").unwrap();
+        if let Some(u) = line.strip_prefix("live view: ") {
+            break u.to_string();
+        }
+    };
+    let rest = std::thread::spawn(move || lines.map_while(Result::ok).collect::<Vec<_>>());
+    let mut v = Viewer::connect(&page);
+    assert_eq!(v.next("hello", |_| true)["size"], json!([16, 14, 24]));
+    v.send(json!({"cmd": "pause"}));
+    let at = v.next("ack", |_| true)["step"].as_u64().unwrap();
+    // The plane under the lid, which moves from the first step on, lies in rank 1's slab (an even
+    // split: z 12–23).
+    v.send(json!({"cmd": "view", "field": "ux", "axis": "z", "index": 23}));
+    let view = v.next("ack", |_| true);
+    assert_eq!(
+        (view["cmd"].as_str(), view["step"].as_u64()),
+        (Some("view"), Some(at))
+    );
+    let frame = v.next("frame", |f| f["axis"] == "z");
+    assert_eq!(
+        (
+            frame["width"].as_u64(),
+            frame["height"].as_u64(),
+            frame["step"].as_u64()
+        ),
+        (Some(16), Some(14), Some(at))
+    );
+    assert!(frame["max"].as_f64().unwrap() > 0.0, "{frame}");
+    v.send(json!({"cmd": "wall", "slot": 0, "speed": 0.05}));
+    v.send(json!({"cmd": "checkpoint"}));
+    v.send(json!({"cmd": "resume"}));
+    let acks: Vec<serde_json::Value> = (0..3).map(|_| v.next("ack", |_| true)).collect();
+    let cmds: Vec<&str> = acks.iter().map(|a| a["cmd"].as_str().unwrap()).collect();
+    assert_eq!(cmds, ["wall", "checkpoint", "resume"]);
+    assert!(
+        acks.iter().all(|a| a["step"].as_u64() == Some(at)),
+        "{acks:?}"
+    );
+    std::fs::create_dir_all(&b).unwrap();
+    // The checkpoint was written before its acknowledgement.
+    std::fs::copy(a.join("checkpoint.thelma"), b.join("checkpoint.thelma")).unwrap();
+    assert_eq!(v.next("end", |_| true)["step"], 1000);
+    let status = job.wait().unwrap();
+    let out = rest.join().unwrap().join("\n");
+    assert!(status.success(), "{out}");
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(a.join("summary.json")).unwrap()).unwrap();
+    let actions: Vec<&str> = s["steering"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(actions, ["pause", "view", "wall", "checkpoint", "resume"]);
+    let (code, o, e) = thelma(&["run", "--resume", b.to_str().unwrap(), "--quiet"]);
+    assert_eq!(code, 0, "{o}{e}");
+    let got = thelma_cli::checkpoint::load(&b).unwrap();
+    let want = thelma_cli::checkpoint::load(&a).unwrap();
+    assert_eq!((got.header.step, want.header.step), (1000, 1000));
+    assert!(
+        got.populations == want.populations,
+        "the job's lid change did not reach every rank alike"
+    );
+    assert_eq!(got.header.walls, Some(vec![[0.05, 0.0, 0.0]]));
+}

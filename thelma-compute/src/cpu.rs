@@ -1415,6 +1415,13 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> ComputeModule for CpuMod
         Ok(())
     }
 
+    fn set_held_temperatures(&mut self, table: &[f64]) -> Result<(), ComputeError> {
+        let th = self.thermal.as_mut().ok_or_else(|| {
+            ComputeError::Invalid("held temperatures for a case without [thermal]".into())
+        })?;
+        th.set_held(table)
+    }
+
     fn read_nodes(&mut self, nodes: &[u32]) -> Result<Vec<f64>, ComputeError> {
         let n = self.slab.nodes();
         thelma_core::check_nodes(nodes, n)?;

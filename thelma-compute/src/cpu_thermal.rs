@@ -14,7 +14,7 @@ use thelma_core::physics::{
     collide_thermal, coupled_force, dirichlet_term, temperature, thermal_equilibrium_populations,
     Arith, ThermalCoefficients, ThermalFace, ThermalSetup, QT,
 };
-use thelma_core::{Real, SlabSpec};
+use thelma_core::{ComputeError, Real, SlabSpec};
 
 use super::SyncPtr;
 
@@ -67,6 +67,19 @@ impl<T: Real + Arith<Scalar = T>> ThermalLattice<T> {
             u: std::array::from_fn(|_| vec![T::zero(); n]),
             nu: setup.model.turbulent_prandtl.map(|_| vec![T::zero(); n]),
             uniform: uniform.unwrap_or([0.0; 3]).map(T::of),
+        }
+    }
+
+    /// Holds the held faces and patches at `table` (`ThermalSetup::held_table`'s layout).
+    pub(super) fn set_held(&mut self, table: &[f64]) -> Result<(), ComputeError> {
+        if self.setup.set_held(table) {
+            Ok(())
+        } else {
+            Err(ComputeError::Invalid(format!(
+                "{} held temperatures for a table of {}",
+                table.len(),
+                self.setup.held_table().len()
+            )))
         }
     }
 

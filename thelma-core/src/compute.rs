@@ -424,6 +424,12 @@ pub trait ComputeModule {
     /// bit for bit as the one steered.
     fn set_wall_velocities(&mut self, walls: &[[f64; 3]]) -> Result<(), ComputeError>;
 
+    /// Holds the temperature lattice's held faces and patches at `table` (θ, lattice units, laid
+    /// out as [`ThermalSetup::held_table`](crate::physics::ThermalSetup::held_table)) from the
+    /// next step on: steering an inlet's or a wall's temperature. `Invalid` without a temperature
+    /// lattice or for a table of another length.
+    fn set_held_temperatures(&mut self, table: &[f64]) -> Result<(), ComputeError>;
+
     /// Replaces the current populations (same layout as [`read_populations`](Self::read_populations)) and
     /// republishes the boundary layers so that the next step `t` reads them (parity `(t + 1) % 2`).
     fn write_populations(&mut self, bytes: &[u8], next_step: u64) -> Result<(), ComputeError>;

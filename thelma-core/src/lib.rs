@@ -33,7 +33,7 @@ pub use config::{
     LatticeParams, LineConfig, NumericsConfig, Obstacle, OutputConfig, OutputField, PatchConfig,
     PhysicalUnits, PhysicsConfig, ProbeConfig, Profile, RotationConfig, RunConfig, Scale,
     SlicePlane, SlicePlaneError, SpongeConfig, SyntaxError, ThermalConfig, UnitScales,
-    DEFAULT_RETRACTION, MAX_THREADS, WALL_SLOTS,
+    ABSOLUTE_ZERO_C, DEFAULT_RETRACTION, MAX_THREADS, WALL_SLOTS,
 };
 pub use domain::{partition, Domain, PartitionError, SlabSpec};
 pub use numfmt::{num, num_exact, num_sig, Num};

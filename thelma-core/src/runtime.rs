@@ -225,6 +225,7 @@ enum Command {
         index: usize,
     },
     SetWalls(Arc<Vec<[f64; 3]>>),
+    SetHeld(Arc<Vec<f64>>),
     // What never leaves its rank comes last: a variant serde skips must not shift the indices of
     // the others.
     /// Allocate the channels the slab reads from below and from above, in these transports, and
@@ -1129,6 +1130,19 @@ impl Runtime {
         Ok(())
     }
 
+    /// Holds the temperature lattice's held faces and patches at `table` (θ, lattice units, the
+    /// layout of `ThermalSetup::held_table`) from the next step on, on every slab
+    /// ([`ComputeModule::set_held_temperatures`]).
+    pub fn set_held_temperatures(&mut self, table: &[f64]) -> Result<(), RuntimeError> {
+        let table = Arc::new(table.to_vec());
+        self.broadcast(|| Command::SetHeld(table.clone()))?;
+        self.collect(|_, r| match r {
+            Reply::Written => Ok(()),
+            other => Err(other),
+        })?;
+        Ok(())
+    }
+
     /// Loads populations (one buffer per slab, in slab order) saved at step `step`.
     pub fn write_populations(
         &mut self,
@@ -1652,6 +1666,7 @@ fn serve(
             .read_plane(axis, index)
             .map(|p| Reply::Plane(Box::new(p))),
         Command::SetWalls(walls) => module.set_wall_velocities(&walls).map(|_| Reply::Written),
+        Command::SetHeld(table) => module.set_held_temperatures(&table).map(|_| Reply::Written),
         Command::PullNodes { t, nodes } => module.pull_nodes(t, &nodes).map(Reply::Nodes),
         Command::SetForces { nodes, forces } => module
             .set_node_forces(&nodes, &forces)

@@ -129,7 +129,12 @@ pub struct Steering {
 #[serde(tag = "action", rename_all = "lowercase")]
 pub enum SteerAction {
     Pause,
-    Resume,
+    /// Resumed by a viewer, or by the run itself after `unattended_s` seconds paused with no
+    /// viewer connected.
+    Resume {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        unattended_s: Option<f64>,
+    },
     Stop,
     /// The picture now shows `field` on the plane `axis = index`.
     View {
@@ -143,6 +148,14 @@ pub enum SteerAction {
         slot: usize,
         label: String,
         speed: f64,
+        unit: String,
+    },
+    /// The face or patch of held-temperature slot `slot` (a wall's or an inlet's) now holds
+    /// `value`, in `unit`.
+    Temperature {
+        slot: usize,
+        label: String,
+        value: f64,
         unit: String,
     },
     /// Field outputs written now.

@@ -15,10 +15,10 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
-use axum::extract::{Query, State};
+use axum::extract::{Query, Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
@@ -26,18 +26,21 @@ use base64::Engine;
 use crossbeam_channel::{bounded, Receiver, Sender, TrySendError};
 use serde::Deserialize;
 use serde_json::{json, Value};
-use thelma_core::physics::MAX_SPEED;
-use thelma_core::{CaseConfig, PlaneFields, Runtime};
+use thelma_core::physics::{ThermalFace, HELD_FACES, MAX_SPEED};
+use thelma_core::{CaseConfig, PlaneFields, Runtime, ABSOLUTE_ZERO_C};
 use thelma_results::vtk::Scales;
 use thelma_results::{picture, LiveField, SteerAction, Steering};
 use tokio::sync::{broadcast, watch};
 
+use crate::checkpoint::Steered;
 use crate::error::UsageError;
 
 /// The page, shipped inside the binary.
 const PAGE: &str = include_str!("page.html");
 /// The default address: loopback only.
 pub const DEFAULT_ADDR: &str = "127.0.0.1:8088";
+/// How long a paused run waits with no viewer before it resumes, by default.
+pub const DEFAULT_UNATTENDED: Duration = Duration::from_secs(60);
 /// The largest message a viewer may send; commands are a few dozen bytes.
 const MAX_MESSAGE: usize = 4096;
 /// Commands waiting for the run loop; more are refused (a viewer flooding the socket).
@@ -56,6 +59,9 @@ pub struct LiveOptions {
     pub every: u64,
     /// Time between pictures at least.
     pub interval: Duration,
+    /// How long a paused run waits with no viewer connected before it resumes by itself
+    /// (`--live-idle`): a dropped tunnel never holds the run.
+    pub unattended: Duration,
 }
 
 impl LiveOptions {
@@ -83,6 +89,7 @@ impl LiveOptions {
             remote,
             every,
             interval: Duration::from_millis(ms),
+            unattended: DEFAULT_UNATTENDED,
         })
     }
 }
@@ -105,6 +112,10 @@ pub enum Steer {
     Wall {
         slot: usize,
         speed: f64,
+    },
+    Temperature {
+        slot: usize,
+        value: f64,
     },
     Write {},
     Checkpoint {},
@@ -130,6 +141,14 @@ struct Wall {
     direction: [f64; 3],
 }
 
+/// A held temperature (a wall's or an inlet's) as the page shows it.
+#[derive(Clone, Debug)]
+struct Held {
+    label: String,
+    /// Its entry in the held θ table (`ThermalSetup::held_table`).
+    entry: usize,
+}
+
 /// What the server knows of the case to check commands, and the page's first message.
 #[derive(Clone, Debug)]
 struct Limits {
@@ -139,11 +158,27 @@ struct Limits {
     /// Case units per lattice velocity.
     velocity: f64,
     unit: &'static str,
+    temperatures: Vec<Held>,
+    /// The case's reference temperature: a held θ is `T − t0`.
+    t0: f64,
+    /// The largest |T − t0| a held temperature may take, where buoyancy acts.
+    theta_max: Option<f64>,
+    /// Whether temperatures are °C or K (`[units]`): none below absolute zero.
+    si: bool,
+    temperature_unit: &'static str,
 }
 
 impl Limits {
     fn max_speed(&self) -> f64 {
         MAX_SPEED * self.velocity
+    }
+
+    /// The temperatures a held face or patch may be steered to: `(lo, hi)`, both open.
+    fn temperature_range(&self) -> (f64, f64) {
+        let reach = self.theta_max.unwrap_or(f64::INFINITY);
+        let lo = self.t0 - reach;
+        let lo = if self.si { lo.max(ABSOLUTE_ZERO_C) } else { lo };
+        (lo, self.t0 + reach)
     }
 
     /// Checks a command against the case: `Err` is the refusal's message.
@@ -199,9 +234,82 @@ impl Limits {
                 }
                 Ok(())
             }
+            Steer::Temperature { slot, value } => {
+                let h = self.temperatures.get(*slot).ok_or_else(|| {
+                    format!(
+                        "temperature {slot}: the case holds {} temperatures",
+                        self.temperatures.len()
+                    )
+                })?;
+                let (lo, hi) = self.temperature_range();
+                if !value.is_finite() || *value <= lo || *value >= hi {
+                    let why = if self.theta_max.is_some() {
+                        "the buoyant speed √(|g β (T − t0)| H) under the Mach limit"
+                    } else {
+                        "finite"
+                    };
+                    return Err(format!(
+                        "{} temperature {value}: outside ({}, {}) {} ({why})",
+                        h.label,
+                        thelma_core::num(lo),
+                        thelma_core::num(hi),
+                        self.temperature_unit
+                    ));
+                }
+                Ok(())
+            }
             _ => Ok(()),
         }
     }
+}
+
+/// The held temperatures of `case` the page can steer, in the held θ table's order, and the largest
+/// |T − t0| one may take: the buoyant free-fall speed `√(|g β θ| H)` over the domain's extent `H`
+/// along gravity stays under the Mach limit the walls obey (`None` without buoyancy).
+fn held_temperatures(case: &CaseConfig) -> (Vec<Held>, Option<f64>) {
+    let Some(setup) = case.validate().ok().and_then(|l| case.thermal_setup(&l)) else {
+        return (Vec::new(), None);
+    };
+    let periodic = case.domain.periodic;
+    let kind = |b: &thelma_core::BoundaryConfig| {
+        if b.kind == thelma_core::BoundaryKind::Velocity {
+            "inlet"
+        } else {
+            "wall"
+        }
+    };
+    // Each entry's boundary table: the faces' (a table without a patch), then the patches' in the
+    // order the setup lists them (tables with a patch, on walled axes).
+    let mut labels: Vec<Option<String>> = (0..HELD_FACES).map(|_| None).collect();
+    for b in case.boundary.iter().filter(|b| !periodic[b.face.axis()]) {
+        if b.patch.is_none() {
+            labels[b.face as usize] = Some(format!("{} ({})", kind(b), b.face.name()));
+        } else {
+            labels.push(Some(format!("{} patch ({})", kind(b), b.face.name())));
+        }
+    }
+    let rules = setup
+        .faces
+        .iter()
+        .chain(setup.patches.iter().map(|(_, r)| r));
+    let held = rules
+        .zip(labels)
+        .enumerate()
+        .filter(|(_, (rule, _))| matches!(rule, ThermalFace::Held(_)))
+        .map(|(entry, (_, label))| Held {
+            label: label.unwrap_or_else(|| format!("face {entry}")),
+            entry,
+        })
+        .collect();
+    // The force per unit θ, −β g: its size |β g| and its direction, gravity's.
+    let b = setup.model.buoyancy;
+    let bn = b.iter().map(|v| v * v).sum::<f64>().sqrt();
+    let extent: f64 = (0..3)
+        .map(|a| (b[a] / bn).abs() * case.domain.size[a] as f64)
+        .sum();
+    let scale = bn * extent;
+    let theta_max = (scale.is_finite() && scale > 0.0).then(|| MAX_SPEED * MAX_SPEED / scale);
+    (held, theta_max)
 }
 
 /// The plane the picture shows.
@@ -258,7 +366,12 @@ pub struct LiveServer {
     view: View,
     /// The walls' velocities now, lattice units (the geometry's table).
     walls: Vec<[f64; 3]>,
+    /// The held θ table now (lattice units, `ThermalSetup::held_table`), empty without a
+    /// temperature lattice.
+    held: Vec<f64>,
     paused: bool,
+    /// Since when a paused run has had no viewer.
+    alone_since: Option<Instant>,
     /// The step and time of the last picture.
     last: Option<(u64, Instant)>,
     /// The step and time of the last status, for the real-time ratio.
@@ -327,6 +440,7 @@ impl LiveServer {
                 }
             })
             .collect();
+        let (temperatures, theta_max) = held_temperatures(case);
         let limits = Limits {
             size: case.domain.size,
             fields,
@@ -337,6 +451,11 @@ impl LiveServer {
             } else {
                 "lattice"
             },
+            temperatures,
+            t0: case.thermal.as_ref().map_or(0.0, |t| t.t0),
+            theta_max,
+            si: scales.si,
+            temperature_unit: LiveField::Temperature.unit(&scales),
         };
         let (tx, rx) = bounded(QUEUE);
         let shared = Arc::new(Shared {
@@ -382,7 +501,13 @@ impl LiveServer {
             thread: Some(thread),
             view,
             walls: moving.iter().map(|w| w.1).collect(),
+            held: case
+                .validate()
+                .ok()
+                .and_then(|l| case.thermal_setup(&l))
+                .map_or_else(Vec::new, |t| t.held_table()),
             paused: false,
+            alone_since: None,
             last: None,
             last_status: None,
             target: case.run.steps.unwrap_or(case.run.max_steps),
@@ -411,12 +536,25 @@ impl LiveServer {
         &self.walls
     }
 
-    /// Starts from the walls' velocities of a resumed run's checkpoint.
-    pub fn resume_walls(&mut self, walls: &[[f64; 3]]) {
-        if walls.len() == self.walls.len() {
-            self.walls = walls.to_vec();
-            self.hello();
+    /// The held θ table now (lattice units): what a checkpoint keeps when a temperature was
+    /// steered.
+    pub fn held(&self) -> &[f64] {
+        &self.held
+    }
+
+    /// Starts from what a resumed run's checkpoint had steered.
+    pub fn resume(&mut self, steered: &Steered) {
+        if let Some(w) = steered
+            .walls
+            .as_ref()
+            .filter(|w| w.len() == self.walls.len())
+        {
+            self.walls.clone_from(w);
         }
+        if let Some(h) = steered.held.as_ref().filter(|h| h.len() == self.held.len()) {
+            self.held.clone_from(h);
+        }
+        self.hello();
     }
 
     pub fn paused(&self) -> bool {
@@ -447,6 +585,17 @@ impl LiveServer {
                 "max": l.max_speed(),
                 "unit": l.unit,
             })).collect::<Vec<_>>(),
+            "temperatures": l.temperatures.iter().enumerate().map(|(slot, h)| {
+                let (lo, hi) = l.temperature_range();
+                json!({
+                    "slot": slot,
+                    "label": h.label,
+                    "value": self.held.get(h.entry).map(|t| t + l.t0),
+                    "min": lo.is_finite().then_some(lo),
+                    "max": hi.is_finite().then_some(hi),
+                    "unit": l.temperature_unit,
+                })
+            }).collect::<Vec<_>>(),
             "view": self.view_json(),
             "paused": self.paused,
             "target": self.target,
@@ -528,6 +677,36 @@ impl LiveServer {
         Ok(())
     }
 
+    /// Makes one plane before the first step, so that the buffers every picture reuses are
+    /// allocated (on a full device, the run fails now, not at a viewer's first picture).
+    pub fn prepare(&mut self, rt: &mut Runtime) -> anyhow::Result<()> {
+        use anyhow::Context as _;
+        rt.plane(self.view.axis, self.view.index)
+            .map(|_| ())
+            .context("the live view's picture buffers")
+    }
+
+    /// Resumes a run paused with no viewer connected for the options' `unattended` time: the
+    /// change's record, which [`Self::done`] logs like a viewer's.
+    pub fn resume_unattended(&mut self, step: u64) -> Option<Steering> {
+        if !self.paused || self.viewers() > 0 {
+            self.alone_since = None;
+            return None;
+        }
+        let since = *self.alone_since.get_or_insert_with(Instant::now);
+        if since.elapsed() < self.opts.unattended {
+            return None;
+        }
+        self.paused = false;
+        self.alone_since = None;
+        Some(Steering {
+            step,
+            action: SteerAction::Resume {
+                unattended_s: Some(self.opts.unattended.as_secs_f64()),
+            },
+        })
+    }
+
     /// The commands waiting; while paused, waits up to 100 ms for one.
     pub fn poll(&mut self) -> Vec<Steer> {
         let mut got: Vec<Steer> = self.commands.try_iter().collect();
@@ -561,7 +740,7 @@ impl LiveServer {
             }
             Steer::Resume {} => {
                 self.paused = false;
-                (SteerAction::Resume, Due::Nothing)
+                (SteerAction::Resume { unattended_s: None }, Due::Nothing)
             }
             Steer::Stop {} => {
                 self.paused = false;
@@ -602,6 +781,22 @@ impl LiveServer {
                     Due::Nothing,
                 )
             }
+            Steer::Temperature { slot, value } => {
+                let h = &l.temperatures[slot];
+                let mut held = self.held.clone();
+                held[h.entry] = value - l.t0;
+                rt.set_held_temperatures(&held)?;
+                self.held = held;
+                (
+                    SteerAction::Temperature {
+                        slot,
+                        label: h.label.clone(),
+                        value,
+                        unit: l.temperature_unit.into(),
+                    },
+                    Due::Nothing,
+                )
+            }
         };
         Ok(Some((due, Steering { step, action })))
     }
@@ -637,12 +832,9 @@ impl LiveServer {
 }
 
 impl LiveServer {
-    /// Tells the viewers the run failed with `message`.
+    /// Tells the viewers the run failed with `message`, at the step of the last picture.
     pub fn end_failed(&mut self, message: &str) {
-        self.event(json!({"type": "end", "step": self.last.map_or(0, |l| l.0), "reason": message}));
-        if self.viewers() > 0 {
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        self.end(self.last.map_or(0, |l| l.0), message);
     }
 }
 
@@ -665,15 +857,41 @@ fn speed(u: &[f64; 3]) -> f64 {
 fn detail(a: &SteerAction) -> Option<String> {
     match a {
         SteerAction::View { field, axis, index } => Some(format!("{field} on {axis} = {index}")),
+        SteerAction::Resume {
+            unattended_s: Some(s),
+        } => Some(format!(
+            "by itself, paused {} s with no viewer",
+            thelma_core::num(*s)
+        )),
         SteerAction::Wall {
             label, speed, unit, ..
         } => Some(format!("{label} speed {} {unit}", thelma_core::num(*speed))),
+        SteerAction::Temperature {
+            label, value, unit, ..
+        } => Some(format!(
+            "{label} temperature {} {unit}",
+            thelma_core::num(*value)
+        )),
         _ => None,
+    }
+}
+
+/// Lowers the calling thread (and the threads it starts later, which inherit it) to the lowest
+/// scheduling priority: where the solver's threads fill every core (the CPU module), the server
+/// and its drawing take the time they leave, not the time of a step. Best effort.
+pub fn lower_priority() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: `gettid` has no preconditions; `setpriority` on the calling thread's id only changes
+    // that thread's nice value, and a failure (refused by the system) leaves it as it was.
+    unsafe {
+        let tid = libc::gettid();
+        let _ = libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 19);
     }
 }
 
 /// The server's thread: a runtime of its own, the renderer and the routes, until `stop`.
 fn serve(listener: TcpListener, shared: Arc<Shared>, stop: tokio::sync::oneshot::Receiver<()>) {
+    lower_priority();
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -697,6 +915,7 @@ fn serve(listener: TcpListener, shared: Arc<Shared>, stop: tokio::sync::oneshot:
             .route("/", get(page))
             .route("/ws", get(socket))
             .route("/frame.png", get(frame_png))
+            .layer(axum::middleware::from_fn_with_state(shared.clone(), guard))
             .with_state(shared);
         // On stop the server is dropped, not drained: a connection that never finishes its request
         // must not keep the run from exiting.
@@ -783,22 +1002,26 @@ fn allowed(shared: &Shared, q: &Access, headers: &HeaderMap) -> bool {
     }
 }
 
-fn forbidden() -> Response {
-    (
-        StatusCode::FORBIDDEN,
-        "this live view needs its access token\n",
-    )
-        .into_response()
-}
-
-async fn page(
+/// The one gate in front of every route (and of paths that are none): a request that is not
+/// [`allowed`] learns nothing, not even what the route expects.
+async fn guard(
     State(s): State<Arc<Shared>>,
     Query(q): Query<Access>,
     headers: HeaderMap,
+    request: Request,
+    next: Next,
 ) -> Response {
     if !allowed(&s, &q, &headers) {
-        return forbidden();
+        return (
+            StatusCode::FORBIDDEN,
+            "this live view needs its access token\n",
+        )
+            .into_response();
     }
+    next.run(request).await
+}
+
+async fn page() -> Response {
     (
         [
             (header::CONTENT_TYPE, "text/html; charset=utf-8"),
@@ -809,14 +1032,7 @@ async fn page(
         .into_response()
 }
 
-async fn frame_png(
-    State(s): State<Arc<Shared>>,
-    Query(q): Query<Access>,
-    headers: HeaderMap,
-) -> Response {
-    if !allowed(&s, &q, &headers) {
-        return forbidden();
-    }
+async fn frame_png(State(s): State<Arc<Shared>>) -> Response {
     let png = s.png.lock().clone();
     match png {
         Some(p) => (
@@ -831,20 +1047,7 @@ async fn frame_png(
     }
 }
 
-async fn socket(
-    State(s): State<Arc<Shared>>,
-    Query(q): Query<Access>,
-    headers: HeaderMap,
-    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
-) -> Response {
-    // The token first: a request without it learns nothing, not even what the route expects.
-    if !allowed(&s, &q, &headers) {
-        return forbidden();
-    }
-    let ws = match ws {
-        Ok(ws) => ws,
-        Err(e) => return e.into_response(),
-    };
+async fn socket(State(s): State<Arc<Shared>>, ws: WebSocketUpgrade) -> Response {
     ws.max_message_size(MAX_MESSAGE)
         .max_frame_size(MAX_MESSAGE)
         .on_upgrade(move |socket| session(socket, s))
@@ -939,7 +1142,86 @@ mod tests {
             }],
             velocity: 2.0,
             unit: "m/s",
+            temperatures: vec![Held {
+                label: "inlet patch (x-)".into(),
+                entry: 6,
+            }],
+            t0: 20.0,
+            theta_max: Some(30.0),
+            si: true,
+            temperature_unit: "°C",
         }
+    }
+
+    #[test]
+    fn temperatures_stay_within_the_buoyant_limit_and_above_absolute_zero() {
+        let mut l = limits();
+        let p = |s: &str| serde_json::from_str::<Steer>(s);
+        assert_eq!(
+            p(r#"{"cmd":"temperature","slot":0,"value":25.5}"#).unwrap(),
+            Steer::Temperature {
+                slot: 0,
+                value: 25.5
+            }
+        );
+        assert!(p(r#"{"cmd":"temperature","slot":0}"#).is_err());
+        assert!(p(r#"{"cmd":"temperature","slot":0,"value":"hot"}"#).is_err());
+        let t = |slot, value| Steer::Temperature { slot, value };
+        // t0 ± 30 (open): 20 ± 30 °C.
+        for ok in [-9.9, 0.0, 20.0, 49.9] {
+            assert!(l.check(&t(0, ok)).is_ok(), "{ok}");
+        }
+        for bad in [-10.0, 50.0, f64::NAN, f64::NEG_INFINITY] {
+            let e = l.check(&t(0, bad)).unwrap_err();
+            assert!(e.contains("inlet patch (x-)") && e.contains("°C"), "{e}");
+        }
+        assert!(l
+            .check(&t(1, 20.0))
+            .unwrap_err()
+            .contains("holds 1 temperatures"));
+        // Without buoyancy only absolute zero bounds it (with [units]).
+        l.theta_max = None;
+        assert!(l.check(&t(0, 1e6)).is_ok());
+        assert!(l.check(&t(0, -273.2)).is_err());
+        l.si = false;
+        assert!(l.check(&t(0, -1e6)).is_ok());
+    }
+
+    /// The ventilated room holds its six walls and its inlet (not its outlet), in the held table's
+    /// order, and its buoyant limit is Mach's over |β g| and the room's height.
+    #[test]
+    fn the_rooms_held_temperatures_are_its_walls_and_its_inlet() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../examples/ventilated-room.toml");
+        let case = CaseConfig::from_file(&path).unwrap();
+        let (held, theta_max) = held_temperatures(&case);
+        let labels: Vec<(&str, usize)> = held.iter().map(|h| (&*h.label, h.entry)).collect();
+        assert_eq!(
+            labels,
+            [
+                ("wall (x-)", 0),
+                ("wall (x+)", 1),
+                ("wall (y-)", 2),
+                ("wall (y+)", 3),
+                ("wall (z-)", 4),
+                ("wall (z+)", 5),
+                ("inlet patch (x-)", 6),
+            ]
+        );
+        let lattice = case.validate().unwrap();
+        let setup = case.thermal_setup(&lattice).unwrap();
+        let table = setup.held_table();
+        assert_eq!(table.len(), 8);
+        assert_eq!(
+            (table[0], table[6], table[7]),
+            (15.0 - 18.5, 22.0 - 18.5, 0.0)
+        );
+        let b = setup.model.buoyancy;
+        let expect = MAX_SPEED * MAX_SPEED / (b[1].abs() * 86.0);
+        let got = theta_max.unwrap();
+        assert!((got / expect - 1.0).abs() < 1e-12, "{got} {expect}");
+        // About 48 K either side of t0 for this room.
+        assert!((40.0..60.0).contains(&got), "{got}");
     }
 
     #[test]

@@ -397,9 +397,9 @@ where
             .alloc_zeros::<S::Bits>(len)
             .map_err(oom("lattice B"))?;
         let thermal = match (&params.thermal, thermal_kernels) {
-            (Some(setup), Some((export, gather))) => {
-                Some(ThermalDevice::new(&stream, setup, n, export, gather)?)
-            }
+            (Some(setup), Some((export, gather))) => Some(ThermalDevice::new(
+                &stream, setup, n, export, gather, &image,
+            )?),
             _ => None,
         };
         let index = stream.clone_htod(&index_host).map_err(oom("flag index"))?;
@@ -663,6 +663,9 @@ struct ThermalDevice<T: Real + DeviceRepr> {
     ptrs: [u64; 2],
     export: CudaFunction,
     gather: CudaFunction,
+    /// The device address of the kernels' held θ table (`thelma_held_theta`, constant memory,
+    /// `ThermalSetup::held_table`'s layout in doubles) and its length.
+    held: (u64, usize),
 }
 
 impl<T> ThermalDevice<T>
@@ -676,7 +679,23 @@ where
         n: usize,
         export: CudaFunction,
         gather: CudaFunction,
+        image: &Arc<CuModule>,
     ) -> Result<Self, ComputeError> {
+        let held = {
+            let view = image
+                .get_global("thelma_held_theta", stream)
+                .map_err(dev_err("the kernels' held temperatures are missing"))?;
+            let len = view.len() / std::mem::size_of::<f64>();
+            let (p, _guard) = view.device_ptr(stream);
+            (p, len)
+        };
+        if held.1 != setup.held_table().len() {
+            return Err(ComputeError::Device(format!(
+                "the kernels hold {} temperatures, the case {}",
+                held.1,
+                setup.held_table().len()
+            )));
+        }
         let oom = |e: cudarc::driver::DriverError| {
             ComputeError::OutOfMemory(format!(
                 "temperature lattice ({} MiB): {e}",
@@ -703,6 +722,7 @@ where
             ptrs,
             export,
             gather,
+            held,
         })
     }
 }
@@ -963,6 +983,24 @@ where
         self.stream
             .memcpy_htod(&term, &mut self.pal_term)
             .map_err(dev_err("cannot move the walls"))?;
+        self.sync()
+    }
+
+    fn set_held_temperatures(&mut self, table: &[f64]) -> Result<(), ComputeError> {
+        let th = self.thermal.as_ref().ok_or_else(|| {
+            ComputeError::Invalid("held temperatures for a case without [thermal]".into())
+        })?;
+        let (symbol, len) = th.held;
+        if table.len() != len {
+            return Err(ComputeError::Invalid(format!(
+                "{} held temperatures for a table of {len}",
+                table.len()
+            )));
+        }
+        // SAFETY: `symbol` is the module's `thelma_held_theta`, `len` doubles; the copy is
+        // ordered after the steps enqueued before it, before those after, and waited for here.
+        unsafe { result::memcpy_htod_async(symbol, table, self.stream.cu_stream()) }
+            .map_err(dev_err("cannot set the held temperatures"))?;
         self.sync()
     }
 

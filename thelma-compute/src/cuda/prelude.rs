@@ -15,7 +15,7 @@ use thelma_core::physics::{
     dirichlet_term, dispatch, eddy_of, macroscopic, node_density, parabola, pressure_terms,
     smagorinsky_relaxation, sponge_rate, stored_macroscopic, symbolic, temperature, Coefficients,
     Collision, CollisionOperator, FlowModel, OperatorVisitor, Sponges, Stencil, Sym,
-    ThermalCoefficients, ThermalFace, ThermalSetup, D3Q19, QT,
+    ThermalCoefficients, ThermalFace, ThermalSetup, D3Q19, HELD_FACES, QT,
 };
 use thelma_core::WALL_SLOTS;
 use thelma_geometry::{LinkRule, NodeFlags};
@@ -333,36 +333,36 @@ pub fn thermal_source(model: &FlowModel, setup: &ThermalSetup) -> String {
         ThermalFace::Held(_) => 1,
         ThermalFace::Outflow => 2,
     };
-    let theta = |f: &ThermalFace| {
-        lit(if let ThermalFace::Held(t) = f {
-            *t
-        } else {
-            0.0
-        })
-    };
     let kinds: Vec<i32> = setup.faces.iter().map(kind).collect();
-    let held: Vec<String> = setup.faces.iter().map(theta).collect();
     table(&mut s, "int", "thelma_tface_kind", &kinds);
-    table(&mut s, "double", "thelma_tface_theta", &held);
+    // The held θ in constant memory (the faces', then the patches'), set again when the live view
+    // steers a temperature; the kinds stay literals, so the closures still fold per face.
+    let held: Vec<String> = setup.held_table().into_iter().map(lit).collect();
+    let _ = writeln!(
+        s,
+        "__constant__ double thelma_held_theta[{}] = {{{}}};",
+        held.len(),
+        held.join(", ")
+    );
     // The patches, as ThermalSetup::face_at reads them: first match wins.
     let _ = writeln!(
         s,
         "// The closure of face f where the link of the node at global (x, y, z) crosses it.\n\
          __device__ __forceinline__ void thelma_tface(int f, int x, int y, int z, int* kind, double* theta) {{"
     );
-    for (p, rule) in &setup.patches {
+    for (k, (p, rule)) in setup.patches.iter().enumerate() {
         let [a, b] = p.face.transverse();
         let c = ["x", "y", "z"];
         let _ = writeln!(
             s,
-            "    if (f == {} && {} >= {} && {} <= {} && {} >= {} && {} <= {}) {{ *kind = {}; *theta = {}; return; }}",
+            "    if (f == {} && {} >= {} && {} <= {} && {} >= {} && {} <= {}) {{ *kind = {}; *theta = thelma_held_theta[{}]; return; }}",
             p.face as usize, c[a], p.lo[0], c[a], p.hi[0], c[b], p.lo[1], c[b], p.hi[1],
-            kind(rule), theta(rule)
+            kind(rule), HELD_FACES + k
         );
     }
     let _ = writeln!(
         s,
-        "    *kind = thelma_tface_kind(f);\n    *theta = thelma_tface_theta(f);\n}}"
+        "    *kind = thelma_tface_kind(f);\n    *theta = thelma_held_theta[f];\n}}"
     );
     let inputs = |name: &str, n: usize| -> Vec<Sym> {
         (0..n).map(|i| Sym::input(format!("{name}[{i}]"))).collect()
@@ -872,8 +872,9 @@ mod tests {
             "void thelma_collide_thermal(",
             "void thelma_dirichlet_term(",
             "thelma_tface_kind(int i) { const int t[6] = {1, 1, 0, 0, 2, 0};",
-            "thelma_tface_theta(int i) { const double t[6] = {5e-1, -2.5e-1, 0e0, 0e0, 0e0, 0e0};",
-            "if (f == 0 && y >= 2 && y <= 4 && z >= 3 && z <= 5) { *kind = 2; *theta = 0e0; return; }",
+            "__constant__ double thelma_held_theta[7] = {5e-1, -2.5e-1, 0e0, 0e0, 0e0, 0e0, 0e0};",
+            "if (f == 0 && y >= 2 && y <= 4 && z >= 3 && z <= 5) { *kind = 2; *theta = thelma_held_theta[6]; return; }",
+            "*theta = thelma_held_theta[f];",
             "#define THELMA_K_omega_t ",
         ] {
             assert!(s.contains(head), "{head}");

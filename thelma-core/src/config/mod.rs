@@ -30,7 +30,7 @@ pub use hardware::{BackendName, DeviceSpec, DeviceSpecError, HardwareConfig};
 pub use inflow::{InletSchedule, WALL_SLOTS};
 pub use initial::{Expression, InitialConfig, InitialState};
 pub use sampling::{Axis, ForcesConfig, LineConfig, ProbeConfig};
-pub use thermal::ThermalConfig;
+pub use thermal::{ThermalConfig, ABSOLUTE_ZERO_C};
 pub use units::{PhysicalUnits, UnitScales};
 
 use crate::numfmt::{num, num_exact, num_sig};

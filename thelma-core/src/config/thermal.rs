@@ -12,7 +12,7 @@ use crate::physics::{ThermalFace, ThermalModel, ThermalSetup, DEFAULT_THERMAL_MA
 
 /// Absolute zero in °C. With `[units]` a temperature is in °C or K, and one below this is refused
 /// in either (a kelvin temperature below it is below zero too).
-const ABSOLUTE_ZERO_C: f64 = -273.15;
+pub const ABSOLUTE_ZERO_C: f64 = -273.15;
 
 /// The least `τ_T − ½ = 1/ω⁻ − ½` the temperature lattice accepts. Near ½ the odd rate is
 /// `ω⁻ ≈ 2 − 4(τ_T − ½)`, and f32 holds a number near 2 to within 6.0e-8, so at this excess the

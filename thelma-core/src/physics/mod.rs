@@ -37,7 +37,7 @@ pub use symbolic::{Recording, Sym};
 pub use thermal::{
     advecting_velocity, buoyancy_force, collide_thermal, coupled_force, dirichlet_term,
     temperature, thermal_equilibrium, thermal_equilibrium_populations, ThermalCoefficients,
-    ThermalFace, ThermalModel, ThermalSetup, DEFAULT_THERMAL_MAGIC, QT,
+    ThermalFace, ThermalModel, ThermalSetup, DEFAULT_THERMAL_MAGIC, HELD_FACES, QT,
 };
 
 #[cfg(test)]

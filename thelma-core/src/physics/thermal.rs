@@ -66,6 +66,9 @@ impl ThermalModel {
     }
 }
 
+/// Entries of the held θ table before the patches': one per face of the box.
+pub const HELD_FACES: usize = 6;
+
 /// What closes a face of the box for the temperature lattice (a periodic axis's faces are never
 /// asked).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -104,6 +107,34 @@ impl ThermalSetup {
             (lo.min(t), hi.max(t))
         });
         (hi > lo).then_some(hi - lo)
+    }
+
+    /// The held θ table: one entry per face (`Face` order), then one per patch, each the θ its
+    /// rule holds (0 where it holds none). The GPU kernels read it from constant memory at these
+    /// indices, so that the live view can change a held temperature between steps.
+    pub fn held_table(&self) -> Vec<f64> {
+        let theta = |f: &ThermalFace| match f {
+            ThermalFace::Held(t) => *t,
+            _ => 0.0,
+        };
+        let patches = self.patches.iter().map(|(_, r)| r);
+        self.faces.iter().chain(patches).map(theta).collect()
+    }
+
+    /// Holds each held face and patch at its entry of `table` (laid out as
+    /// [`held_table`](Self::held_table)); entries of rules that hold nothing are ignored. `false`,
+    /// and nothing changed, when `table` is not of that length.
+    pub fn set_held(&mut self, table: &[f64]) -> bool {
+        if table.len() != HELD_FACES + self.patches.len() {
+            return false;
+        }
+        let patches = self.patches.iter_mut().map(|(_, r)| r);
+        for (rule, &t) in self.faces.iter_mut().chain(patches).zip(table) {
+            if let ThermalFace::Held(theta) = rule {
+                *theta = t;
+            }
+        }
+        true
     }
 
     /// What closes face `face` (its index in `Face` order) where the link from the node at global
