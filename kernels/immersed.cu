@@ -322,6 +322,36 @@ THELMA_NAME(ib_collide)(THELMA_IB_PULL_ARGS, store_t* __restrict__ b, store_t* a
     store_node(f, b, above_out, below_out, nx, ny, nz, x, y, z, p);
 }
 
+// The live view's plane at the listed nodes (the band, or the nodes the host forced) that lie in
+// it: plane_d3q19 reported their velocity under the uniform force alone; here it is again under the
+// uniform force plus their own, summed in double and rounded once as the step did, as the host's
+// read_fields reports it.
+extern "C" __global__ void __launch_bounds__(128)
+THELMA_NAME(ib_plane)(const store_t* __restrict__ a, const thelma_index* __restrict__ index,
+                      const unsigned int* __restrict__ pal_mask, int nx, int ny, int nz, int axis,
+                      int at, const unsigned int* __restrict__ nodes,
+                      const unsigned int* __restrict__ count, const double* __restrict__ force,
+                      double fx, double fy, double fz, float* __restrict__ out) {
+    const unsigned int s = blockIdx.x * blockDim.x + threadIdx.x;
+    if (s >= *count) return;
+    const size_t p = nodes[s];
+    const int x = (int)(p % nx), y = (int)(p / nx % ny), z = (int)(p / ((size_t)nx * ny));
+    if ((axis == 0 ? x : (axis == 1 ? y : z)) != at) return;
+    if (pal_mask[index[p]] & THELMA_SOLID_BIT) return;
+    // Where plane_d3q19 put the node: row-major over the plane's other two axes.
+    const int sa = axis == 0 ? ny : nx, sb = axis == 2 ? ny : nz;
+    const int k = (axis == 2 ? y : z) * sa + (axis == 0 ? y : x);
+    const int cells = sa * sb;
+    const thelma_node<store_t> g{a + p, (size_t)nx * ny * nz};
+    const real F[3] = {(real)(fx + force[3 * (size_t)s]), (real)(fy + force[3 * (size_t)s + 1]),
+                       (real)(fz + force[3 * (size_t)s + 2])};
+    real u[3];
+    thelma_stored_velocity(g, F, u);
+    out[cells + k] = (float)u[0];
+    out[2 * cells + k] = (float)u[1];
+    out[3 * cells + k] = (float)u[2];
+}
+
 // The populations step t will pull into each listed node (what it collides them from), Q per node:
 // the band the coordinator forces on the host.
 extern "C" __global__ void __launch_bounds__(128)

@@ -4,10 +4,11 @@
 // after kernels/lbm_d3q19.cu (whose pull and store it calls) when the case has a temperature
 // lattice; the prelude then defines THELMA_THERMAL and the functions printed from
 // thelma_core::physics (thelma_temperature, thelma_coupled_force, thelma_advecting_velocity,
-// thelma_eddy_viscosity, thelma_collide_thermal, thelma_dirichlet_term), the flow's collision under
-// a per-node force (thelma_collide_forced) and the faces' closures (thelma_tface: the kinds as
-// literals, the held θ from the constant table thelma_held_theta, which the live view may set
-// between steps). Per node this is the CPU module's order (thelma-compute/src/cpu_thermal.rs):
+// thelma_eddy_viscosity, thelma_collide_thermal), the flow's collision under a per-node force
+// (thelma_collide_forced) and the faces' closures (thelma_tface: the kinds as literals, the held
+// faces' anti-bounce-back terms from the constant table thelma_held_term, which the module fills
+// from the held θ, and fills again when the live view steers one between steps). Per node this is
+// the CPU module's order (thelma-compute/src/cpu_thermal.rs):
 // thermal pull, force, flow pull, advecting velocity and eddy viscosity, both collisions.
 //
 // Layout: h[i][z][y][x] as the flow's lattice, directions 0–6 those of D3Q19 (rest, ±x, ±y, ±z).
@@ -46,18 +47,17 @@ __device__ __forceinline__ void pull_thermal(T* h, const T* __restrict__ ha, con
             // patches fold): a face index computed at run time would read the tables from local
             // memory.
             int kind;
-            double theta;
+            real term;
             if (q < 0) {
-                thelma_tface(2 * ax, x, y, z0 + z, &kind, &theta);
+                thelma_tface(2 * ax, x, y, z0 + z, &kind, &term);
             } else {
-                thelma_tface(2 * ax + 1, x, y, z0 + z, &kind, &theta);
+                thelma_tface(2 * ax + 1, x, y, z0 + z, &kind, &term);
             }
             if (kind == 0) {
                 v = ha[(size_t)opp(i) * n + p];
             } else if (kind == 1) {
-                real t[1];
-                thelma_dirichlet_term((real)theta, t);
-                v = -ha[(size_t)opp(i) * n + p] + t[0];
+                // The held term: thelma_core::physics::dirichlet_term of the held θ, from the module.
+                v = -ha[(size_t)opp(i) * n + p] + term;
             } else {
                 v = ha[(size_t)i * n + p];
             }

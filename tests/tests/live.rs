@@ -100,6 +100,55 @@ fn planes_are_the_gathered_fields(m: Module) {
 per_module!(planes_are_the_gathered_fields => planes_are_the_gathered_fields_on_the_cpu_module,
     planes_are_the_gathered_fields_on_the_cuda_module);
 
+/// The sphere's mesh: beside the sources, or under the current directory where the test binary
+/// runs away from them (a GPU host, from the repository's root).
+fn sphere_stl() -> std::path::PathBuf {
+    let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/sphere.stl");
+    if here.exists() {
+        here
+    } else {
+        "examples/sphere.stl".into()
+    }
+}
+
+fn planes_through_an_immersed_body_report_its_force(m: Module) {
+    // A translating sphere in a periodic box under a uniform force, forced on the module's device
+    // (one slab) and by the coordinator (two): at the nodes of its band the picture's velocity is
+    // the one under the body's force as well, as the gathered fields report it.
+    let mut c = box_case(
+        [14, 12, 16],
+        [true; 3],
+        0.05,
+        Collision::BGK,
+        Precision::F32,
+    );
+    c.physics.force = Some([2e-6, 0.0, 0.0]);
+    let text = format!(
+        "[[body]]\nstl = {:?}\nmethod = \"immersed\"\n",
+        sphere_stl()
+    );
+    let mut body = CaseConfig::parse(&text, false).unwrap().body.remove(0);
+    body.scale = thelma_core::Scale::Uniform(3.0);
+    body.translate = [6.6, 5.7, 7.8];
+    body.velocity = Some([0.01, 0.0, 0.02]);
+    c.body = vec![body];
+    for slabs in [1, 2] {
+        let mut rt = m.runtime(&c, slabs);
+        rt.set_immersed(
+            thelma_geometry::immersed_bodies(&c).unwrap(),
+            model(&c).model.force,
+        )
+        .unwrap();
+        rt.run(30).unwrap();
+        assert_planes_are_the_fields(m, &mut rt, &format!("immersed, {slabs} slabs"));
+        rt.shutdown();
+    }
+}
+
+per_module!(planes_through_an_immersed_body_report_its_force =>
+    planes_through_an_immersed_body_report_its_force_on_the_cpu_module,
+    planes_through_an_immersed_body_report_its_force_on_the_cuda_module);
+
 /// A box with a velocity inlet on x− (its link terms scaled by the node's density), a pressure
 /// outlet on x+ and a patch of z+ moving along y, inlet speed `u` and wall speed `w`.
 fn inlet_case(u: f64, w: f64) -> CaseConfig {

@@ -59,6 +59,7 @@ pub struct IbKernels {
     pub fold: CudaFunction,
     pub collide: CudaFunction,
     pub pull: CudaFunction,
+    pub plane: CudaFunction,
 }
 
 /// What a module holds for its immersed bodies.
@@ -441,6 +442,65 @@ impl ImmersedDevice {
                 .arg(&slot);
             b.launch(grid(threads))
                 .map_err(dev_err("launch of ib_collide failed"))?;
+        }
+        Ok(())
+    }
+
+    /// After the live view's plane kernel (`plane_d3q19`, which took the uniform force alone): the
+    /// plane's velocity again at the nodes forced in the last step, under their own force besides
+    /// the uniform one, as `read_fields` reports it (`ib_plane`). Nothing before a forced step.
+    #[allow(clippy::too_many_arguments)]
+    pub fn plane(
+        &self,
+        stream: &Arc<CudaStream>,
+        a: u64,
+        index: u64,
+        pal_mask: u64,
+        size: [usize; 3],
+        (axis, at): (usize, usize),
+        out: u64,
+    ) -> Result<(), ComputeError> {
+        let (nodes, count, force, threads) = match (&self.held, &self.set) {
+            (Some(h), _) if h.last.is_some() => (
+                raw(&h.band, stream),
+                raw(&h.count, stream),
+                raw(&h.force, stream),
+                h.capacity,
+            ),
+            (None, Some(s)) => (
+                raw(&s.nodes, stream),
+                raw(&s.count, stream),
+                raw(&s.force, stream),
+                s.host.len(),
+            ),
+            _ => return Ok(()),
+        };
+        let [nx, ny, nz] = size.map(|v| v as i32);
+        let (axis, at) = (axis as i32, at as i32);
+        let uniform = self.uniform;
+        // SAFETY: the argument list matches ib_plane (kernels/immersed.cu); `a`, `index` and
+        // `pal_mask` are the module's current lattice and palette for a slab of `size`, `out` its
+        // plane buffer of 5 floats per node of the largest plane; `nodes`, `count` and `force` list
+        // at most `threads` slab nodes with 3 doubles each; all outlive the launch.
+        unsafe {
+            let mut b = stream.launch_builder(&self.kernels.plane);
+            b.arg(&a)
+                .arg(&index)
+                .arg(&pal_mask)
+                .arg(&nx)
+                .arg(&ny)
+                .arg(&nz)
+                .arg(&axis)
+                .arg(&at)
+                .arg(&nodes)
+                .arg(&count)
+                .arg(&force)
+                .arg(&uniform[0])
+                .arg(&uniform[1])
+                .arg(&uniform[2])
+                .arg(&out);
+            b.launch(grid(threads))
+                .map_err(dev_err("launch of ib_plane failed"))?;
         }
         Ok(())
     }

@@ -75,6 +75,8 @@ pub enum Kernel {
     IbCollide,
     /// The populations the step will pull into listed nodes (the coordinator's forcing).
     IbPull,
+    /// The live view's plane at the listed nodes, under their own force.
+    IbPlane,
     BandwidthCopy,
 }
 
@@ -129,6 +131,7 @@ impl Kernel {
             Kernel::IbFold => format!("ib_fold_{suffix}"),
             Kernel::IbCollide => format!("ib_collide_{suffix}"),
             Kernel::IbPull => format!("ib_pull_{suffix}"),
+            Kernel::IbPlane => format!("ib_plane_{suffix}"),
             Kernel::BandwidthCopy => "bandwidth_copy".to_string(),
         }
     }
@@ -158,11 +161,12 @@ impl Kernel {
                 | Kernel::IbFold
                 | Kernel::IbCollide
                 | Kernel::IbPull
+                | Kernel::IbPlane
         )
     }
 
     /// Every immersed-body kernel, in the order [`crate::cuda::CudaModule`] loads them.
-    pub const IMMERSED: [Kernel; 8] = [
+    pub const IMMERSED: [Kernel; 9] = [
         Kernel::IbPlace,
         Kernel::IbPlaceWarp,
         Kernel::IbBand,
@@ -171,6 +175,7 @@ impl Kernel {
         Kernel::IbFold,
         Kernel::IbCollide,
         Kernel::IbPull,
+        Kernel::IbPlane,
     ];
 }
 

@@ -13,8 +13,8 @@ use cudarc::driver::{
 };
 use thelma_core::physics::d3q19::Q;
 use thelma_core::physics::{
-    coupled_force, temperature, thermal_equilibrium_populations, Arith, ImmersedBodies,
-    ThermalCoefficients, ThermalSetup, D3Q19, QT,
+    coupled_force, dirichlet_term, temperature, thermal_equilibrium_populations, Arith,
+    ImmersedBodies, ThermalCoefficients, ThermalSetup, D3Q19, QT,
 };
 use thelma_core::{
     channel_offset, gpu_transport, ChangeSums, Channel, ComputeError, ComputeModule, DevicePair,
@@ -344,6 +344,7 @@ where
                     fold: next(),
                     collide: next(),
                     pull: next(),
+                    plane: next(),
                 },
                 params.model.force,
             ))
@@ -663,8 +664,8 @@ struct ThermalDevice<T: Real + DeviceRepr> {
     ptrs: [u64; 2],
     export: CudaFunction,
     gather: CudaFunction,
-    /// The device address of the kernels' held θ table (`thelma_held_theta`, constant memory,
-    /// `ThermalSetup::held_table`'s layout in doubles) and its length.
+    /// The device address of the kernels' held terms (`thelma_held_term`, constant memory: the
+    /// `dirichlet_term` of each entry of `ThermalSetup::held_table`, in T) and their count.
     held: (u64, usize),
 }
 
@@ -683,19 +684,13 @@ where
     ) -> Result<Self, ComputeError> {
         let held = {
             let view = image
-                .get_global("thelma_held_theta", stream)
+                .get_global("thelma_held_term", stream)
                 .map_err(dev_err("the kernels' held temperatures are missing"))?;
-            let len = view.len() / std::mem::size_of::<f64>();
+            let len = view.len() / std::mem::size_of::<T>();
             let (p, _guard) = view.device_ptr(stream);
             (p, len)
         };
-        if held.1 != setup.held_table().len() {
-            return Err(ComputeError::Device(format!(
-                "the kernels hold {} temperatures, the case {}",
-                held.1,
-                setup.held_table().len()
-            )));
-        }
+        set_held_terms::<T>(stream, held, &setup.held_table())?;
         let oom = |e: cudarc::driver::DriverError| {
             ComputeError::OutOfMemory(format!(
                 "temperature lattice ({} MiB): {e}",
@@ -725,6 +720,31 @@ where
             held,
         })
     }
+}
+
+/// Fills the kernels' held terms (`thelma_held_term` at `symbol`, `len` values of T) from the held
+/// θ table: each entry's anti-bounce-back term as the CPU module computes it,
+/// `dirichlet_term(T::of(θ))`, and waits for the copy.
+fn set_held_terms<T>(
+    stream: &Arc<CudaStream>,
+    (symbol, len): (u64, usize),
+    table: &[f64],
+) -> Result<(), ComputeError>
+where
+    T: Real + Arith<Scalar = T> + DeviceRepr,
+{
+    if table.len() != len {
+        return Err(ComputeError::Invalid(format!(
+            "{} held temperatures for a table of {len}",
+            table.len()
+        )));
+    }
+    let terms: Vec<T> = table.iter().map(|&t| dirichlet_term(T::of(t))).collect();
+    // SAFETY: `symbol` is the module's `thelma_held_term`, `len` values of T; the copy is ordered
+    // after the steps enqueued before it and before those after, and waited for here.
+    unsafe { result::memcpy_htod_async(symbol, &terms, stream.cu_stream()) }
+        .map_err(dev_err("cannot set the held temperatures"))?;
+    sync_stream(stream)
 }
 
 /// Waits for the work enqueued on `stream`; an error it reports is the device's.
@@ -894,9 +914,8 @@ where
         Ok(fields)
     }
 
-    /// The plane by `plane_d3q19`, which reports u under the uniform force (and the buoyancy): in
-    /// the band of immersed bodies, whose per-node forces live in the module's immersed state, the
-    /// picture's velocity differs from `read_fields`' by up to F/2ρ there.
+    /// The plane by `plane_d3q19`, which reports u under the uniform force (and the buoyancy), and
+    /// at the nodes an immersed body forced by `ib_plane`, under their own force too.
     fn read_plane(&mut self, axis: usize, index: usize) -> Result<PlaneFields, ComputeError> {
         let size = [self.slab.nx(), self.slab.ny(), self.slab.nz()];
         if axis > 2 || index >= size[axis] {
@@ -944,6 +963,17 @@ where
                 raw(out, &self.stream),
             )
         }?;
+        if let Some(im) = &self.immersed {
+            im.plane(
+                &self.stream,
+                self.ptrs[self.cur],
+                self.addr[0],
+                self.addr[1],
+                size,
+                (axis, index),
+                raw(out, &self.stream),
+            )?;
+        }
         // Into the part of the buffer this plane fills (a copy into the whole buffer would move
         // the largest plane's bytes every time).
         let dst = &mut host
@@ -990,18 +1020,7 @@ where
         let th = self.thermal.as_ref().ok_or_else(|| {
             ComputeError::Invalid("held temperatures for a case without [thermal]".into())
         })?;
-        let (symbol, len) = th.held;
-        if table.len() != len {
-            return Err(ComputeError::Invalid(format!(
-                "{} held temperatures for a table of {len}",
-                table.len()
-            )));
-        }
-        // SAFETY: `symbol` is the module's `thelma_held_theta`, `len` doubles; the copy is
-        // ordered after the steps enqueued before it, before those after, and waited for here.
-        unsafe { result::memcpy_htod_async(symbol, table, self.stream.cu_stream()) }
-            .map_err(dev_err("cannot set the held temperatures"))?;
-        self.sync()
+        set_held_terms::<T>(&self.stream, th.held, table)
     }
 
     fn health(&mut self) -> Result<Health, ComputeError> {

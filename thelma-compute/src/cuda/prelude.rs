@@ -12,10 +12,10 @@ use thelma_core::physics::d3q19::Q;
 use thelma_core::physics::Arith as _;
 use thelma_core::physics::{
     absorb_recording, advecting_velocity, collide_thermal, coupled_force, delta_inner, delta_outer,
-    dirichlet_term, dispatch, eddy_of, macroscopic, node_density, parabola, pressure_terms,
-    smagorinsky_relaxation, sponge_rate, stored_macroscopic, symbolic, temperature, Coefficients,
-    Collision, CollisionOperator, FlowModel, OperatorVisitor, Sponges, Stencil, Sym,
-    ThermalCoefficients, ThermalFace, ThermalSetup, D3Q19, HELD_FACES, QT,
+    dispatch, eddy_of, macroscopic, node_density, parabola, pressure_terms, smagorinsky_relaxation,
+    sponge_rate, stored_macroscopic, symbolic, temperature, Coefficients, Collision,
+    CollisionOperator, FlowModel, OperatorVisitor, Sponges, Stencil, Sym, ThermalCoefficients,
+    ThermalFace, ThermalSetup, D3Q19, HELD_FACES, QT,
 };
 use thelma_core::WALL_SLOTS;
 use thelma_geometry::{LinkRule, NodeFlags};
@@ -289,6 +289,23 @@ pub fn velocity_source(model: &FlowModel) -> String {
     let outputs: Vec<(String, Sym)> = (0..3).map(|a| (format!("u[{a}]"), u[a])).collect();
     s.push_str(&rec.emit_c(&outputs, PARAM_PREFIX, "    "));
     s.push_str("}\n");
+    // The velocity under a force the node collided with (the temperature lattice's coupled force,
+    // an immersed body's): a template over the node's type (the kernels pass a node in memory).
+    let (u, rec) = symbolic::record(|| {
+        let g: [Sym; Q] = std::array::from_fn(|i| Sym::input(format!("g[{i}]")));
+        let f: [Sym; 3] = std::array::from_fn(|a| Sym::input(format!("F[{a}]")));
+        stored_macroscopic(&g, Some(f)).u
+    });
+    s.push_str(
+        "// The velocity a node's stored populations report under the force F it collided with,\n\
+         // printed from thelma_core::physics::stored_macroscopic.\n\
+         template <typename G>\n\
+         __device__ __forceinline__ void thelma_stored_velocity(const G& g, const real* __restrict__ F, \
+         real* __restrict__ u) {\n",
+    );
+    let outputs: Vec<(String, Sym)> = (0..3).map(|a| (format!("u[{a}]"), u[a])).collect();
+    s.push_str(&rec.emit_c(&outputs, PARAM_PREFIX, "    "));
+    s.push_str("}\n");
     // The density beside it, for the time average: δρ as the host's `macroscopic` sums it.
     let (drho, rec) = symbolic::record(|| {
         let g: [Sym; Q] = std::array::from_fn(|i| Sym::input(format!("g[{i}]")));
@@ -335,34 +352,34 @@ pub fn thermal_source(model: &FlowModel, setup: &ThermalSetup) -> String {
     };
     let kinds: Vec<i32> = setup.faces.iter().map(kind).collect();
     table(&mut s, "int", "thelma_tface_kind", &kinds);
-    // The held θ in constant memory (the faces', then the patches'), set again when the live view
-    // steers a temperature; the kinds stay literals, so the closures still fold per face.
-    let held: Vec<String> = setup.held_table().into_iter().map(lit).collect();
+    // The held faces' and patches' anti-bounce-back terms (`dirichlet_term` of each entry of the
+    // held θ table) in constant memory, which the module fills, and fills again when the live view
+    // steers a temperature; the kinds stay literals, so the closures still fold per face and a
+    // term is a constant operand.
     let _ = writeln!(
         s,
-        "__constant__ double thelma_held_theta[{}] = {{{}}};",
-        held.len(),
-        held.join(", ")
+        "__constant__ real thelma_held_term[{}];",
+        setup.held_table().len()
     );
     // The patches, as ThermalSetup::face_at reads them: first match wins.
     let _ = writeln!(
         s,
         "// The closure of face f where the link of the node at global (x, y, z) crosses it.\n\
-         __device__ __forceinline__ void thelma_tface(int f, int x, int y, int z, int* kind, double* theta) {{"
+         __device__ __forceinline__ void thelma_tface(int f, int x, int y, int z, int* kind, real* term) {{"
     );
     for (k, (p, rule)) in setup.patches.iter().enumerate() {
         let [a, b] = p.face.transverse();
         let c = ["x", "y", "z"];
         let _ = writeln!(
             s,
-            "    if (f == {} && {} >= {} && {} <= {} && {} >= {} && {} <= {}) {{ *kind = {}; *theta = thelma_held_theta[{}]; return; }}",
+            "    if (f == {} && {} >= {} && {} <= {} && {} >= {} && {} <= {}) {{ *kind = {}; *term = thelma_held_term[{}]; return; }}",
             p.face as usize, c[a], p.lo[0], c[a], p.hi[0], c[b], p.lo[1], c[b], p.hi[1],
             kind(rule), HELD_FACES + k
         );
     }
     let _ = writeln!(
         s,
-        "    *kind = thelma_tface_kind(f);\n    *theta = thelma_held_theta[f];\n}}"
+        "    *kind = thelma_tface_kind(f);\n    *term = thelma_held_term[f];\n}}"
     );
     let inputs = |name: &str, n: usize| -> Vec<Sym> {
         (0..n).map(|i| Sym::input(format!("{name}[{i}]"))).collect()
@@ -404,22 +421,6 @@ pub fn thermal_source(model: &FlowModel, setup: &ThermalSetup) -> String {
             (0..3).map(|a| (format!("F[{a}]"), f[a])).collect()
         },
     );
-    // A template over the node's type (the kernels pass a node in memory), so not `function`.
-    let (u, rec) = symbolic::record(|| {
-        let g: [Sym; Q] = inputs("g", Q).try_into().expect("Q inputs");
-        let f: [Sym; 3] = inputs("F", 3).try_into().expect("3 inputs");
-        stored_macroscopic(&g, Some(f)).u
-    });
-    s.push_str(
-        "// The velocity a node's stored populations report under the force F it collided with,\n\
-         // printed from thelma_core::physics::stored_macroscopic.\n\
-         template <typename G>\n\
-         __device__ __forceinline__ void thelma_stored_velocity(const G& g, const real* __restrict__ F, \
-         real* __restrict__ u) {\n",
-    );
-    let outputs: Vec<(String, Sym)> = (0..3).map(|a| (format!("u[{a}]"), u[a])).collect();
-    s.push_str(&rec.emit_c(&outputs, PARAM_PREFIX, "    "));
-    s.push_str("}\n");
     function(
         &mut s,
         "The velocity that advects θ, printed from thelma_core::physics::advecting_velocity.",
@@ -462,12 +463,6 @@ pub fn thermal_source(model: &FlowModel, setup: &ThermalSetup) -> String {
             collide_thermal(&mut h, u, &k(setup), Some(Sym::input("nut")));
             (0..QT).map(|i| (format!("h[{i}]"), h[i])).collect()
         },
-    );
-    function(
-        &mut s,
-        "A held face's anti-bounce-back term, printed from thelma_core::physics::dirichlet_term.",
-        "void thelma_dirichlet_term(real theta_w, real* __restrict__ t)",
-        &|| vec![("t[0]".into(), dirichlet_term(Sym::input("theta_w")))],
     );
     s.push_str(&collision_function(model, true, true));
     s
@@ -870,11 +865,10 @@ mod tests {
             "void thelma_coupled_force(real theta, real* __restrict__ F)",
             "void thelma_advecting_velocity(",
             "void thelma_collide_thermal(",
-            "void thelma_dirichlet_term(",
             "thelma_tface_kind(int i) { const int t[6] = {1, 1, 0, 0, 2, 0};",
-            "__constant__ double thelma_held_theta[7] = {5e-1, -2.5e-1, 0e0, 0e0, 0e0, 0e0, 0e0};",
-            "if (f == 0 && y >= 2 && y <= 4 && z >= 3 && z <= 5) { *kind = 2; *theta = thelma_held_theta[6]; return; }",
-            "*theta = thelma_held_theta[f];",
+            "__constant__ real thelma_held_term[7];",
+            "if (f == 0 && y >= 2 && y <= 4 && z >= 3 && z <= 5) { *kind = 2; *term = thelma_held_term[6]; return; }",
+            "*term = thelma_held_term[f];",
             "#define THELMA_K_omega_t ",
         ] {
             assert!(s.contains(head), "{head}");
