@@ -249,6 +249,7 @@ pub fn run_case_live(
         wait: vec![Duration::ZERO; rt.devices().len()],
         mass0: prev.mass(),
         last_change: None,
+        steering: Vec::new(),
     };
     if let Some(f) = watchdog::judge_fields(&prev, bounds) {
         // A resumed state that is already unhealthy: there is no healthy state to write.
@@ -260,7 +261,6 @@ pub fn run_case_live(
             &mut outputs,
             None,
             &None,
-            live.as_deref().map_or(&[], |l| l.log.as_slice()),
         ));
     }
     // The convergence measure runs on the devices (`Runtime::velocity_change`): this first call
@@ -330,7 +330,6 @@ pub fn run_case_live(
                 &mut outputs,
                 held,
                 &saved,
-                live.as_deref().map_or(&[], |l| l.log.as_slice()),
             ));
         }
         converged = change.is_some_and(|c| c < case.run.tolerance);
@@ -386,6 +385,7 @@ pub fn run_case_live(
             )? {
                 page_stop = true;
             }
+            tally.steering.clone_from(&live.log);
         }
         if st.stopped || converged {
             break;
@@ -403,7 +403,6 @@ pub fn run_case_live(
             &mut outputs,
             held,
             &saved,
-            live.as_deref().map_or(&[], |l| l.log.as_slice()),
         ));
     }
     let mass1 = fields.mass();
@@ -585,6 +584,8 @@ struct Tally<'a> {
     wait: Vec<Duration>,
     mass0: f64,
     last_change: Option<f64>,
+    /// What the live view changed so far, for a summary written when the run diverges.
+    steering: Vec<Steering>,
 }
 
 impl Tally<'_> {
@@ -681,7 +682,7 @@ impl Tally<'_> {
                 .collect(),
             forces: Vec::new(),
             nusselt: Vec::new(),
-            steering: Vec::new(),
+            steering: self.steering.clone(),
         }
     }
 }
@@ -733,7 +734,6 @@ fn diverged(
     outputs: &mut Outputs,
     held: Option<(u64, &Fields)>,
     saved: &Option<(u64, PathBuf)>,
-    steering: &[Steering],
 ) -> anyhow::Error {
     let case = tally.case;
     let reloaded = match saved {
@@ -775,7 +775,6 @@ fn diverged(
     // effort: the error itself is what must come out.
     let mut summary = tally.summary(rt, StopReason::Diverged, mass1, None, outputs);
     summary.steps = step;
-    summary.steering = steering.to_vec();
     let _ = summary.write_json(&case.output.dir.join("summary.json"));
     d.into()
 }

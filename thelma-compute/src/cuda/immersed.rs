@@ -395,6 +395,29 @@ impl ImmersedDevice {
         Ok(())
     }
 
+    /// The nodes a step forces: the band of the held bodies or the coordinator's nodes, their
+    /// count and forces (device addresses), the band map (0 for the coordinator's nodes) and the
+    /// most there may be; `None` without either.
+    fn listed(&self, stream: &Arc<CudaStream>) -> Option<(u64, u64, u64, u64, usize)> {
+        match (&self.held, &self.set) {
+            (Some(h), _) => Some((
+                raw(&h.band, stream),
+                raw(&h.count, stream),
+                raw(&h.force, stream),
+                raw(&h.slot, stream),
+                h.capacity,
+            )),
+            (None, Some(s)) => Some((
+                raw(&s.nodes, stream),
+                raw(&s.count, stream),
+                raw(&s.force, stream),
+                0,
+                s.host.len(),
+            )),
+            (None, None) => None,
+        }
+    }
+
     /// After the fused step: the band (held bodies) or the coordinator's nodes collided again
     /// under their forces.
     pub fn after_step(
@@ -402,22 +425,8 @@ impl ImmersedDevice {
         stream: &Arc<CudaStream>,
         view: &StepView<'_>,
     ) -> Result<(), ComputeError> {
-        let (nodes, count, force, slot, threads) = match (&self.held, &self.set) {
-            (Some(h), _) => (
-                raw(&h.band, stream),
-                raw(&h.count, stream),
-                raw(&h.force, stream),
-                raw(&h.slot, stream),
-                h.capacity,
-            ),
-            (None, Some(s)) => (
-                raw(&s.nodes, stream),
-                raw(&s.count, stream),
-                raw(&s.force, stream),
-                0,
-                s.host.len(),
-            ),
-            (None, None) => return Ok(()),
+        let Some((nodes, count, force, slot, threads)) = self.listed(stream) else {
+            return Ok(());
         };
         let a = view.args;
         // Each node collides under the uniform force plus its own, summed in double (the CPU
@@ -460,20 +469,12 @@ impl ImmersedDevice {
         (axis, at): (usize, usize),
         out: u64,
     ) -> Result<(), ComputeError> {
-        let (nodes, count, force, threads) = match (&self.held, &self.set) {
-            (Some(h), _) if h.last.is_some() => (
-                raw(&h.band, stream),
-                raw(&h.count, stream),
-                raw(&h.force, stream),
-                h.capacity,
-            ),
-            (None, Some(s)) => (
-                raw(&s.nodes, stream),
-                raw(&s.count, stream),
-                raw(&s.force, stream),
-                s.host.len(),
-            ),
-            _ => return Ok(()),
+        // A held body's band is listed only once a step has forced it.
+        if self.held.as_ref().is_some_and(|h| h.last.is_none()) {
+            return Ok(());
+        }
+        let Some((nodes, count, force, _, threads)) = self.listed(stream) else {
+            return Ok(());
         };
         let [nx, ny, nz] = size.map(|v| v as i32);
         let (axis, at) = (axis as i32, at as i32);
