@@ -263,12 +263,13 @@ impl Limits {
     }
 }
 
-/// The held temperatures of `case` the page can steer, in the held θ table's order, and the largest
+/// The held temperatures of `case` the page can steer, in the held θ table's order; the largest
 /// |T − t0| one may take: the buoyant free-fall speed `√(|g β θ| H)` over the domain's extent `H`
-/// along gravity stays under the Mach limit the walls obey (`None` without buoyancy).
-fn held_temperatures(case: &CaseConfig) -> (Vec<Held>, Option<f64>) {
+/// along gravity stays under the Mach limit the walls obey (`None` without buoyancy); and the held
+/// θ table itself (empty without a temperature lattice).
+fn held_temperatures(case: &CaseConfig) -> (Vec<Held>, Option<f64>, Vec<f64>) {
     let Some(setup) = case.validate().ok().and_then(|l| case.thermal_setup(&l)) else {
-        return (Vec::new(), None);
+        return (Vec::new(), None, Vec::new());
     };
     let periodic = case.domain.periodic;
     let kind = |b: &thelma_core::BoundaryConfig| {
@@ -309,7 +310,7 @@ fn held_temperatures(case: &CaseConfig) -> (Vec<Held>, Option<f64>) {
         .sum();
     let scale = bn * extent;
     let theta_max = (scale.is_finite() && scale > 0.0).then(|| MAX_SPEED * MAX_SPEED / scale);
-    (held, theta_max)
+    (held, theta_max, setup.held_table())
 }
 
 /// The plane the picture shows.
@@ -440,7 +441,7 @@ impl LiveServer {
                 }
             })
             .collect();
-        let (temperatures, theta_max) = held_temperatures(case);
+        let (temperatures, theta_max, held) = held_temperatures(case);
         let limits = Limits {
             size: case.domain.size,
             fields,
@@ -501,11 +502,7 @@ impl LiveServer {
             thread: Some(thread),
             view,
             walls: moving.iter().map(|w| w.1).collect(),
-            held: case
-                .validate()
-                .ok()
-                .and_then(|l| case.thermal_setup(&l))
-                .map_or_else(Vec::new, |t| t.held_table()),
+            held,
             paused: false,
             alone_since: None,
             last: None,
@@ -1194,7 +1191,7 @@ mod tests {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../examples/ventilated-room.toml");
         let case = CaseConfig::from_file(&path).unwrap();
-        let (held, theta_max) = held_temperatures(&case);
+        let (held, theta_max, _) = held_temperatures(&case);
         let labels: Vec<(&str, usize)> = held.iter().map(|h| (&*h.label, h.entry)).collect();
         assert_eq!(
             labels,
