@@ -6,8 +6,9 @@
 // thelma_core::physics (thelma_temperature, thelma_coupled_force, thelma_advecting_velocity,
 // thelma_eddy_viscosity, thelma_collide_thermal), the flow's collision under a per-node force
 // (thelma_collide_forced) and the faces' closures (thelma_tface: the kinds as literals, the held
-// faces' anti-bounce-back terms from the constant table thelma_held_term, which the module fills
-// from the held θ, and fills again when the live view steers one between steps). Per node this is
+// faces' anti-bounce-back terms through thelma_held: literals too, or, in a run served live, the
+// constant table thelma_held_term, which the module fills from the held θ, and fills again when
+// the live view steers one between steps). Per node this is
 // the CPU module's order (thelma-compute/src/cpu_thermal.rs):
 // thermal pull, force, flow pull, advecting velocity and eddy viscosity, both collisions.
 //

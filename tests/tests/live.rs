@@ -249,8 +249,9 @@ per_module!(moved_walls_step_as_a_run_started_with_them =>
     moved_walls_step_as_a_run_started_with_them_on_the_cuda_module);
 
 /// A box with gravity along −z, its floor held at `floor`, its ceiling at −0.5 and a patch of x− at
-/// `patch` (θ, lattice units), on `slabs` slabs.
-fn heated(m: Module, floor: f64, patch: f64, slabs: usize) -> (Runtime, CaseConfig) {
+/// `patch` (θ, lattice units), on `slabs` slabs; `steered`: held temperatures that may change
+/// (the CUDA module's kernels read them from constant memory, not as literals).
+fn heated(m: Module, floor: f64, patch: f64, slabs: usize, steered: bool) -> (Runtime, CaseConfig) {
     let c = box_case(
         [10, 8, 12],
         [false; 3],
@@ -273,6 +274,7 @@ fn heated(m: Module, floor: f64, patch: f64, slabs: usize) -> (Runtime, CaseConf
             patches: vec![(hole, ThermalFace::Held(patch))],
             initial: 0.0,
         }),
+        steered_temperatures: steered,
         ..model(&c)
     };
     (m.runtime_with(params, &c, &m.slab_ids(slabs)), c)
@@ -285,7 +287,7 @@ fn held(floor: f64, patch: f64) -> Vec<f64> {
 
 fn held_temperatures_hold_as_a_run_started_with_them(m: Module) {
     let run = |floor, patch, set: Option<(Vec<f64>, u64)>, slabs| {
-        let (mut rt, _) = heated(m, floor, patch, slabs);
+        let (mut rt, _) = heated(m, floor, patch, slabs, set.is_some());
         let (before, table) = set.map_or((0, None), |(t, b)| (b, Some(t)));
         rt.run(before).unwrap();
         if let Some(t) = table {
@@ -297,7 +299,8 @@ fn held_temperatures_hold_as_a_run_started_with_them(m: Module) {
         out
     };
     // The floor and the patch changed before the first step: the run equals the case started with
-    // them, bit for bit, on one slab and on three (the floor's held θ on the last slab only).
+    // them (on CUDA, its terms literals in the kernels rather than read from constant memory), bit
+    // for bit, on one slab and on three (the floor's held θ on the last slab only).
     for slabs in [1, 3] {
         let want = run(0.8, -0.2, None, slabs);
         let got = run(0.5, 0.3, Some((held(0.8, -0.2), 0)), slabs);
@@ -310,7 +313,7 @@ fn held_temperatures_hold_as_a_run_started_with_them(m: Module) {
         "{}: a warmer floor mid-run changed nothing",
         m.name()
     );
-    let (mut rt, _) = heated(m, 0.5, 0.3, 2);
+    let (mut rt, _) = heated(m, 0.5, 0.3, 2, true);
     rt.run(40).unwrap();
     rt.set_held_temperatures(&held(0.9, -0.9)).unwrap();
     rt.set_held_temperatures(&held(0.5, 0.3)).unwrap();
@@ -323,6 +326,13 @@ fn held_temperatures_hold_as_a_run_started_with_them(m: Module) {
     // A table of another length is refused, and so is one for a case without a temperature
     // lattice.
     assert!(rt.set_held_temperatures(&[0.1; 6]).is_err());
+    rt.shutdown();
+    // Not steered, the CUDA module's kernels hold the table they were compiled with: setting it
+    // again (a checkpoint's, on resume) is accepted, another refused; the CPU module takes either.
+    let (mut rt, _) = heated(m, 0.5, 0.3, 1, false);
+    assert!(rt.set_held_temperatures(&held(0.5, 0.3)).is_ok());
+    let other = rt.set_held_temperatures(&held(0.6, 0.3));
+    assert_eq!(other.is_err(), m == Module::Cuda, "{}: {other:?}", m.name());
     rt.shutdown();
     let c = box_case([8, 8, 8], [false; 3], 0.05, Collision::BGK, Precision::F32);
     let mut rt = m.runtime(&c, 1);

@@ -98,7 +98,14 @@ struct Prepared {
     sel: backend::Selection,
 }
 
-fn prepare(case: &CaseConfig, job: Option<&Job>) -> Result<Prepared> {
+/// `live`: the run is served live (its held temperatures may be steered); `resume`: the checkpoint
+/// it continues from, whose steered held temperatures the run holds from its first step.
+fn prepare(
+    case: &CaseConfig,
+    job: Option<&Job>,
+    live: bool,
+    resume: Option<&Path>,
+) -> Result<Prepared> {
     let lattice = case
         .validate()
         .map_err(|e| UsageError::new(e.flag, e.message))?;
@@ -115,7 +122,28 @@ fn prepare(case: &CaseConfig, job: Option<&Job>) -> Result<Prepared> {
     }
     samples::probe_nodes(case, &geometry)?;
     let immersed = immersed_bodies(case).map_err(|e| UsageError::new("--config", e.to_string()))?;
-    let params = ModelParams::new(case, &lattice, geometry.clone());
+    let mut params = ModelParams {
+        steered_temperatures: live,
+        ..ModelParams::new(case, &lattice, geometry.clone())
+    };
+    // Held temperatures a resumed run's checkpoint kept (a live view steered them) are the run's
+    // from its first step: the modules are made with them (the CUDA module compiles them into its
+    // kernels unless the run is served live again).
+    if let (Some(path), Some(setup)) = (resume, params.thermal.as_mut()) {
+        let header = checkpoint::read_header(path)
+            .map_err(|e| UsageError::new("--resume", format!("{e:#}")))?;
+        if let Some(held) = header.held.filter(|h| !setup.set_held(h)) {
+            return Err(UsageError::new(
+                "--resume",
+                format!(
+                    "the checkpoint holds {} held temperatures, the case's temperature lattice {}",
+                    held.len(),
+                    setup.held_table().len()
+                ),
+            )
+            .into());
+        }
+    }
     let uniform_force = params.model.force;
     let sel = backend::select(case, params, job)?;
     preflight::check(case, &*sel.factory, &sel.layout, sel.rank, sel.host)?;
@@ -131,8 +159,15 @@ fn prepare(case: &CaseConfig, job: Option<&Job>) -> Result<Prepared> {
 
 /// Serves, as rank r > 0 of the cluster job `job`, this rank's slabs of `case` for rank 0's run
 /// ([`run_case_in`]), until rank 0 shuts them down.
-pub fn serve_rank(case: &CaseConfig, job: &Job, stop: Arc<AtomicBool>) -> Result<()> {
-    let p = prepare(case, Some(job))?;
+/// `live` and `resume` are the run's (rank 0's), which every rank is started with.
+pub fn serve_rank(
+    case: &CaseConfig,
+    job: &Job,
+    stop: Arc<AtomicBool>,
+    live: bool,
+    resume: Option<&Path>,
+) -> Result<()> {
+    let p = prepare(case, Some(job), live, resume)?;
     Runtime::serve(p.sel.factory, &p.sel.layout, job.cluster(), stop)?;
     Ok(())
 }
@@ -166,7 +201,7 @@ pub fn run_case_live(
         immersed,
         uniform_force,
         sel,
-    } = prepare(case, job)?;
+    } = prepare(case, job, live.is_some(), resume)?;
     let resumed = match resume {
         Some(path) => Some(load_resume(case, path)?),
         None => None,

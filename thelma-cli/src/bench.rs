@@ -128,6 +128,12 @@ pub struct BenchArgs {
     /// plain run's MLUPS.
     #[arg(long)]
     pub live: bool,
+    /// With `--live`: how many times a plain run and a run served live (each of `--steps`)
+    /// alternate (3 unless given); the share reported is the median of each served run's MLUPS
+    /// over the plain run's before it, which a machine whose speed drifts (a shared VM) moves
+    /// least.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub live_rounds: Option<u32>,
 }
 
 /// One measurement.
@@ -172,18 +178,37 @@ pub struct BenchRow {
 }
 
 /// What serving a run live costs (`thelma bench --live`).
-#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct LiveCost {
+    /// The median of the served runs' MLUPS.
     pub mlups: f64,
-    /// Of the plain run's MLUPS.
+    /// The median of each served run's MLUPS over the plain run's before it.
     pub share: f64,
+    /// The pictures the viewer received over all served runs.
     pub pictures: u64,
+    /// Each round's plain and served MLUPS; empty in reports written before rounds were recorded
+    /// (one served run, its share of the row's plain run).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rounds: Vec<[f64; 2]>,
 }
 
-/// Runs `steps` more steps of `rt` served live as `thelma run --live` serves a run (its default
-/// cadence), a viewer connected over loopback and reading every message, timed whole: the
-/// pictures, the status messages and the runs of steps they cut the steps into.
-fn live_cost(rt: &mut Runtime, case: &CaseConfig, steps: u64, plain: f64) -> Result<LiveCost> {
+/// The median of `v` (not empty): the mean of the middle two for an even count.
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        0.5 * (v[n / 2 - 1] + v[n / 2])
+    }
+}
+
+/// Alternates, `rounds` times, `steps` plain steps of `rt` and `steps` steps served live as
+/// `thelma run --live` serves a run (its default cadence), a viewer connected over loopback and
+/// reading every message; a served run is timed whole: the pictures, the status messages and the
+/// runs of steps they cut the steps into. The server and its viewer stay up through the plain
+/// runs, idle (nothing is published).
+fn live_cost(rt: &mut Runtime, case: &CaseConfig, steps: u64, rounds: u32) -> Result<LiveCost> {
     use std::sync::atomic::{AtomicU64, Ordering};
     let opts = crate::live::LiveOptions::new("127.0.0.1:0", false, 10, 100)?;
     let mut live = crate::live::LiveServer::start(&opts, case, "thelma bench")?;
@@ -214,30 +239,36 @@ fn live_cost(rt: &mut Runtime, case: &CaseConfig, steps: u64, plain: f64) -> Res
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
     let nodes = rt.domain().nodes() as f64;
-    let target = rt.step() + steps;
-    let mut rate = plain * 1e6 / nodes;
-    let t = Instant::now();
-    while rt.step() < target {
-        let chunk = live.clamp_chunk(rt.step(), target - rt.step(), rate);
-        let st = rt.run(chunk)?;
-        rate = chunk as f64 / st.wall.as_secs_f64().max(1e-9);
-        let figures = crate::live::Figures {
-            step: rt.step(),
-            target,
-            mlups: nodes * rate / 1e6,
-            ..Default::default()
-        };
-        live.publish(rt, &figures, false)?;
-        let _ = live.poll();
+    let mut measured = Vec::with_capacity(rounds as usize);
+    for _ in 0..rounds {
+        let st = rt.run(steps)?;
+        let plain = nodes * st.steps as f64 / st.wall.as_secs_f64() / 1e6;
+        let target = rt.step() + steps;
+        let mut rate = plain * 1e6 / nodes;
+        let t = Instant::now();
+        while rt.step() < target {
+            let chunk = live.clamp_chunk(rt.step(), target - rt.step(), rate);
+            let st = rt.run(chunk)?;
+            rate = chunk as f64 / st.wall.as_secs_f64().max(1e-9);
+            let figures = crate::live::Figures {
+                step: rt.step(),
+                target,
+                mlups: nodes * rate / 1e6,
+                ..Default::default()
+            };
+            live.publish(rt, &figures, false)?;
+            let _ = live.poll();
+        }
+        let served = nodes * steps as f64 / t.elapsed().as_secs_f64() / 1e6;
+        measured.push([plain, served]);
     }
-    let wall = t.elapsed().as_secs_f64();
     drop(live);
     let _ = viewer.join();
-    let mlups = nodes * steps as f64 / wall / 1e6;
     Ok(LiveCost {
-        mlups,
-        share: mlups / plain,
+        mlups: median(measured.iter().map(|r| r[1]).collect()),
+        share: median(measured.iter().map(|r| r[1] / r[0]).collect()),
         pictures: pictures.load(Ordering::Relaxed),
+        rounds: measured,
     })
 }
 
@@ -424,6 +455,12 @@ fn check_args(args: &BenchArgs) -> Result<()> {
                 "{} threads is not a plausible core count (at most {MAX_THREADS})",
                 args.threads
             )
+        ));
+    }
+    if args.live_rounds.is_some() && !args.live {
+        bail!(UsageError::new(
+            "--live-rounds",
+            "measures the live view's cost: it needs --live"
         ));
     }
     if args.case.is_some() && !args.sizes.is_empty() {
@@ -712,7 +749,12 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
                                 (Some(_), Some((.., g))) => g.clone(),
                                 _ => Arc::new(Geometry::from_case(&case)?),
                             };
-                            let params = ModelParams::new(&case, &lat, geometry);
+                            let params = ModelParams {
+                                // Served live, a run's held temperatures may be steered: timed as
+                                // `thelma run --live` compiles them.
+                                steered_temperatures: args.live,
+                                ..ModelParams::new(&case, &lat, geometry)
+                            };
                             let uniform = params.model.force;
                             // The slabs of a device share its cores (host backends).
                             let per_device = slabs.div_ceil(devices);
@@ -818,11 +860,13 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
                                 .unwrap_or_else(|| default_steps(domain.nodes()))
                                 .max(1);
                             let st = rt.run(steps)?;
-                            let plain = domain.nodes() as f64 * st.steps as f64
-                                / st.wall.as_secs_f64()
-                                / 1e6;
                             let live = if args.live {
-                                Some(live_cost(&mut rt, &case, steps, plain)?)
+                                Some(live_cost(
+                                    &mut rt,
+                                    &case,
+                                    steps,
+                                    args.live_rounds.unwrap_or(3),
+                                )?)
                             } else {
                                 None
                             };
@@ -862,11 +906,18 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
                                 live,
                             };
                             progress(&format_row(&row));
-                            if let Some(l) = live {
+                            if let Some(l) = &row.live {
+                                let each: Vec<String> = l
+                                    .rounds
+                                    .iter()
+                                    .map(|[p, s]| format!("{:.1}", 100.0 * s / p))
+                                    .collect();
                                 progress(&format!(
-                                    "  served live: {:.0} MLUPS, {:.1} % of the plain run, {} pictures to one viewer",
+                                    "  served live: {:.0} MLUPS, {:.1} % of the plain run (median of {} rounds: {} %), {} pictures to one viewer",
                                     l.mlups,
                                     100.0 * l.share,
+                                    l.rounds.len(),
+                                    each.join(" / "),
                                     l.pictures
                                 ));
                             }

@@ -87,7 +87,7 @@ fn run_in(args: RunArgs, job: Option<&thelma_cli::cluster::Job>) -> anyhow::Resu
         job.map(|j| j.cluster()),
     );
     if let Some(job) = job.filter(|j| j.rank() > 0) {
-        return serve_rank(&case, job, stop);
+        return serve_rank(&case, job, stop, live.is_some(), resume.as_deref());
     }
     // Bound before anything is written: a port in use is bad input. The address is printed even
     // under --quiet (with its token, the only way in from elsewhere).
@@ -413,9 +413,20 @@ fn main() -> ExitCode {
                 let _ = e.print();
                 return ExitCode::SUCCESS;
             }
-            // One line: clap's first line names the option and the value.
+            // One line: clap's first line names the option and the value, except for missing
+            // options, which it lists on the indented lines below it.
             let text = e.to_string();
-            warn_line!("{}", text.lines().next().unwrap_or("error: bad arguments"));
+            let mut lines = text.lines();
+            let first = lines.next().unwrap_or("error: bad arguments");
+            if e.kind() == MissingRequiredArgument {
+                let missing: Vec<&str> = lines
+                    .take_while(|l| l.starts_with("  "))
+                    .map(str::trim)
+                    .collect();
+                warn_line!("{first} {}", missing.join(", "));
+            } else {
+                warn_line!("{first}");
+            }
             return ExitCode::from(2);
         }
     };

@@ -50,6 +50,8 @@ fn bad_values_give_one_line_naming_the_option_and_exit_2() {
     );
     let cases: &[(&[&str], &str)] = &[
         (&["run", "--size", "0", "-o", o], "--size"),
+        // A missing required option is named on the one line.
+        (&["layout"], "--size"),
         (&["run", "--size", "1", "-o", o], "--size"),
         (&["run", "--size", "8,8", "-o", o], "--size"),
         (&["run", "--re", "0", "-o", o], "--re"),

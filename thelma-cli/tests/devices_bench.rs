@@ -253,3 +253,52 @@ fn bench_of_a_case_measures_it_beside_the_closed_box_of_its_lattice() {
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--live` alternates plain runs and runs served live to a viewer `--live-rounds` times: every
+/// round is in the JSON, and the share reported is the median of the rounds' shares.
+#[test]
+fn bench_live_alternates_plain_and_served_runs_and_reports_the_median_share() {
+    let json = std::env::temp_dir().join(format!("thelma-bench-live-{}.json", std::process::id()));
+    let (code, out, err) = thelma(&[
+        "bench",
+        "--backend",
+        "cpu",
+        "--sizes",
+        "16",
+        "--no-sweep",
+        "--steps",
+        "40",
+        "--warmup",
+        "1",
+        "--bandwidth-mib",
+        "8",
+        "--live",
+        "--live-rounds",
+        "3",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("json written")).unwrap();
+    let _ = std::fs::remove_file(&json);
+    let live = &report["rows"][0]["live"];
+    let rounds: Vec<[f64; 2]> = serde_json::from_value(live["rounds"].clone()).unwrap();
+    assert_eq!(rounds.len(), 3, "{live}");
+    assert!(
+        rounds.iter().flatten().all(|m| m.is_finite() && *m > 0.0),
+        "{live}"
+    );
+    let mut shares: Vec<f64> = rounds.iter().map(|[p, s]| s / p).collect();
+    shares.sort_by(f64::total_cmp);
+    assert_eq!(live["share"].as_f64().unwrap(), shares[1], "{live}");
+    let mut served: Vec<f64> = rounds.iter().map(|r| r[1]).collect();
+    served.sort_by(f64::total_cmp);
+    assert_eq!(live["mlups"].as_f64().unwrap(), served[1], "{live}");
+    assert!(out.contains("median of 3 rounds"), "{out}");
+    // Rounds without --live are refused, naming the option, before anything runs.
+    let (code, _, err) = thelma(&["bench", "--backend", "cpu", "--live-rounds", "2"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--live-rounds"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}

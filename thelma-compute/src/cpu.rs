@@ -1691,6 +1691,7 @@ mod tests {
                     initial: None,
                     inlets: Arc::new(thelma_core::InletSchedule::constant_one()),
                     thermal: None,
+                    steered_temperatures: false,
                     sponges: sponges.clone(),
                     immersed: false,
                 };

@@ -19,6 +19,11 @@ pub struct ModelParams {
     pub inlets: Arc<InletSchedule>,
     /// The temperature lattice coupled to the flow, when the case has one.
     pub thermal: Option<ThermalSetup>,
+    /// Whether the held temperatures may change between steps (a run served live, whose page
+    /// steers them): the CUDA module then reads them from constant memory instead of compiling them
+    /// into its kernels, which costs the held links a little (PERFORMANCE.md). `false` from
+    /// [`ModelParams::new`].
+    pub steered_temperatures: bool,
     /// The sponge layers of the case's pressure outlets (empty without one).
     pub sponges: Sponges,
     /// Whether the case has immersed bodies (a module compiles their kernels only then).
@@ -39,6 +44,7 @@ impl ModelParams {
                 .map(Arc::new),
             inlets: Arc::new(case.inlet_schedule().expect("the case was validated")),
             thermal: case.thermal_setup(lattice),
+            steered_temperatures: false,
             sponges: case.sponges(),
             immersed: case.has_immersed_bodies(),
         }

@@ -30,7 +30,8 @@ fn contains(hay: &[u8], needle: &str) -> bool {
 /// Every operator in every precision (f16 storage without a temperature lattice), plain and with the eddy viscosity and a force (which change
 /// the printed collision), both block sizes the launch shape may take, both palette index widths,
 /// and with a temperature lattice (its fused step and export, each face closure once, under the
-/// eddy viscosity and a turbulent Prandtl number); with sponge layers in the open and coupled steps.
+/// eddy viscosity and a turbulent Prandtl number, the held terms literals or, as a run served live
+/// reads them, in constant memory); with sponge layers in the open and coupled steps.
 fn sponge(face: Face, width: usize, extent: usize) -> SpongeLayer {
     SpongeLayer {
         face,
@@ -52,7 +53,7 @@ fn every_kernel_variant_compiles_for_sm_90() {
         Precision::F16,
         Precision::F16c,
     ] {
-        for (op, _) in OPERATORS {
+        for (op_index, (op, _)) in OPERATORS.iter().enumerate() {
             let collision = Collision::parse(op).unwrap();
             for variant in 0..4 {
                 // A temperature lattice is refused with 16-bit storage (CaseConfig::validate).
@@ -98,6 +99,9 @@ fn every_kernel_variant_compiles_for_sm_90() {
                         if let Some(t) = &mut p.thermal {
                             t.model.turbulent_prandtl = Some(0.85);
                         }
+                        // The held terms as literals and, for every other operator, in constant
+                        // memory (a run served live).
+                        p.steered_temperatures = op_index % 2 == 1;
                         p.sponges.layers.push(sponge(Face::XMinus, 8, 40));
                         p.sponges.layers.push(sponge(Face::ZPlus, 10, 33));
                     }

@@ -427,7 +427,9 @@ pub trait ComputeModule {
     /// Holds the temperature lattice's held faces and patches at `table` (θ, lattice units, laid
     /// out as [`ThermalSetup::held_table`](crate::physics::ThermalSetup::held_table)) from the
     /// next step on: steering an inlet's or a wall's temperature. `Invalid` without a temperature
-    /// lattice or for a table of another length.
+    /// lattice or for a table of another length; a module may also refuse a table other than its
+    /// model's where that model did not ask for steered temperatures (the CUDA module then
+    /// compiles the held terms into its kernels).
     fn set_held_temperatures(&mut self, table: &[f64]) -> Result<(), ComputeError>;
 
     /// Replaces the current populations (same layout as [`read_populations`](Self::read_populations)) and

@@ -290,6 +290,7 @@ where
             ),
             index_bytes,
             thermal: params.thermal.clone(),
+            steered_temperatures: params.steered_temperatures,
             sponges: params.sponges.clone(),
             immersed: params.immersed,
         };
@@ -399,7 +400,13 @@ where
             .map_err(oom("lattice B"))?;
         let thermal = match (&params.thermal, thermal_kernels) {
             (Some(setup), Some((export, gather))) => Some(ThermalDevice::new(
-                &stream, setup, n, export, gather, &image,
+                &stream,
+                setup,
+                params.steered_temperatures,
+                n,
+                export,
+                gather,
+                &image,
             )?),
             _ => None,
         };
@@ -664,33 +671,41 @@ struct ThermalDevice<T: Real + DeviceRepr> {
     ptrs: [u64; 2],
     export: CudaFunction,
     gather: CudaFunction,
-    /// The device address of the kernels' held terms (`thelma_held_term`, constant memory: the
-    /// `dirichlet_term` of each entry of `ThermalSetup::held_table`, in T) and their count.
-    held: (u64, usize),
+    /// The held θ table the kernels were compiled with (`ThermalSetup::held_table`), and, where
+    /// the run's temperatures are steered, the device address of the kernels' held terms
+    /// (`thelma_held_term`, constant memory: the `dirichlet_term` of each entry, in T) and their
+    /// count; otherwise the terms are literals in the kernels and `held` is `None`.
+    compiled: Vec<f64>,
+    held: Option<(u64, usize)>,
 }
 
 impl<T> ThermalDevice<T>
 where
     T: Real + Arith<Scalar = T> + DeviceRepr + ValidAsZeroBits + bytemuck::Pod,
 {
-    /// Both lattices of a slab of `n` nodes at the setup's uniform θ, at rest (lattice 0 current).
+    /// Both lattices of a slab of `n` nodes at the setup's uniform θ, at rest (lattice 0 current);
+    /// with `steered`, the kernels' constant table of held terms filled from the setup.
     fn new(
         stream: &Arc<CudaStream>,
         setup: &ThermalSetup,
+        steered: bool,
         n: usize,
         export: CudaFunction,
         gather: CudaFunction,
         image: &Arc<CuModule>,
     ) -> Result<Self, ComputeError> {
-        let held = {
+        let compiled = setup.held_table();
+        let held = if steered {
             let view = image
                 .get_global("thelma_held_term", stream)
                 .map_err(dev_err("the kernels' held temperatures are missing"))?;
             let len = view.len() / std::mem::size_of::<T>();
             let (p, _guard) = view.device_ptr(stream);
-            (p, len)
+            set_held_terms::<T>(stream, (p, len), &compiled)?;
+            Some((p, len))
+        } else {
+            None
         };
-        set_held_terms::<T>(stream, held, &setup.held_table())?;
         let oom = |e: cudarc::driver::DriverError| {
             ComputeError::OutOfMemory(format!(
                 "temperature lattice ({} MiB): {e}",
@@ -717,6 +732,7 @@ where
             ptrs,
             export,
             gather,
+            compiled,
             held,
         })
     }
@@ -1020,7 +1036,16 @@ where
         let th = self.thermal.as_ref().ok_or_else(|| {
             ComputeError::Invalid("held temperatures for a case without [thermal]".into())
         })?;
-        set_held_terms::<T>(&self.stream, th.held, table)
+        match th.held {
+            Some(symbol) => set_held_terms::<T>(&self.stream, symbol, table),
+            // Compiled in: only the table the kernels hold (a checkpoint's, set again on resume).
+            None if table == th.compiled.as_slice() => Ok(()),
+            None => Err(ComputeError::Invalid(
+                "the held temperatures are compiled into this run's kernels: only a run served \
+                 live (--live) changes them"
+                    .into(),
+            )),
+        }
     }
 
     fn health(&mut self) -> Result<Health, ComputeError> {

@@ -5,17 +5,17 @@
 
 use std::fmt::Write as _;
 
-use thelma_core::{Half12, Precision, ScaledHalf};
+use thelma_core::{Half12, Precision, Real, ScaledHalf};
 
 use super::shape::{LaunchShape, DEFAULT_BLOCK_X};
 use thelma_core::physics::d3q19::Q;
 use thelma_core::physics::Arith as _;
 use thelma_core::physics::{
     absorb_recording, advecting_velocity, collide_thermal, coupled_force, delta_inner, delta_outer,
-    dispatch, eddy_of, macroscopic, node_density, parabola, pressure_terms, smagorinsky_relaxation,
-    sponge_rate, stored_macroscopic, symbolic, temperature, Coefficients, Collision,
-    CollisionOperator, FlowModel, OperatorVisitor, Sponges, Stencil, Sym, ThermalCoefficients,
-    ThermalFace, ThermalSetup, D3Q19, HELD_FACES, QT,
+    dirichlet_term, dispatch, eddy_of, macroscopic, node_density, parabola, pressure_terms,
+    smagorinsky_relaxation, sponge_rate, stored_macroscopic, symbolic, temperature, Coefficients,
+    Collision, CollisionOperator, FlowModel, OperatorVisitor, Sponges, Stencil, Sym,
+    ThermalCoefficients, ThermalFace, ThermalSetup, D3Q19, HELD_FACES, QT,
 };
 use thelma_core::WALL_SLOTS;
 use thelma_geometry::{LinkRule, NodeFlags};
@@ -45,6 +45,10 @@ pub struct PreludeParams {
     /// The temperature lattice coupled to the flow: its step kernel, and the functions it prints
     /// ([`thermal_source`]), are compiled only then.
     pub thermal: Option<ThermalSetup>,
+    /// Whether the held temperatures may change between steps (the live view steers them): the
+    /// kernels then read their terms from constant memory, which the module fills; otherwise the
+    /// terms are literals in the kernels.
+    pub steered_temperatures: bool,
     /// The sponge layers of pressure outlets: `thelma_sponge_absorb` ([`sponge_source`]) is
     /// compiled into the open and coupled steps only where there are some.
     pub sponges: Sponges,
@@ -63,6 +67,7 @@ impl PreludeParams {
             min_blocks: LaunchShape::default().min_blocks_for(precision),
             index_bytes: 1,
             thermal: None,
+            steered_temperatures: false,
             sponges: Sponges::default(),
             immersed: false,
         }
@@ -338,10 +343,12 @@ fn velocity_recording(model: &FlowModel) -> ([Sym; 3], symbolic::Recording) {
 
 /// What the temperature lattice's step kernel (`kernels/thermal_d3q7.cu`) reads, printed from
 /// `thelma_core::physics::thermal` and the flow's collision: `THELMA_THERMAL`, the closure of each
-/// face of the box (`thelma_tface_kind`: 0 adiabatic, 1 held at `thelma_tface_theta`, 2 outflow),
-/// θ of a node, the coupled force, the advecting velocity, the thermal collision, the held faces'
-/// anti-bounce-back term and the flow's collision under a per-node force.
-pub fn thermal_source(model: &FlowModel, setup: &ThermalSetup) -> String {
+/// face of the box (`thelma_tface_kind`: 0 adiabatic, 1 held, 2 outflow) and of its patches
+/// (`thelma_tface`), the held faces' and patches' anti-bounce-back terms (`thelma_held`: literals
+/// in the arithmetic `fixed` names, or, when `None`, a constant table the module fills, for runs
+/// whose temperatures are steered), θ of a node, the coupled force, the advecting velocity, the
+/// thermal collision and the flow's collision under a per-node force.
+pub fn thermal_source(model: &FlowModel, setup: &ThermalSetup, fixed: Option<Precision>) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "#define THELMA_THERMAL 1");
     let _ = writeln!(s, "#define THELMA_QT {QT}");
@@ -353,14 +360,33 @@ pub fn thermal_source(model: &FlowModel, setup: &ThermalSetup) -> String {
     let kinds: Vec<i32> = setup.faces.iter().map(kind).collect();
     table(&mut s, "int", "thelma_tface_kind", &kinds);
     // The held faces' and patches' anti-bounce-back terms (`dirichlet_term` of each entry of the
-    // held θ table) in constant memory, which the module fills, and fills again when the live view
-    // steers a temperature; the kinds stay literals, so the closures still fold per face and a
-    // term is a constant operand.
-    let _ = writeln!(
-        s,
-        "__constant__ real thelma_held_term[{}];",
-        setup.held_table().len()
-    );
+    // held θ table), read through `thelma_held(i)`. Held fixed, they are literals, computed here in
+    // the run's arithmetic as the CPU module computes them (`lit` reads back as exactly that value).
+    // Steered, they are in constant memory, which the module fills, and fills again when the live
+    // view changes a temperature (the index folds per face: a constant operand); the kinds stay
+    // literals either way, so the closures still fold per face.
+    let held = setup.held_table();
+    match fixed {
+        Some(Precision::F64) => {
+            let terms: Vec<String> = held.iter().map(|&t| lit(dirichlet_term(t))).collect();
+            table(&mut s, "real", "thelma_held", &terms);
+        }
+        Some(_) => {
+            let terms: Vec<String> = held
+                .iter()
+                .map(|&t| lit(dirichlet_term(<f32 as Real>::of(t)) as f64))
+                .collect();
+            table(&mut s, "real", "thelma_held", &terms);
+        }
+        None => {
+            let _ = writeln!(
+                s,
+                "__constant__ real thelma_held_term[{}];
+                 __device__ __forceinline__ real thelma_held(int i) {{ return thelma_held_term[i]; }}",
+                held.len()
+            );
+        }
+    }
     // The patches, as ThermalSetup::face_at reads them: first match wins.
     let _ = writeln!(
         s,
@@ -372,14 +398,14 @@ pub fn thermal_source(model: &FlowModel, setup: &ThermalSetup) -> String {
         let c = ["x", "y", "z"];
         let _ = writeln!(
             s,
-            "    if (f == {} && {} >= {} && {} <= {} && {} >= {} && {} <= {}) {{ *kind = {}; *term = thelma_held_term[{}]; return; }}",
+            "    if (f == {} && {} >= {} && {} <= {} && {} >= {} && {} <= {}) {{ *kind = {}; *term = thelma_held({}); return; }}",
             p.face as usize, c[a], p.lo[0], c[a], p.hi[0], c[b], p.lo[1], c[b], p.hi[1],
             kind(rule), HELD_FACES + k
         );
     }
     let _ = writeln!(
         s,
-        "    *kind = thelma_tface_kind(f);\n    *term = thelma_held_term[f];\n}}"
+        "    *kind = thelma_tface_kind(f);\n    *term = thelma_held(f);\n}}"
     );
     let inputs = |name: &str, n: usize| -> Vec<Sym> {
         (0..n).map(|i| Sym::input(format!("{name}[{i}]"))).collect()
@@ -656,7 +682,8 @@ pub fn prelude(p: &PreludeParams) -> String {
     s.push_str(&pressure_source());
     s.push_str(&velocity_source(&p.model));
     if let Some(setup) = &p.thermal {
-        s.push_str(&thermal_source(&p.model, setup));
+        let fixed = (!p.steered_temperatures).then(|| p.precision.arithmetic());
+        s.push_str(&thermal_source(&p.model, setup, fixed));
     }
     if !p.sponges.is_empty() {
         s.push_str(&sponge_source(&p.sponges));
@@ -866,13 +893,27 @@ mod tests {
             "void thelma_advecting_velocity(",
             "void thelma_collide_thermal(",
             "thelma_tface_kind(int i) { const int t[6] = {1, 1, 0, 0, 2, 0};",
-            "__constant__ real thelma_held_term[7];",
-            "if (f == 0 && y >= 2 && y <= 4 && z >= 3 && z <= 5) { *kind = 2; *term = thelma_held_term[6]; return; }",
-            "*term = thelma_held_term[f];",
+            "if (f == 0 && y >= 2 && y <= 4 && z >= 3 && z <= 5) { *kind = 2; *term = thelma_held(6); return; }",
+            "*term = thelma_held(f);",
             "#define THELMA_K_omega_t ",
         ] {
             assert!(s.contains(head), "{head}");
         }
+        // Held fixed, the terms are literals of the run's arithmetic (the CPU module's values);
+        // steered, a constant table the module fills.
+        let terms = [0.5f32, -0.25].map(|t| lit(f64::from(dirichlet_term(t))));
+        let fixed = format!(
+            "real thelma_held(int i) {{ const real t[7] = {{{}, {}, 0e0, 0e0, 0e0, 0e0, 0e0}}; return t[i]; }}",
+            terms[0], terms[1]
+        );
+        assert!(s.contains(&fixed), "{fixed}");
+        assert!(!s.contains("__constant__ real thelma_held_term"));
+        let steered = prelude(&PreludeParams {
+            steered_temperatures: true,
+            ..p.clone()
+        });
+        assert!(steered.contains("__constant__ real thelma_held_term[7];"));
+        assert!(!steered.contains(&fixed));
         // The uniform force is added to the buoyancy, and defined once.
         let start = s.find("void thelma_coupled_force").unwrap();
         assert!(s[start..start + 400].contains("THELMA_K_force_x"));
