@@ -249,16 +249,16 @@ per_module!(moved_walls_step_as_a_run_started_with_them =>
     moved_walls_step_as_a_run_started_with_them_on_the_cuda_module);
 
 /// A box with gravity along −z, its floor held at `floor`, its ceiling at −0.5 and a patch of x− at
-/// `patch` (θ, lattice units), on `slabs` slabs; `steered`: held temperatures that may change
-/// (the CUDA module's kernels read them from constant memory, not as literals).
-fn heated(m: Module, floor: f64, patch: f64, slabs: usize, steered: bool) -> (Runtime, CaseConfig) {
-    let c = box_case(
-        [10, 8, 12],
-        [false; 3],
-        0.05,
-        Collision::MRT,
-        Precision::F32,
-    );
+/// `patch` (θ, lattice units), on `slabs` slabs, in precision `p`; `steered`: held temperatures
+/// that may change (the CUDA module's kernels read them from constant memory, not as literals).
+fn heated(
+    m: Module,
+    (floor, patch): (f64, f64),
+    slabs: usize,
+    p: Precision,
+    steered: bool,
+) -> (Runtime, CaseConfig) {
+    let c = box_case([10, 8, 12], [false; 3], 0.05, Collision::MRT, p);
     let mut faces = [ThermalFace::Adiabatic; 6];
     faces[4] = ThermalFace::Held(floor);
     faces[5] = ThermalFace::Held(-0.5);
@@ -286,8 +286,8 @@ fn held(floor: f64, patch: f64) -> Vec<f64> {
 }
 
 fn held_temperatures_hold_as_a_run_started_with_them(m: Module) {
-    let run = |floor, patch, set: Option<(Vec<f64>, u64)>, slabs| {
-        let (mut rt, _) = heated(m, floor, patch, slabs, set.is_some());
+    let run = |floor, patch, set: Option<(Vec<f64>, u64)>, slabs, p| {
+        let (mut rt, _) = heated(m, (floor, patch), slabs, p, set.is_some());
         let (before, table) = set.map_or((0, None), |(t, b)| (b, Some(t)));
         rt.run(before).unwrap();
         if let Some(t) = table {
@@ -300,20 +300,28 @@ fn held_temperatures_hold_as_a_run_started_with_them(m: Module) {
     };
     // The floor and the patch changed before the first step: the run equals the case started with
     // them (on CUDA, its terms literals in the kernels rather than read from constant memory), bit
-    // for bit, on one slab and on three (the floor's held θ on the last slab only).
-    for slabs in [1, 3] {
-        let want = run(0.8, -0.2, None, slabs);
-        let got = run(0.5, 0.3, Some((held(0.8, -0.2), 0)), slabs);
-        assert!(got == want, "{}: held θ set on {slabs} slabs", m.name());
+    // for bit, on one slab and on three (the floor's held θ on the last slab only), in f32 and f64.
+    for (slabs, p) in [
+        (1, Precision::F32),
+        (3, Precision::F32),
+        (1, Precision::F64),
+    ] {
+        let want = run(0.8, -0.2, None, slabs, p);
+        let got = run(0.5, 0.3, Some((held(0.8, -0.2), 0)), slabs, p);
+        assert!(
+            got == want,
+            "{}: held θ set on {slabs} slabs, {p:?}",
+            m.name()
+        );
     }
     // Mid-run the change takes effect from the next step; set there and back equals never set.
-    let b = run(0.5, 0.3, None, 2);
+    let b = run(0.5, 0.3, None, 2, Precision::F32);
     assert!(
-        run(0.5, 0.3, Some((held(0.8, 0.3), 40)), 2) != b,
+        run(0.5, 0.3, Some((held(0.8, 0.3), 40)), 2, Precision::F32) != b,
         "{}: a warmer floor mid-run changed nothing",
         m.name()
     );
-    let (mut rt, _) = heated(m, 0.5, 0.3, 2, true);
+    let (mut rt, _) = heated(m, (0.5, 0.3), 2, Precision::F32, true);
     rt.run(40).unwrap();
     rt.set_held_temperatures(&held(0.9, -0.9)).unwrap();
     rt.set_held_temperatures(&held(0.5, 0.3)).unwrap();
@@ -329,8 +337,12 @@ fn held_temperatures_hold_as_a_run_started_with_them(m: Module) {
     rt.shutdown();
     // Not steered, the CUDA module's kernels hold the table they were compiled with: setting it
     // again (a checkpoint's, on resume) is accepted, another refused; the CPU module takes either.
-    let (mut rt, _) = heated(m, 0.5, 0.3, 1, false);
+    let (mut rt, _) = heated(m, (0.5, 0.3), 1, Precision::F32, false);
     assert!(rt.set_held_temperatures(&held(0.5, 0.3)).is_ok());
+    // An entry of a face that holds nothing (x+) is ignored, as the CPU module ignores it.
+    let mut idle = held(0.5, 0.3);
+    idle[1] = 0.7;
+    assert!(rt.set_held_temperatures(&idle).is_ok());
     let other = rt.set_held_temperatures(&held(0.6, 0.3));
     assert_eq!(other.is_err(), m == Module::Cuda, "{}: {other:?}", m.name());
     rt.shutdown();

@@ -124,8 +124,11 @@ pub struct BenchArgs {
     #[arg(long, value_name = "FILE")]
     pub case: Option<PathBuf>,
     /// Also time each run served live (`thelma run --live`'s defaults: a picture every 10 steps
-    /// and 100 ms at least) with a viewer connected over loopback, and report its share of the
-    /// plain run's MLUPS.
+    /// and 100 ms at least) with a viewer connected over loopback, alternately with plain runs
+    /// (`--live-rounds`), and report the median share of the plain runs' MLUPS. Every run of the
+    /// measurement, the plain ones included, then has the kernels `thelma run --live` compiles
+    /// (held temperatures read from constant memory, which a run not served live has as
+    /// literals: PERFORMANCE.md gives that difference).
     #[arg(long)]
     pub live: bool,
     /// With `--live`: how many times a plain run and a run served live (each of `--steps`)
@@ -171,8 +174,9 @@ pub struct BenchRow {
     /// A case's MLUPS over the closed box's of the same lattice, slabs and collision (`--case`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub of_box: Option<f64>,
-    /// With `--live`: the MLUPS of the same steps served live with a viewer connected, over the
-    /// plain run's, and the pictures the viewer received.
+    /// With `--live`: the same steps served live with a viewer connected, alternately with plain
+    /// runs: the medians of the served runs' MLUPS and of their shares, every round, and the
+    /// pictures the viewer received.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub live: Option<LiveCost>,
 }

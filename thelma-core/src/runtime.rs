@@ -1132,7 +1132,8 @@ impl Runtime {
 
     /// Holds the temperature lattice's held faces and patches at `table` (θ, lattice units, the
     /// layout of `ThermalSetup::held_table`) from the next step on, on every slab
-    /// ([`ComputeModule::set_held_temperatures`]).
+    /// ([`ComputeModule::set_held_temperatures`], which a module made without steered
+    /// temperatures refuses for a table other than its own).
     pub fn set_held_temperatures(&mut self, table: &[f64]) -> Result<(), RuntimeError> {
         let table = Arc::new(table.to_vec());
         self.broadcast(|| Command::SetHeld(table.clone()))?;

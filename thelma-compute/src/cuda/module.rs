@@ -671,11 +671,11 @@ struct ThermalDevice<T: Real + DeviceRepr> {
     ptrs: [u64; 2],
     export: CudaFunction,
     gather: CudaFunction,
-    /// The held θ table the kernels were compiled with (`ThermalSetup::held_table`), and, where
-    /// the run's temperatures are steered, the device address of the kernels' held terms
-    /// (`thelma_held_term`, constant memory: the `dirichlet_term` of each entry, in T) and their
-    /// count; otherwise the terms are literals in the kernels and `held` is `None`.
-    compiled: Vec<f64>,
+    /// The setup the kernels were compiled with, and, where the run's temperatures are steered,
+    /// the device address of the kernels' held terms (`thelma_held_term`, constant memory: the
+    /// `dirichlet_term` of each entry of `ThermalSetup::held_table`, in T) and their count;
+    /// otherwise the terms are literals in the kernels and `held` is `None`.
+    setup: ThermalSetup,
     held: Option<(u64, usize)>,
 }
 
@@ -694,14 +694,13 @@ where
         gather: CudaFunction,
         image: &Arc<CuModule>,
     ) -> Result<Self, ComputeError> {
-        let compiled = setup.held_table();
         let held = if steered {
             let view = image
                 .get_global("thelma_held_term", stream)
                 .map_err(dev_err("the kernels' held temperatures are missing"))?;
             let len = view.len() / std::mem::size_of::<T>();
             let (p, _guard) = view.device_ptr(stream);
-            set_held_terms::<T>(stream, (p, len), &compiled)?;
+            set_held_terms::<T>(stream, (p, len), &setup.held_table())?;
             Some((p, len))
         } else {
             None
@@ -732,9 +731,40 @@ where
             ptrs,
             export,
             gather,
-            compiled,
+            setup: setup.clone(),
             held,
         })
+    }
+}
+
+impl<T: Real + Arith<Scalar = T> + DeviceRepr> ThermalDevice<T> {
+    /// With the held terms compiled into the kernels: whether `table` holds what they hold (a
+    /// checkpoint's table, set again on resume), the same term in T at every held face and patch,
+    /// entries of rules that hold nothing ignored; `Invalid` otherwise.
+    fn holds(&self, table: &[f64]) -> Result<(), ComputeError> {
+        let mut asked = self.setup.clone();
+        if !asked.set_held(table) {
+            return Err(ComputeError::Invalid(format!(
+                "{} held temperatures for a table of {}",
+                table.len(),
+                self.setup.held_table().len()
+            )));
+        }
+        let term = |t: f64| dirichlet_term(T::of(t));
+        let same = asked
+            .held_table()
+            .into_iter()
+            .zip(self.setup.held_table())
+            .all(|(a, b)| term(a) == term(b));
+        if same {
+            Ok(())
+        } else {
+            Err(ComputeError::Invalid(
+                "the held temperatures are compiled into the kernels (the module was made without \
+                 steered temperatures): they cannot change"
+                    .into(),
+            ))
+        }
     }
 }
 
@@ -1036,16 +1066,10 @@ where
         let th = self.thermal.as_ref().ok_or_else(|| {
             ComputeError::Invalid("held temperatures for a case without [thermal]".into())
         })?;
-        match th.held {
-            Some(symbol) => set_held_terms::<T>(&self.stream, symbol, table),
-            // Compiled in: only the table the kernels hold (a checkpoint's, set again on resume).
-            None if table == th.compiled.as_slice() => Ok(()),
-            None => Err(ComputeError::Invalid(
-                "the held temperatures are compiled into this run's kernels: only a run served \
-                 live (--live) changes them"
-                    .into(),
-            )),
-        }
+        let Some(symbol) = th.held else {
+            return th.holds(table);
+        };
+        set_held_terms::<T>(&self.stream, symbol, table)
     }
 
     fn health(&mut self) -> Result<Health, ComputeError> {

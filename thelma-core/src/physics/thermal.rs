@@ -110,7 +110,8 @@ impl ThermalSetup {
     }
 
     /// The held θ table: one entry per face (`Face` order), then one per patch, each the θ its
-    /// rule holds (0 where it holds none). The GPU kernels read it from constant memory at these
+    /// rule holds (0 where it holds none). The GPU kernels have its terms as literals, or, in a run
+    /// whose temperatures are steered (served live), read them from constant memory at these
     /// indices, so that the live view can change a held temperature between steps.
     pub fn held_table(&self) -> Vec<f64> {
         let theta = |f: &ThermalFace| match f {
