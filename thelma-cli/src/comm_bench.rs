@@ -5,13 +5,14 @@
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use thelma_compute::comm_bench::{
     self, model, Backend, BenchConfig, BenchResult, CommError, Shape, Topology, Transport,
 };
-use thelma_core::{BackendName, DeviceSpec};
+use thelma_core::{BackendName, Cluster, DeviceSpec};
 use thelma_results::write_bytes_atomic;
 use thelma_results::{line_plot, Mark, Series, XAxis};
 
@@ -46,15 +47,18 @@ pub struct CommBenchArgs {
     #[arg(long, value_name = "NAME", value_parser = BackendParser)]
     pub backend: Option<BackendName>,
     /// Devices in graph order: `all`, a count N, or ids `0,2,1,3` (the order the solver's slabs
-    /// would take). Default all.
+    /// would take). Default all. In an MPI job (`--transport mpi`), rank r drives device
+    /// r mod n of the n devices listed here (ranks placed host by host, as mpirun does by
+    /// default): two ranks on a one-GPU host share it.
     #[arg(long, value_name = "SPEC", value_parser = DeviceSpec::parse, allow_hyphen_values = true)]
     pub devices: Option<DeviceSpec>,
     /// Communication graphs, comma-separated: linear, circular. Default linear.
     #[arg(long, value_name = "LIST", value_parser = parse_topologies, allow_hyphen_values = true)]
     pub topology: Option<Topologies>,
     /// Transports, comma-separated, or `all`: zero-copy (mapped host memory, as the solver),
-    /// peer (device stores over NVLink/PCIe), copy-engine (device→host→device copies). Default
-    /// zero-copy.
+    /// peer (device stores over NVLink/PCIe), copy-engine (device→host→device copies); or mpi,
+    /// one process per device under `mpirun -np N` exchanging through a cluster job's messages
+    /// (host-staged, a build with the `mpi` feature). Default zero-copy, and mpi in an MPI job.
     #[arg(long, value_name = "LIST", value_parser = parse_transports, allow_hyphen_values = true)]
     pub transport: Option<Transports>,
     /// Transposed (non-coalesced) accesses: `--transpose` alone means on. Default off.
@@ -394,8 +398,13 @@ fn cpu_devices_fit(n: usize, args: &CommBenchArgs) -> Result<()> {
     }
 }
 
-/// Runs every configuration the arguments ask for, calling `progress` after each.
-pub fn measure(args: &CommBenchArgs, progress: &mut dyn FnMut(&BenchResult)) -> Result<Report> {
+/// Runs every configuration the arguments ask for, calling `progress` after each. In an MPI job
+/// (`cluster`) every rank calls it, and only rank 0's report has the results.
+pub fn measure(
+    args: &CommBenchArgs,
+    cluster: Option<&Arc<dyn Cluster>>,
+    progress: &mut dyn FnMut(&BenchResult),
+) -> Result<Report> {
     let name = args.backend.clone().unwrap_or_default();
     let backend = if name.is_auto() {
         match comm_bench::available_devices(Backend::Cuda) {
@@ -416,7 +425,7 @@ pub fn measure(args: &CommBenchArgs, progress: &mut dyn FnMut(&BenchResult)) -> 
         e => comm_error(e),
     })?;
     let spec = args.devices.clone().unwrap_or_default();
-    let devices: Vec<usize> = match (&spec, backend) {
+    let mut devices: Vec<usize> = match (&spec, backend) {
         // CPU devices are virtual: any count or ids name them.
         (DeviceSpec::Count(n), Backend::Cpu) => {
             cpu_devices_fit(*n, args)?;
@@ -456,8 +465,10 @@ pub fn measure(args: &CommBenchArgs, progress: &mut dyn FnMut(&BenchResult)) -> 
     };
     let p = thelma_core::Precision::from(args.precision.unwrap_or(PrecisionArg::F32));
     let (precision, value_bytes) = (p.name(), p.bytes());
-    // Read before anything is measured, so a bad report costs no benchmark time.
+    // Read before anything is measured, so a bad report costs no benchmark time; in a job, by
+    // rank 0 alone (the one that reports; the file may be on its host only).
     let solver = match &args.bench_json {
+        Some(_) if cluster.is_some_and(|c| c.rank() > 0) => None,
         Some(path) => {
             let figures = solver_figures(&read_bench_report(path)?, ell, precision)
                 .map_err(|m| usage("--bench-json", format!("{}: {m}", path.display())))?;
@@ -479,10 +490,34 @@ pub fn measure(args: &CommBenchArgs, progress: &mut dyn FnMut(&BenchResult)) -> 
         .topology
         .clone()
         .map_or(vec![Topology::Linear], |t| t.0);
-    let transports = args
-        .transport
-        .clone()
-        .map_or(vec![Transport::ZeroCopy], |t| t.0);
+    let in_job = cluster.is_some();
+    let transports = args.transport.clone().map_or(
+        vec![if in_job {
+            Transport::Mpi
+        } else {
+            Transport::ZeroCopy
+        }],
+        |t| t.0,
+    );
+    if let Some(c) = cluster {
+        if transports != [Transport::Mpi] {
+            bail!(usage(
+                "--transport",
+                "a process of an MPI job measures the mpi transport only (--transport mpi)"
+            ));
+        }
+        if args.sweep {
+            bail!(usage(
+                "--sweep",
+                format!(
+                    "an MPI job measures the graph of its {} processes only",
+                    c.size()
+                )
+            ));
+        }
+        // One position per rank, each on device rank mod n of its host's list.
+        devices = (0..c.size()).map(|r| devices[r % devices.len()]).collect();
+    }
     let transposes: &[bool] = match args.transpose.unwrap_or(TransposeArg::Off) {
         TransposeArg::Off => &[false],
         TransposeArg::On => &[true],
@@ -522,8 +557,16 @@ pub fn measure(args: &CommBenchArgs, progress: &mut dyn FnMut(&BenchResult)) -> 
                         iterations: args.iterations,
                         warmup: args.warmup,
                     };
-                    match comm_bench::run(backend, &cfg) {
-                        Ok(result) => {
+                    let ran = match cluster {
+                        Some(c) if transport == Transport::Mpi => {
+                            comm_bench::run_job(backend, &cfg, c)
+                        }
+                        _ => comm_bench::run(backend, &cfg).map(Some),
+                    };
+                    match ran {
+                        // Another rank of the job: rank 0 reports.
+                        Ok(None) => {}
+                        Ok(Some(result)) => {
                             progress(&result);
                             let model = model::row(
                                 ell,
@@ -561,7 +604,7 @@ pub fn measure(args: &CommBenchArgs, progress: &mut dyn FnMut(&BenchResult)) -> 
             }
         }
     }
-    if runs.is_empty() {
+    if runs.is_empty() && cluster.is_none_or(|c| c.rank() == 0) {
         bail!(usage(
             "--transport",
             format!(
@@ -744,8 +787,13 @@ impl Report {
     }
 }
 
-/// Runs `thelma comm-bench`: measures, prints, writes the requested files.
-pub fn run(args: CommBenchArgs) -> Result<()> {
+/// Runs `thelma comm-bench`, alone or as one rank of an MPI job (`--transport mpi`): measures,
+/// prints, writes the requested files. Only rank 0 of a job speaks and writes.
+pub fn run(args: CommBenchArgs, job: Option<&crate::cluster::Job>) -> Result<()> {
+    let cluster = job.map(crate::cluster::Job::cluster);
+    if job.is_some_and(|j| j.rank() > 0) {
+        return measure(&args, cluster.as_ref(), &mut |_| {}).map(|_| ());
+    }
     crate::say!(
         "comm-bench: {} arrays of {}² words per link and direction ({} KiB), {} iterations after {} warm-up",
         args.arrays,
@@ -754,7 +802,7 @@ pub fn run(args: CommBenchArgs) -> Result<()> {
         args.iterations,
         args.warmup
     );
-    let report = measure(&args, &mut |r| {
+    let report = measure(&args, cluster.as_ref(), &mut |r| {
         crate::say!(
             "  {} {} devices {:?}{}: {:.2} GB/s, {:.2} µs/iteration",
             r.transport,

@@ -34,7 +34,206 @@ pub struct LayoutArgs {
     #[arg(long, value_name = "G", default_value_t = 1)]
     pub gpus: usize,
     /// Where to write it (never overwritten); standard output when left out.
+    #[arg(conflicts_with = "model")]
     pub file: Option<PathBuf>,
+    /// Write no layout: model the step of the cluster (--ranks hosts of --gpus GPUs) for the best
+    /// 1D, 2D and 3D cuts of the domain instead, from the figures of the options below (no
+    /// defaults: each is a measurement or a datasheet value the model states).
+    #[arg(long)]
+    pub model: bool,
+    /// With --model: one GPU's MLUPS on its box (`thelma bench`).
+    #[arg(
+        long,
+        value_name = "MLUPS",
+        requires = "model",
+        allow_negative_numbers = true
+    )]
+    pub gpu_mlups: Option<f64>,
+    /// With --model: a face between two GPUs of a host, both directions, in GB/s (`thelma
+    /// comm-bench`'s link GB/s over peer memory).
+    #[arg(
+        long,
+        value_name = "GB/S",
+        requires = "model",
+        allow_negative_numbers = true
+    )]
+    pub link_gbs: Option<f64>,
+    /// With --model: one GPU's stores into page-locked host memory, in GB/s (`thelma
+    /// comm-bench`'s link GB/s over zero-copy).
+    #[arg(
+        long,
+        value_name = "GB/S",
+        requires = "model",
+        allow_negative_numbers = true
+    )]
+    pub host_gbs: Option<f64>,
+    /// With --model: a host's network bandwidth in each direction, in GB/s (its adapters' line
+    /// rate times the share MPI reaches).
+    #[arg(
+        long,
+        value_name = "GB/S",
+        requires = "model",
+        allow_negative_numbers = true
+    )]
+    pub nic_gbs: Option<f64>,
+    /// With --model: the fixed cost of a step's round of messages (the exchange and the stop
+    /// collective), in µs.
+    #[arg(
+        long,
+        value_name = "US",
+        requires = "model",
+        allow_negative_numbers = true
+    )]
+    pub latency_us: Option<f64>,
+    /// With --model: the populations' storage (f32: 20 bytes per face node, f16: 10, f64: 40).
+    /// Default f32.
+    #[arg(long, value_enum, requires = "model")]
+    pub precision: Option<crate::cli::PrecisionArg>,
+}
+
+/// `thelma layout --model`: the modelled step of the best cut of each kind, as a table.
+pub fn model(args: &LayoutArgs) -> anyhow::Result<String> {
+    use std::fmt::Write as _;
+    use thelma_compute::comm_bench::model::{best_cut, bytes_per_node, ClusterSpec, CutKind};
+    for (flag, v) in [("--ranks", args.ranks), ("--gpus", args.gpus)] {
+        if v == 0 {
+            return Err(UsageError::new(flag, "must be at least 1").into());
+        }
+    }
+    let [nx, ny, nz] = args.size;
+    let nodes = nx
+        .checked_mul(ny)
+        .and_then(|n| n.checked_mul(nz))
+        .unwrap_or(0);
+    if nodes == 0 {
+        return Err(
+            UsageError::new("--size", format!("{nx}x{ny}x{nz} nodes: not a domain")).into(),
+        );
+    }
+    if args.ranks.checked_mul(args.gpus).is_none_or(|g| g > nodes) {
+        return Err(UsageError::new(
+            "--ranks",
+            format!(
+                "{} x {} GPUs: more than the {nx}x{ny}x{nz} domain's nodes",
+                args.ranks, args.gpus
+            ),
+        )
+        .into());
+    }
+    let figure = |flag: &'static str, v: Option<f64>, what: &str| match v {
+        None => Err(UsageError::new(flag, format!("--model needs {what}"))),
+        Some(x) if !(x.is_finite() && x > 0.0) => Err(UsageError::new(
+            flag,
+            format!("{x} must be a finite number > 0"),
+        )),
+        Some(x) => Ok(x),
+    };
+    let precision =
+        thelma_core::Precision::from(args.precision.unwrap_or(crate::cli::PrecisionArg::F32));
+    let spec = ClusterSpec {
+        nodes: args.ranks,
+        gpus: args.gpus,
+        gpu_mlups: figure("--gpu-mlups", args.gpu_mlups, "one GPU's MLUPS")?,
+        link_bps: figure(
+            "--link-gbs",
+            args.link_gbs,
+            "the GB/s between two GPUs of a host",
+        )? * 1e9,
+        host_bps: figure("--host-gbs", args.host_gbs, "a GPU's GB/s to host memory")? * 1e9,
+        nic_bps: figure("--nic-gbs", args.nic_gbs, "a host's network GB/s")? * 1e9,
+        latency_s: figure("--latency-us", args.latency_us, "a round of messages' µs")? * 1e-6,
+        value_bytes: precision.bytes(),
+    };
+    let rows: Vec<_> = CutKind::ALL
+        .iter()
+        .map(|&kind| (kind, best_cut(args.size, &spec, kind)))
+        .collect();
+    if rows.iter().all(|(_, r)| r.is_none()) {
+        return Err(UsageError::new(
+            "--ranks",
+            format!(
+                "no cut of {nx}x{ny}x{nz} nodes into {} x {} boxes leaves each at least one node thick",
+                args.ranks, args.gpus
+            ),
+        )
+        .into());
+    }
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "model: {nx}x{ny}x{nz} nodes on {} host(s) x {} GPU(s), {} ({} B per face node): one GPU \
+         {:.0} MLUPS; peer faces {} GB/s; outboxes {} GB/s per GPU; network {} GB/s per host \
+         each way; {} µs a round of messages",
+        spec.nodes,
+        spec.gpus,
+        precision.name(),
+        bytes_per_node(spec.value_bytes),
+        spec.gpu_mlups,
+        spec.link_bps / 1e9,
+        spec.host_bps / 1e9,
+        spec.nic_bps / 1e9,
+        spec.latency_s * 1e6
+    );
+    let _ = writeln!(
+        s,
+        "{:<13} {:<7} {:<7} {:<16} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>16} {:>16}",
+        "cut",
+        "hosts",
+        "GPUs",
+        "box",
+        "net MB",
+        "kernel",
+        "peer",
+        "outbox",
+        "network",
+        "step",
+        "MLUPS (eff.)",
+        "overlapped"
+    );
+    let dims = |c: [usize; 3]| format!("{}x{}x{}", c[0], c[1], c[2]);
+    for (kind, row) in rows {
+        match row {
+            None => {
+                let _ = writeln!(
+                    s,
+                    "{:<13} (no such cut: the domain is too thin)",
+                    kind.name()
+                );
+            }
+            Some(r) => {
+                let b = r.box_size;
+                let us = |t: f64| format!("{:.0} µs", t * 1e6);
+                let _ = writeln!(
+                    s,
+                    "{:<13} {:<7} {:<7} {:<16} {:>8.1} {:>8} {:>8} {:>8} {:>8} {:>8} {:>16} {:>16}",
+                    kind.name(),
+                    dims(r.node_cut),
+                    dims(r.gpu_cut),
+                    format!("{:.0}x{:.0}x{:.0}", b[0], b[1], b[2]),
+                    r.host_bytes / 1e6,
+                    us(r.kernel_s),
+                    us(r.peer_s),
+                    us(r.outbox_s),
+                    us(r.network_s),
+                    us(r.step_s),
+                    format!("{:.0} ({:.1} %)", r.mlups, 100.0 * r.efficiency),
+                    format!(
+                        "{:.0} ({:.1} %)",
+                        r.overlapped_mlups,
+                        100.0 * r.overlapped_efficiency
+                    ),
+                );
+            }
+        }
+    }
+    let _ = writeln!(
+        s,
+        "\nnet MB: what the busiest host sends per step; peer and outbox: the busiest GPU's stores \
+         during the kernel. A step as built: the largest of kernel, peer and outbox, then the \
+         network's round of messages; overlapped: the messages hidden behind the interior's \
+         update (not built). thelma cuts along z (1D) for now."
+    );
+    Ok(s)
 }
 
 /// Writes the balanced layout `args` asks for.

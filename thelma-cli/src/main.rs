@@ -45,11 +45,18 @@ enum Command {
 }
 
 /// `thelma run`, alone or as one rank of a cluster job (`mpirun -np N thelma run ...`): rank 0 runs
-/// the case and prints, the other ranks serve their slabs. A rank that fails ends every rank with
-/// its message and status, so that no rank waits forever.
+/// the case and prints, the other ranks serve their slabs.
 fn run(args: RunArgs) -> anyhow::Result<()> {
+    in_job(|job| run_in(args, job))
+}
+
+/// Runs `work` alone, or as one rank of a cluster job when a launcher started several: a rank
+/// that fails ends every rank with its message and status, so that no rank waits forever.
+fn in_job(
+    work: impl FnOnce(Option<&thelma_cli::cluster::Job>) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
     let job = thelma_cli::cluster::join()?;
-    let result = run_in(args, job.as_ref());
+    let result = work(job.as_ref());
     if let (Err(e), Some(job)) = (&result, &job) {
         let (code, line) = failure(e);
         let line = match job.rank() {
@@ -432,7 +439,7 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Run(args) => run(*args),
-        Command::CommBench(args) => thelma_cli::comm_bench::run(args),
+        Command::CommBench(args) => in_job(|job| thelma_cli::comm_bench::run(args, job)),
         Command::Devices => {
             say_raw!("{}", wrap(&thelma_cli::devices::report()));
             Ok(())
@@ -446,6 +453,9 @@ fn main() -> ExitCode {
             }
         })
         .map(|_| ()),
+        Command::Layout(args) if args.model => {
+            thelma_cli::layout::model(&args).map(|table| say_raw!("{table}"))
+        }
         Command::Layout(args) => thelma_cli::layout::write(&args).map(|written| {
             if let Some(f) = written {
                 say!(

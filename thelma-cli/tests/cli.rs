@@ -538,3 +538,71 @@ fn a_written_layout_runs_in_one_process_as_an_even_split_does() {
     );
     assert!(!o.exists());
 }
+
+#[test]
+fn layout_model_prints_the_best_cut_of_each_kind_and_names_a_missing_figure() {
+    let figures = [
+        "--gpu-mlups",
+        "20000",
+        "--link-gbs",
+        "100",
+        "--host-gbs",
+        "25",
+        "--nic-gbs",
+        "50",
+        "--latency-us",
+        "10",
+    ];
+    let mut args = vec![
+        "layout", "--size", "1024", "--ranks", "8", "--gpus", "8", "--model",
+    ];
+    args.extend_from_slice(&figures);
+    let (code, out, err) = thelma(&args);
+    assert_eq!(code, 0, "{err}");
+    let row = |kind: &str| {
+        out.lines()
+            .find(|l| l.starts_with(kind))
+            .unwrap_or_else(|| panic!("no {kind} row: {out}"))
+            .split_whitespace()
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    // Slabs: 64 along z (8 hosts, 8 GPUs each); 3D: a cube of hosts, fewer bytes on the network.
+    let slabs = row("1D");
+    assert_eq!(&slabs[3..6], ["1x1x8", "1x1x8", "1024x1024x16"], "{out}");
+    let boxes = row("3D");
+    assert_eq!(boxes[1], "2x2x2", "{out}");
+    let mb = |r: &[String], col: usize| r[col].parse::<f64>().unwrap();
+    // Net MB: 2 faces of 1024² nodes × 20 B = 41.9 MB; 3 faces of 512² × 20 B = 15.7 MB.
+    assert_eq!((mb(&slabs, 6), mb(&boxes, 4)), (41.9, 15.7), "{out}");
+
+    // Every figure is asked for, by name; none is taken without --model.
+    for missing in ["--gpu-mlups", "--nic-gbs", "--latency-us"] {
+        let k = figures.iter().position(|f| *f == missing).unwrap();
+        let mut args = vec!["layout", "--size", "64", "--model"];
+        args.extend(
+            figures
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| *i != k && *i != k + 1)
+                .map(|(_, f)| *f),
+        );
+        let (code, _, err) = thelma(&args);
+        assert_eq!(code, 2, "{err}");
+        assert!(
+            err.starts_with(&format!("error: {missing}: --model needs")),
+            "{err}"
+        );
+    }
+    let (code, _, err) = thelma(&["layout", "--size", "64", "--nic-gbs", "50"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--model"), "{err}");
+    // More GPUs than nodes, or a cut that leaves no GPU a whole node: the count is named.
+    for (size, ranks) in [("4", "100"), ("4,4,4", "7")] {
+        let mut args = vec!["layout", "--size", size, "--ranks", ranks, "--model"];
+        args.extend_from_slice(&figures);
+        let (code, _, err) = thelma(&args);
+        assert_eq!(code, 2, "{err}");
+        assert!(err.starts_with("error: --ranks:"), "{err}");
+    }
+}

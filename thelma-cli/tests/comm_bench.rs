@@ -271,6 +271,8 @@ fn bad_comm_bench_options_give_one_line_naming_the_option_and_exit_2() {
             "--kernel-time",
         ),
         (&["--transport", "peer"], "--transport"),
+        // One process is no MPI job: the line says how to start one.
+        (&["--transport", "mpi"], "mpirun -np N"),
     ];
     for (extra, flag) in cases {
         let mut args = vec!["comm-bench", "--backend", "cpu", "--iterations", "2"];

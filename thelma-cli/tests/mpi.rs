@@ -1,6 +1,7 @@
 //! Cluster jobs over MPI (built with `--features mpi`; Open MPI's `mpirun`, which `scripts/setup`
 //! installs): `mpirun -np N thelma run` writes byte for byte what one process writes, whatever
-//! the layout, and a bad layout ends every rank with one line and status 2, writing nothing.
+//! the layout, and a bad layout ends every rank with one line and status 2, writing nothing;
+//! `thelma comm-bench --transport mpi` measures the exchange of one rank per device.
 #![cfg(feature = "mpi")]
 
 mod common;
@@ -266,6 +267,57 @@ fn a_bad_layout_ends_every_rank_with_one_line_and_status_2() {
         "{err}"
     );
     assert!(!out.exists(), "a refused job wrote {}", out.display());
+}
+
+#[test]
+fn comm_bench_measures_the_mpi_transport_one_rank_per_device() {
+    let tmp = tempfile::tempdir().unwrap();
+    let json = tmp.path().join("comm.json");
+    let bench = |extra: &[&str]| {
+        let mut args = vec![
+            "comm-bench",
+            "--backend",
+            "cpu",
+            "--edge",
+            "16",
+            "--iterations",
+            "200",
+            "--warmup",
+            "5",
+        ];
+        args.extend_from_slice(extra);
+        mpirun(3, &args)
+    };
+    let (code, out, err) = bench(&["--topology", "circular", "--json", json.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    // Rank 0 alone speaks.
+    assert_eq!(out.matches("comm-bench:").count(), 1, "{out}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 1, "{v}");
+    let r = &runs[0];
+    assert_eq!(r["transport"], "mpi");
+    // Every word of the ring's three links arrived (a stale or lost one fails the run), each
+    // position on its own rank.
+    assert_eq!(r["links"].as_array().unwrap().len(), 3, "{r}");
+    for (k, d) in r["per_device"].as_array().unwrap().iter().enumerate() {
+        assert!(
+            d["describe"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("rank {k} of 3")),
+            "{d}"
+        );
+    }
+    assert!(r["aggregate_gbs"].as_f64().unwrap() > 0.0);
+
+    // Only the MPI transport runs in a job: one line from rank 0, status 2.
+    let (code, _, err) = bench(&["--transport", "zero-copy"]);
+    assert_eq!(code, 2, "{err}");
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(lines[0].contains("--transport"), "{err}");
 }
 
 /// A viewer of a live job over the socket, reading with a timeout so that a job that stops talking

@@ -64,3 +64,51 @@ fn every_transport_delivers_on_the_gpus_present() {
         }
     }
 }
+
+/// The MPI transport's GPU endpoint on a job of threads (`LocalCluster`, the same protocol as
+/// MPI): three ranks, each on a GPU of the host in turn (all on one GPU where there is one), in a
+/// chain and in a ring, transposed or not; every word is checked on arrival.
+#[test]
+#[ignore = "needs a CUDA device"]
+fn the_mpi_transport_delivers_between_ranks_on_the_gpus_present() {
+    use std::sync::Arc;
+    use thelma_core::{Cluster, LocalCluster};
+    let n = comm_bench::available_devices(Backend::Cuda).expect("a CUDA device");
+    for topology in [Topology::Linear, Topology::Circular] {
+        for transpose in [false, true] {
+            let c = config(
+                (0..3).map(|r| r % n).collect(),
+                topology,
+                Transport::Mpi,
+                transpose,
+            );
+            let handles: Vec<_> = LocalCluster::job(3)
+                .into_iter()
+                .map(|rank| {
+                    let c = c.clone();
+                    std::thread::spawn(move || {
+                        let rank: Arc<dyn Cluster> = rank;
+                        let r = comm_bench::run_job(Backend::Cuda, &c, &rank);
+                        if let Err(e) = &r {
+                            rank.abort(&e.to_string(), 1);
+                        }
+                        r
+                    })
+                })
+                .collect();
+            let mut results = handles.into_iter().map(|h| h.join().unwrap());
+            let r = results
+                .next()
+                .unwrap()
+                .unwrap_or_else(|e| panic!("{topology} transpose={transpose}: {e}"))
+                .expect("rank 0 reports");
+            assert!(results.all(|o| matches!(o, Ok(None))));
+            assert_eq!(r.links.len(), topology.interfaces(3));
+            assert!(r.per_device.iter().all(|d| d.describe.contains("rank")));
+            eprintln!(
+                "mpi (threads) {topology:>8} transpose={transpose}: {:.2} GB/s, {:.1} µs/iteration",
+                r.aggregate_gbs, r.time_per_iteration_us
+            );
+        }
+    }
+}

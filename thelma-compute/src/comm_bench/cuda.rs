@@ -521,6 +521,112 @@ fn worker(
     super::drive(&mut ep, barrier, cfg)
 }
 
+/// The MPI transport's endpoint of position `pos` on this rank (`super::job`): the exchange
+/// kernel stores into and loads from page-locked host memory mapped into the device (zero-copy
+/// channels, as the solver's outboxes and inboxes of a cluster job), and after each kernel the
+/// job's messages carry the outgoing halves of the iteration's parity to the neighbours.
+pub(super) fn job_endpoint(
+    cfg: &BenchConfig,
+    pos: usize,
+    cluster: Arc<dyn thelma_core::Cluster>,
+) -> Result<Box<dyn Endpoint>, CommError> {
+    let available = device_count()?;
+    let device = cfg.devices[pos];
+    if device >= available {
+        return Err(CommError::Config {
+            flag: "--devices",
+            message: format!(
+                "device {device} (rank {pos}) does not exist ({available} CUDA devices)"
+            ),
+        });
+    }
+    let binding = match pci_bus_id(device) {
+        Ok(id) => super::bind_worker(&Placement::Gpu { pci_bus_id: id }),
+        Err(e) => format!("unbound ({e})"),
+    };
+    let mut ep = CudaEndpoint::open(device, cfg.shape, Transport::ZeroCopy)?;
+    ep.describe = format!(
+        "{}, rank {pos} of {}, {binding}",
+        ep.describe,
+        cluster.size()
+    );
+    let peers = super::job::peers(cfg, pos);
+    ep.counters = ep.alloc(8 * peers.len().max(1))?;
+    let bytes = cfg.shape.bytes();
+    let mut boxes = Vec::with_capacity(peers.len());
+    for (s, _) in &peers {
+        let zero_copy = || {
+            channel::allocate(&ep.ctx, device, thelma_core::Transport::ZeroCopy, 2 * bytes)
+                .map_err(compute(device))
+        };
+        let (out, inp) = (zero_copy()?, zero_copy()?);
+        let at = |c: &Arc<dyn Channel>| {
+            channel::address(&ep.ctx, device, c.as_ref()).map_err(compute(device))
+        };
+        let mut p = SidePtrs::empty(*s);
+        let (o, i) = (at(&out)?, at(&inp)?);
+        p.out = [o, o + bytes as u64];
+        p.inp = [i, i + bytes as u64];
+        ep.sides.push(p);
+        boxes.push((out, inp));
+    }
+    Ok(Box::new(CudaRank {
+        ep,
+        boxes,
+        peers,
+        cluster,
+        t: 0,
+    }))
+}
+
+/// A GPU position of an MPI job: the endpoint, each side's outbox and inbox, its peers' ranks.
+struct CudaRank {
+    ep: CudaEndpoint,
+    boxes: Vec<(Arc<dyn Channel>, Arc<dyn Channel>)>,
+    peers: Vec<(Side, usize)>,
+    cluster: Arc<dyn thelma_core::Cluster>,
+    t: u32,
+}
+
+impl Endpoint for CudaRank {
+    fn exchange(&mut self, t: u32) -> Result<(), CommError> {
+        self.t = t;
+        self.ep.exchange(t)
+    }
+
+    fn finish(&mut self) -> Result<(), CommError> {
+        self.ep.finish()?;
+        let half = self.ep.shape.bytes();
+        let w = write_parity(self.t);
+        // SAFETY: each channel holds two halves of `half` bytes (allocated above). The kernel that
+        // wrote the outboxes' halves of parity w has finished (the stream was just synchronised),
+        // and no kernel reads the inboxes' halves of parity w before the next iteration, which
+        // starts after this returns; every channel is named once, so no two slices alias.
+        let out: Vec<&[u8]> = self
+            .boxes
+            .iter()
+            .map(|(o, _)| unsafe { std::slice::from_raw_parts(o.address().add(w * half), half) })
+            .collect();
+        // SAFETY: as above.
+        let mut inc: Vec<&mut [u8]> = self
+            .boxes
+            .iter()
+            .map(|(_, i)| unsafe {
+                std::slice::from_raw_parts_mut(i.address().add(w * half), half)
+            })
+            .collect();
+        super::job::trade(self.cluster.as_ref(), &self.peers, &out, &mut inc)
+    }
+
+    fn mismatches(&mut self) -> Result<Vec<(usize, u64)>, CommError> {
+        self.ep.mismatches()
+    }
+
+    fn describe(&self) -> String {
+        self.ep.describe()
+    }
+}
+
 impl SidePtrs {
     fn empty(side: Side) -> Self {
         Self {

@@ -10,10 +10,13 @@
 //! - [`protocol`]: the words, buffers and parities (shared with `kernels/comm_bench.cu`).
 //! - [`model`]: the throughput the solver needs and the communication-bound performance.
 //! - `cpu`: threads and host memory; `cuda`: zero-copy, peer-to-peer and copy-engine transports.
+//! - `job`: the MPI transport, one process per position, its buffers carried by a cluster job's
+//!   messages ([`run_job`]).
 
 mod cpu;
 mod cuda;
 pub mod graph;
+mod job;
 pub mod model;
 pub mod protocol;
 
@@ -38,25 +41,33 @@ pub enum Transport {
     Peer,
     /// The kernel works on local device memory; asynchronous copies move it device → host → device.
     CopyEngine,
+    /// One process per position (`mpirun -np N`), as a cluster job runs its slabs: each stores
+    /// into its own host memory (mapped, page-locked on a GPU, as the solver's outboxes) and the
+    /// job's messages carry every outgoing buffer to the neighbour's copy after each iteration.
+    Mpi,
 }
 
 impl Transport {
+    /// The transports of one process.
     pub const ALL: [Transport; 3] = [Transport::ZeroCopy, Transport::Peer, Transport::CopyEngine];
 
     /// The solver's transport this one measures (`thelma_core::Transport`); the copy engine is
-    /// the benchmark's own comparison.
+    /// the benchmark's own comparison, and the MPI transport is a cluster job's messages.
     pub fn solver(self) -> Option<thelma_core::Transport> {
         match self {
             Transport::ZeroCopy => Some(thelma_core::Transport::ZeroCopy),
             Transport::Peer => Some(thelma_core::Transport::Peer),
-            Transport::CopyEngine => None,
+            Transport::CopyEngine | Transport::Mpi => None,
         }
     }
 
-    /// The solver's name of its transport, or `copy-engine`.
+    /// The solver's name of its transport, or `copy-engine`, or `mpi`.
     pub fn name(self) -> &'static str {
-        self.solver()
-            .map_or("copy-engine", thelma_core::Transport::name)
+        match self {
+            Transport::CopyEngine => "copy-engine",
+            Transport::Mpi => "mpi",
+            t => t.solver().map_or("", thelma_core::Transport::name),
+        }
     }
 }
 
@@ -68,7 +79,7 @@ impl fmt::Display for Transport {
 
 /// A transport name that is not one.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("`{0}` is not a transport (zero-copy, peer, copy-engine)")]
+#[error("`{0}` is not a transport (zero-copy, peer, copy-engine, mpi)")]
 pub struct UnknownTransport(pub String);
 
 impl FromStr for Transport {
@@ -78,6 +89,7 @@ impl FromStr for Transport {
             "zero-copy" | "zerocopy" => Ok(Transport::ZeroCopy),
             "peer" | "p2p" => Ok(Transport::Peer),
             "copy-engine" | "copy" => Ok(Transport::CopyEngine),
+            "mpi" => Ok(Transport::Mpi),
             other => Err(UnknownTransport(other.to_string())),
         }
     }
@@ -206,6 +218,9 @@ pub enum CommError {
     /// Another worker failed first (never the error reported).
     #[error("stopped because another device failed")]
     Aborted,
+    /// A message of an MPI job failed (or another rank ended the job).
+    #[error("the job's messages: {0}")]
+    Job(String),
 }
 
 /// What one device sees of the exchange, per iteration. Implemented by the CPU and CUDA modes;
@@ -223,7 +238,7 @@ pub(crate) trait Endpoint {
 }
 
 /// One device's timings over the measured iterations.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub(crate) struct WorkerReport {
     /// Time inside exchange + finish (excluding the barrier).
     busy: Duration,
@@ -241,12 +256,24 @@ pub(crate) fn drive(
     cfg: &BenchConfig,
 ) -> Result<WorkerReport, CommError> {
     let never = AtomicBool::new(false);
-    let pass = || {
-        barrier
-            .wait(&never)
-            .map(|_| ())
-            .map_err(|_| CommError::Aborted)
-    };
+    drive_with(
+        ep,
+        &|| {
+            barrier
+                .wait(&never)
+                .map(|_| ())
+                .map_err(|_| CommError::Aborted)
+        },
+        cfg,
+    )
+}
+
+/// [`drive`] with `pass` standing for the barrier between iterations.
+pub(crate) fn drive_with(
+    ep: &mut dyn Endpoint,
+    pass: &dyn Fn() -> Result<(), CommError>,
+    cfg: &BenchConfig,
+) -> Result<WorkerReport, CommError> {
     let mut step = |t: u32| -> Result<(), CommError> {
         ep.exchange(t)?;
         ep.finish()
@@ -399,11 +426,31 @@ pub struct BenchResult {
 /// Runs one configuration on `backend`. Every word read is checked; a wrong word is an error.
 pub fn run(backend: Backend, cfg: &BenchConfig) -> Result<BenchResult, CommError> {
     cfg.validate()?;
+    if cfg.transport == Transport::Mpi {
+        return Err(CommError::Unsupported {
+            transport: cfg.transport,
+            reason: "it runs one process per device: start the benchmark with `mpirun -np N`, \
+                     N ≥ 2"
+                .into(),
+        });
+    }
     let reports = match backend {
         Backend::Cpu => cpu::run(cfg)?,
         Backend::Cuda => cuda::run(cfg)?,
     };
     summarise(backend, cfg, &reports)
+}
+
+/// Runs one configuration of the MPI transport as rank `cluster.rank()` of a job of one rank per
+/// position of `cfg.devices`: every rank calls it, rank 0 gets the result (the others `None`).
+pub fn run_job(
+    backend: Backend,
+    cfg: &BenchConfig,
+    cluster: &std::sync::Arc<dyn thelma_core::Cluster>,
+) -> Result<Option<BenchResult>, CommError> {
+    cfg.validate()?;
+    let reports = job::run(backend, cfg, cluster)?;
+    reports.map(|r| summarise(backend, cfg, &r)).transpose()
 }
 
 /// Devices the backend offers: the GPUs, or for the CPU one virtual device per core (at least two,
