@@ -269,6 +269,46 @@ fn a_bad_layout_ends_every_rank_with_one_line_and_status_2() {
     assert!(!out.exists(), "a refused job wrote {}", out.display());
 }
 
+/// On a GPU host: 2 and 4 ranks, every one on GPU 0, write what one process writes, byte for byte
+/// (the interfaces in zero-copy outboxes and MPI messages, the slabs in the CUDA module).
+#[test]
+#[ignore = "needs a CUDA device"]
+fn ranks_sharing_a_gpu_write_what_one_process_writes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let args = |out: &Path| {
+        [
+            "run",
+            "--backend",
+            "cuda",
+            "--size",
+            "48,40,60",
+            "--steps",
+            "100",
+            "--collision",
+            "mrt",
+            "--quiet",
+            "-o",
+        ]
+        .iter()
+        .map(|a| a.to_string())
+        .chain([out.to_string_lossy().into_owned()])
+        .collect::<Vec<String>>()
+    };
+    let one = tmp.path().join("one");
+    let a = args(&one);
+    let (code, _, err) = thelma(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(code, 0, "one process: {err}");
+    let want = outputs(&one);
+    assert!(want.iter().any(|(n, _)| n.ends_with(".vti")), "{want:?}");
+    for np in [2, 4] {
+        let dir = tmp.path().join(format!("np{np}"));
+        let a = args(&dir);
+        let (code, _, err) = mpirun(np, &a.iter().map(String::as_str).collect::<Vec<_>>());
+        assert_eq!(code, 0, "{np} ranks: {err}");
+        assert_same(&outputs(&dir), &want, &format!("{np} ranks on GPU 0"));
+    }
+}
+
 #[test]
 fn comm_bench_measures_the_mpi_transport_one_rank_per_device() {
     let tmp = tempfile::tempdir().unwrap();
