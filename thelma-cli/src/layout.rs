@@ -49,8 +49,8 @@ pub struct LayoutArgs {
         allow_negative_numbers = true
     )]
     pub gpu_mlups: Option<f64>,
-    /// With --model: a face between two GPUs of a host, both directions, in GB/s (`thelma
-    /// comm-bench`'s link GB/s over peer memory).
+    /// With --model: one GPU's stores to the peer GPUs of its host, all its faces together, in
+    /// GB/s (`thelma comm-bench`'s link GB/s over peer memory).
     #[arg(
         long,
         value_name = "GB/S",
@@ -101,15 +101,17 @@ pub fn model(args: &LayoutArgs) -> anyhow::Result<String> {
         }
     }
     let [nx, ny, nz] = args.size;
-    let nodes = nx
-        .checked_mul(ny)
-        .and_then(|n| n.checked_mul(nz))
-        .unwrap_or(0);
-    if nodes == 0 {
-        return Err(
-            UsageError::new("--size", format!("{nx}x{ny}x{nz} nodes: not a domain")).into(),
-        );
-    }
+    let nodes = match nx.checked_mul(ny).and_then(|n| n.checked_mul(nz)) {
+        Some(0) => {
+            return Err(
+                UsageError::new("--size", format!("{nx}x{ny}x{nz} nodes: not a domain")).into(),
+            )
+        }
+        None => {
+            return Err(UsageError::new("--size", format!("{nx}x{ny}x{nz} nodes: too many")).into())
+        }
+        Some(n) => n,
+    };
     if args.ranks.checked_mul(args.gpus).is_none_or(|g| g > nodes) {
         return Err(UsageError::new(
             "--ranks",

@@ -206,7 +206,7 @@ fn faces(parts: usize) -> f64 {
 fn divisors(n: usize) -> Vec<usize> {
     let (mut low, mut high) = (Vec::new(), Vec::new());
     let mut d = 1;
-    while d * d <= n {
+    while d <= n / d {
         if n.is_multiple_of(d) {
             low.push(d);
             if d * d != n {
