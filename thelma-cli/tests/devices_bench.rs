@@ -8,6 +8,22 @@ fn has_gpu() -> bool {
     thelma_compute::cuda::device_count().is_ok()
 }
 
+/// Runs `thelma bench ARGS --json FILE` (FILE named after `test`), which must succeed: its
+/// standard output and the report it wrote.
+fn bench_json(test: &str, args: &[&str]) -> (String, serde_json::Value) {
+    let json =
+        std::env::temp_dir().join(format!("thelma-bench-{test}-{}.json", std::process::id()));
+    let mut all = vec!["bench"];
+    all.extend_from_slice(args);
+    all.extend(["--json", json.to_str().unwrap()]);
+    let (code, out, err) = thelma(&all);
+    assert_eq!(code, 0, "{err}");
+    let report =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("json written")).unwrap();
+    let _ = std::fs::remove_file(&json);
+    (out, report)
+}
+
 #[test]
 fn devices_lists_gpus_or_says_there_are_none_and_exits_0() {
     let (code, out, _) = thelma(&["devices"]);
@@ -22,27 +38,25 @@ fn devices_lists_gpus_or_says_there_are_none_and_exits_0() {
 
 #[test]
 fn bench_on_the_cpu_measures_bandwidth_and_scaling_and_writes_json() {
-    let json = std::env::temp_dir().join(format!("thelma-bench-{}.json", std::process::id()));
-    let (code, out, err) = thelma(&[
-        "bench",
-        "--backend",
+    let (out, report) = bench_json(
         "cpu",
-        "--sizes",
-        "12,16",
-        "--devices",
-        "2",
-        "--collision",
-        "mrt,bgk",
-        "--steps",
-        "3",
-        "--warmup",
-        "1",
-        "--bandwidth-mib",
-        "16",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
-    assert_eq!(code, 0, "{err}");
+        &[
+            "--backend",
+            "cpu",
+            "--sizes",
+            "12,16",
+            "--devices",
+            "2",
+            "--collision",
+            "mrt,bgk",
+            "--steps",
+            "3",
+            "--warmup",
+            "1",
+            "--bandwidth-mib",
+            "16",
+        ],
+    );
     assert!(out.contains("bandwidth (copy, read + write)"), "{out}");
     // The device line comes before the table, whose header the rows follow directly.
     let lines: Vec<&str> = out.lines().collect();
@@ -55,9 +69,6 @@ fn bench_on_the_cpu_measures_bandwidth_and_scaling_and_writes_json() {
         "{out}"
     );
     assert!(lines[head + 1].starts_with("mrt"), "{out}");
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).expect("json written")).unwrap();
-    let _ = std::fs::remove_file(&json);
     let rows = report["rows"].as_array().unwrap();
     // 2 collisions × 2 sizes × 1..2 devices.
     assert_eq!(rows.len(), 8, "{report}");
@@ -109,30 +120,25 @@ fn bench_on_the_cpu_measures_bandwidth_and_scaling_and_writes_json() {
 /// are per device (against one slab on one device), not per slab.
 #[test]
 fn bench_with_two_slabs_per_device_reports_per_device() {
-    let json = std::env::temp_dir().join(format!("thelma-bench-slabs-{}.json", std::process::id()));
-    let (code, out, err) = thelma(&[
-        "bench",
-        "--backend",
-        "cpu",
-        "--sizes",
-        "12",
-        "--devices",
-        "2",
-        "--slabs-per-device",
-        "2",
-        "--steps",
-        "3",
-        "--warmup",
-        "1",
-        "--bandwidth-mib",
-        "8",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
-    assert_eq!(code, 0, "{err}");
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).expect("json written")).unwrap();
-    let _ = std::fs::remove_file(&json);
+    let (out, report) = bench_json(
+        "slabs",
+        &[
+            "--backend",
+            "cpu",
+            "--sizes",
+            "12",
+            "--devices",
+            "2",
+            "--slabs-per-device",
+            "2",
+            "--steps",
+            "3",
+            "--warmup",
+            "1",
+            "--bandwidth-mib",
+            "8",
+        ],
+    );
     assert_eq!(report["devices"], serde_json::json!(["cpu:0", "cpu:1"]));
     let rows = report["rows"].as_array().unwrap();
     let shape: Vec<(u64, u64)> = rows
@@ -194,30 +200,26 @@ fn bench_of_a_case_measures_it_beside_the_closed_box_of_its_lattice() {
          [physics]\nviscosity = 0.05\n",
     )
     .unwrap();
-    let json = dir.join("bench.json");
-    let (code, out, err) = thelma(&[
-        "bench",
-        "--backend",
-        "cpu",
-        "--case",
-        case.to_str().unwrap(),
-        "--devices",
-        "2",
-        "--collision",
-        "trt",
-        "--steps",
-        "3",
-        "--warmup",
-        "1",
-        "--bandwidth-mib",
-        "16",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
-    assert_eq!(code, 0, "{err}");
+    let (out, report) = bench_json(
+        "case",
+        &[
+            "--backend",
+            "cpu",
+            "--case",
+            case.to_str().unwrap(),
+            "--devices",
+            "2",
+            "--collision",
+            "trt",
+            "--steps",
+            "3",
+            "--warmup",
+            "1",
+            "--bandwidth-mib",
+            "16",
+        ],
+    );
     assert!(out.contains("of the closed box"), "{out}");
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).expect("json written")).unwrap();
     let rows = report["rows"].as_array().unwrap();
     // One and two devices, each the box and then the case, all of the case's lattice.
     assert_eq!(rows.len(), 4, "{rows:?}");
@@ -258,30 +260,25 @@ fn bench_of_a_case_measures_it_beside_the_closed_box_of_its_lattice() {
 /// round is in the JSON, and the share reported is the median of the rounds' shares.
 #[test]
 fn bench_live_alternates_plain_and_served_runs_and_reports_the_median_share() {
-    let json = std::env::temp_dir().join(format!("thelma-bench-live-{}.json", std::process::id()));
-    let (code, out, err) = thelma(&[
-        "bench",
-        "--backend",
-        "cpu",
-        "--sizes",
-        "16",
-        "--no-sweep",
-        "--steps",
-        "40",
-        "--warmup",
-        "1",
-        "--bandwidth-mib",
-        "8",
-        "--live",
-        "--live-rounds",
-        "3",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
-    assert_eq!(code, 0, "{err}");
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).expect("json written")).unwrap();
-    let _ = std::fs::remove_file(&json);
+    let (out, report) = bench_json(
+        "live",
+        &[
+            "--backend",
+            "cpu",
+            "--sizes",
+            "16",
+            "--no-sweep",
+            "--steps",
+            "40",
+            "--warmup",
+            "1",
+            "--bandwidth-mib",
+            "8",
+            "--live",
+            "--live-rounds",
+            "3",
+        ],
+    );
     let live = &report["rows"][0]["live"];
     let rounds: Vec<[f64; 2]> = serde_json::from_value(live["rounds"].clone()).unwrap();
     assert_eq!(rounds.len(), 3, "{live}");
