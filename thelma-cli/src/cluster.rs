@@ -225,7 +225,7 @@ mod mpi_cluster {
         }
 
         fn abort(&self, message: &str, code: i32) {
-            eprintln!("error: {message}");
+            crate::warn_line!("error: {message}");
             world().abort(code)
         }
     }

@@ -30,8 +30,11 @@ fn write_to(w: &mut dyn Write, gone: &AtomicBool, args: fmt::Arguments) {
     if gone.load(Ordering::Relaxed) {
         return;
     }
-    // Stdout is line-buffered, so a failing line shows up here rather than at some later write.
-    if w.write_fmt(args).is_err() {
+    // One write of the whole text: stderr is unbuffered, and `write_fmt` would write each piece of
+    // the format on its own, letting another writer to the same stream (mpirun's own notices, a
+    // second rank) land inside the line. Stdout is line-buffered, so a failing line shows up here
+    // rather than at some later write.
+    if w.write_all(fmt::format(args).as_bytes()).is_err() {
         gone.store(true, Ordering::Relaxed);
     }
 }
