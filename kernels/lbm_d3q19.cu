@@ -276,6 +276,181 @@ THELMA_COLLIDE_OPEN_NAME(THELMA_COLLIDE_ARGS, const unsigned int *__restrict__ p
                                   nz_domain);
 }
 
+#ifdef THELMA_IN_PLACE
+// In-place streaming: one lattice, the AA pattern. thelma_compute's cpu_inplace.rs (the CPU
+// module's steps, which these follow node for node) says how the lattice is held between the two
+// steps, why no slot is touched by two nodes, and why both equal the two-lattice step bit for bit.
+// Solid nodes are never read or written. The exchange is the two-lattice one in both steps.
+
+// Stores node p's collided populations where the pull step puts them: f̃_i into slot ī of node
+// x + c_i, or into the node's own slot i where that neighbour is a wall (the bounce-back of link ī
+// reads it there) or across the slab's z faces (the outgoing buffer carries it, below); and the
+// crossing ones into this step's outgoing buffers.
+template <typename S>
+__device__ __forceinline__ void scatter_node(const real* f, S* a, unsigned int mask, S* above_out,
+                                             S* below_out, int nx, int ny, int nz, int periodic,
+                                             int x, int y, int z, size_t p) {
+    const size_t plane = (size_t)nx * ny;
+    const size_t n = plane * nz;
+    // Away from every edge and wall each target is a constant offset away.
+    if (mask == 0 && x > 0 && x < nx - 1 && y > 0 && y < ny - 1 && z > 0 && z < nz - 1) {
+#pragma unroll
+        for (int i = 0; i < THELMA_Q; i++)
+            a[(size_t)opp(i) * n + p + (long long)(cx(i) + cy(i) * nx) + cz(i) * (long long)plane] =
+                thelma_store<S>(f[i]);
+        return;
+    }
+#pragma unroll
+    for (int i = 0; i < THELMA_Q; i++) {
+        size_t dst = (size_t)i * n + p;
+        if (i != 0 && !(mask & (1u << opp(i)))) {
+            int xt = x + cx(i), yt = y + cy(i);
+            const int zt = z + cz(i);
+            bool inside = zt >= 0 && zt < nz;
+            if (xt < 0 || xt >= nx) {
+                if (periodic & 1) xt = (xt + nx) % nx;
+                else inside = false;
+            }
+            if (yt < 0 || yt >= ny) {
+                if (periodic & 2) yt = (yt + ny) % ny;
+                else inside = false;
+            }
+            if (inside) dst = (size_t)opp(i) * n + (size_t)zt * plane + (size_t)yt * nx + xt;
+        }
+        a[dst] = thelma_store<S>(f[i]);
+    }
+    const size_t q = (size_t)y * nx + x;
+    if (z == nz - 1 && above_out != nullptr) {
+#pragma unroll
+        for (int s = 0; s < THELMA_CROSSING; s++)
+            above_out[(size_t)s * plane + q] = thelma_store<S>(f[up_dir(s)]);
+    }
+    if (z == 0 && below_out != nullptr) {
+#pragma unroll
+        for (int s = 0; s < THELMA_CROSSING; s++)
+            below_out[(size_t)s * plane + q] = thelma_store<S>(f[down_dir(s)]);
+    }
+}
+
+// What node p reads in the local step: f_j from its own slot j̄ (bounced links add their term), or
+// from the neighbour's buffer where j arrives across the slab's z face.
+template <typename S>
+__device__ __forceinline__ void arrive_node(real* f, const S* a, unsigned int k, unsigned int mask,
+                                            const real* __restrict__ pal_term, const S* below_in,
+                                            const S* above_in, int nx, int ny, int nz,
+                                            int periodic, int x, int y, int z, size_t p) {
+    const size_t plane = (size_t)nx * ny;
+    const size_t n = plane * nz;
+#pragma unroll
+    for (int j = 0; j < THELMA_Q; j++) {
+        const int zs = z - cz(j);
+        const S* buf = zs < 0 ? below_in : (zs >= nz ? above_in : nullptr);
+        if (buf != nullptr && !(mask & (1u << j))) {
+            int xs = x - cx(j), ys = y - cy(j);
+            bool inside = true;
+            if (xs < 0 || xs >= nx) {
+                if (periodic & 1) xs = (xs + nx) % nx;
+                else inside = false;
+            }
+            if (ys < 0 || ys >= ny) {
+                if (periodic & 2) ys = (ys + ny) % ny;
+                else inside = false;
+            }
+            f[j] = inside ? thelma_load(buf[(size_t)slot_of(j) * plane + (size_t)ys * nx + xs])
+                          : real(0.0);
+        } else {
+            // Through the read-only cache, as the pull does: no other node writes this slot, and
+            // this one writes it only after reading it (measured 1.5 % faster than a plain load).
+            const real v = thelma_load(thelma_ldg(&a[(size_t)opp(j) * n + p]));
+            f[j] = (mask & (1u << j)) ? v + pal_term[k * THELMA_Q + j] : v;
+        }
+    }
+}
+
+#define THELMA_IN_PLACE_ARGS                                                                       \
+    store_t *a, const thelma_index *__restrict__ index, const unsigned int *__restrict__ pal_mask, \
+        const real *__restrict__ pal_term, const store_t *below_in, const store_t *above_in,       \
+        store_t *above_out, store_t *below_out, int nx, int ny, int nz, int periodic
+
+// The pull step (the lattice held Own → Streamed): the two-lattice pull, then scatter_node. The
+// grid and block order of the two-lattice step.
+extern "C" __global__ void __launch_bounds__(THELMA_BLOCK_X, THELMA_MIN_BLOCKS)
+THELMA_PULL_IN_PLACE_NAME(THELMA_IN_PLACE_ARGS) {
+    const int x = blockIdx.x * blockDim.x + threadIdx.x;
+    const int y = blockIdx.y;
+    const int bz = blockIdx.z;
+    const int z = bz == 0 ? 0 : (bz == 1 ? nz - 1 : bz - 1);
+    if (x >= nx) return;
+    const size_t plane = (size_t)nx * ny;
+    const size_t p = (size_t)z * plane + (size_t)y * nx + x;
+    const unsigned int k = index[p];
+    const unsigned int mask = pal_mask[k];
+    if (mask & THELMA_SOLID_BIT) return;
+    real f[THELMA_Q];
+    pull_node<store_t, false>(f, a, k, mask, pal_term, nullptr, below_in, above_in, nx, ny, nz,
+                              periodic, x, y, z, p, 0, nz);
+    thelma_collide(f);
+    scatter_node(f, a, mask, above_out, below_out, nx, ny, nz, periodic, x, y, z, p);
+}
+
+// The local step (Streamed → Own): arrive_node, then the two-lattice store into the node's own
+// slots.
+extern "C" __global__ void __launch_bounds__(THELMA_BLOCK_X, THELMA_MIN_BLOCKS)
+THELMA_LOCAL_IN_PLACE_NAME(THELMA_IN_PLACE_ARGS) {
+    const int x = blockIdx.x * blockDim.x + threadIdx.x;
+    const int y = blockIdx.y;
+    const int bz = blockIdx.z;
+    const int z = bz == 0 ? 0 : (bz == 1 ? nz - 1 : bz - 1);
+    if (x >= nx) return;
+    const size_t plane = (size_t)nx * ny;
+    const size_t p = (size_t)z * plane + (size_t)y * nx + x;
+    const unsigned int k = index[p];
+    const unsigned int mask = pal_mask[k];
+    if (mask & THELMA_SOLID_BIT) return;
+    real f[THELMA_Q];
+    arrive_node(f, a, k, mask, pal_term, below_in, above_in, nx, ny, nz, periodic, x, y, z, p);
+    thelma_collide(f);
+    store_node(f, a, above_out, below_out, nx, ny, nz, x, y, z, p);
+}
+
+// Swaps each fluid node's slot i with slot ī of node x + c_i, for the directions with ī > i,
+// where that neighbour is inside the slab and not a wall: Streamed ↔ Own (each pair of slots has
+// one owner). One thread per node.
+extern "C" __global__ void __launch_bounds__(256)
+THELMA_NAME(swap_in_place_d3q19)(store_t *a, const thelma_index *__restrict__ index,
+                                 const unsigned int *__restrict__ pal_mask, int nx, int ny, int nz,
+                                 int periodic) {
+    const size_t plane = (size_t)nx * ny;
+    const size_t n = plane * nz;
+    for (size_t p = blockIdx.x * (size_t)blockDim.x + threadIdx.x; p < n;
+         p += (size_t)gridDim.x * blockDim.x) {
+        const unsigned int mask = pal_mask[index[p]];
+        if (mask & THELMA_SOLID_BIT) continue;
+        const int x = (int)(p % nx), y = (int)((p / nx) % ny), z = (int)(p / plane);
+#pragma unroll
+        for (int i = 1; i < THELMA_Q; i++) {
+            if (opp(i) < i || (mask & (1u << opp(i)))) continue;
+            int xt = x + cx(i), yt = y + cy(i);
+            const int zt = z + cz(i);
+            if (zt < 0 || zt >= nz) continue;
+            if (xt < 0 || xt >= nx) {
+                if (!(periodic & 1)) continue;
+                xt = (xt + nx) % nx;
+            }
+            if (yt < 0 || yt >= ny) {
+                if (!(periodic & 2)) continue;
+                yt = (yt + ny) % ny;
+            }
+            const size_t u = (size_t)i * n + p;
+            const size_t v = (size_t)opp(i) * n + (size_t)zt * plane + (size_t)yt * nx + xt;
+            const store_t t = a[u];
+            a[u] = a[v];
+            a[v] = t;
+        }
+    }
+}
+#endif
+
 // Copies the crossing populations of the slab's top layer (c_z = +1) into up_out and of its bottom
 // layer (c_z = −1) into down_out: how attach and write_populations publish a state the next step reads.
 extern "C" __global__ void THELMA_NAME(export_faces_d3q19)(const store_t *__restrict__ a,

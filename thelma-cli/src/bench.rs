@@ -19,13 +19,13 @@ use thelma_compute::cuda::{self, LaunchShape};
 use thelma_compute::{ModelParams, Tuning};
 use thelma_core::physics::{Collision, D3Q19};
 use thelma_core::slab_bytes;
-use thelma_core::{BackendName, CaseConfig, DeviceSpec, Precision, MAX_THREADS};
+use thelma_core::{BackendName, CaseConfig, DeviceSpec, Precision, Streaming, MAX_THREADS};
 use thelma_core::{Domain, SlabSpec};
 use thelma_core::{Runtime, RuntimeError, Transport, TransportChoice};
 use thelma_geometry::{immersed_bodies, Geometry};
 use thelma_results::wrap;
 
-use crate::cli::{BackendParser, PrecisionArg};
+use crate::cli::{BackendParser, PrecisionArg, StreamingArg};
 use crate::error::UsageError;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
@@ -81,6 +81,9 @@ pub struct BenchArgs {
     /// Precisions to measure.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "f32")]
     pub precision: Vec<PrecisionArg>,
+    /// Streamings to measure (two-lattice, in-place), each in every precision.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "two-lattice")]
+    pub streaming: Vec<StreamingArg>,
     #[arg(long, value_enum, default_value = "weak")]
     pub scaling: Scaling,
     /// Timed steps per measurement. Default on GPUs: 5·10⁹ node updates, 200 to 2,000 steps; 20 on
@@ -144,6 +147,9 @@ pub struct BenchArgs {
 pub struct BenchRow {
     pub collision: String,
     pub precision: String,
+    /// `two-lattice` or `in-place` (reports written before it was recorded: two-lattice).
+    #[serde(default = "two_lattice")]
+    pub streaming: String,
     /// Edge of the cube per slab (weak) or in all (strong); with `--case`, the case's longest edge
     /// (its lattice is `lattice`).
     pub size: usize,
@@ -179,6 +185,10 @@ pub struct BenchRow {
     /// pictures the viewer received.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub live: Option<LiveCost>,
+}
+
+fn two_lattice() -> String {
+    Streaming::TwoLattice.name().into()
 }
 
 /// What serving a run live costs (`thelma bench --live`).
@@ -487,11 +497,16 @@ fn check_args(args: &BenchArgs) -> Result<()> {
 }
 
 /// Host memory the lattices of `slabs` take on the CPU module.
-fn host_bytes(slabs: &[SlabSpec], precision: Precision, thermal: bool) -> u64 {
+fn host_bytes(
+    slabs: &[SlabSpec],
+    precision: Precision,
+    streaming: Streaming,
+    thermal: bool,
+) -> u64 {
     slabs
         .iter()
         .map(|s| {
-            slab_bytes(s, &D3Q19, precision)
+            slab_bytes(s, &D3Q19, precision, streaming)
                 + if thermal {
                     thelma_core::thermal_slab_bytes(s, precision)
                 } else {
@@ -592,7 +607,14 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
             let lattice = base.as_ref().map_or([s; 3], |(c, ..)| c.domain.size);
             let one = SlabSpec::split(Domain::new(lattice, [false; 3]), 1)?;
             let thermal = base.as_ref().is_some_and(|(c, ..)| c.thermal.is_some());
-            let need = host_bytes(&one, Precision::F32, thermal);
+            // The least memory the listed streamings take.
+            let streaming = args
+                .streaming
+                .iter()
+                .map(|&s| Streaming::from(s))
+                .min_by_key(|s| s.lattices())
+                .unwrap_or_default();
+            let need = host_bytes(&one, Precision::F32, streaming, thermal);
             if need > avail {
                 bail!(UsageError::new(
                     if base.is_some() { "--case" } else { "--sizes" },
@@ -692,8 +714,12 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
     let mut rows: Vec<BenchRow> = Vec::new();
     let mut skipped = Vec::new();
     let mut started = false;
-    for p in &args.precision {
-        let precision = Precision::from(*p);
+    let variants = args.precision.iter().flat_map(|&p| {
+        args.streaming
+            .iter()
+            .map(move |&s| (Precision::from(p), Streaming::from(s)))
+    });
+    for (precision, streaming) in variants {
         for &collision in &args.collision {
             // A case keeps its own eddy viscosity unless --smagorinsky says otherwise.
             let smagorinsky = args
@@ -740,6 +766,7 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
                             case.numerics.collision = collision;
                             case.numerics.smagorinsky = smagorinsky;
                             case.numerics.precision = precision;
+                            case.numerics.streaming = streaming;
                             let lat = match case.validate() {
                                 Ok(lat) => lat,
                                 // Weak scaling may take a size that fits one device past the node limit.
@@ -778,6 +805,7 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
                                 host_bytes(
                                     std::slice::from_ref(sl),
                                     precision,
+                                    streaming,
                                     case.thermal.is_some(),
                                 )
                             };
@@ -893,6 +921,7 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
                             let row = BenchRow {
                                 collision: label.clone(),
                                 precision: precision.name().into(),
+                                streaming: streaming.name().into(),
                                 size: s,
                                 devices,
                                 slabs,
@@ -1036,6 +1065,10 @@ pub fn format_row(r: &BenchRow) -> String {
         (Some(_), Some(f)) => format!("  case {:.1}%", 100.0 * f),
         (Some(_), None) => "  case".into(),
         _ => String::new(),
+    } + if r.streaming == Streaming::InPlace.name() {
+        "  in-place"
+    } else {
+        ""
     }
 }
 

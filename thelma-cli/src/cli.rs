@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use clap::{Args, ValueEnum};
 use thelma_core::physics::Collision;
 use thelma_core::{
-    BackendName, CaseConfig, DeviceSpec, PhysicalUnits, Precision, SlicePlane, TransportChoice,
+    BackendName, CaseConfig, DeviceSpec, PhysicalUnits, Precision, SlicePlane, Streaming,
+    TransportChoice,
 };
 
 use crate::error::UsageError;
@@ -31,6 +32,23 @@ impl From<PrecisionArg> for Precision {
             PrecisionArg::F64 => Precision::F64,
             PrecisionArg::F16 => Precision::F16,
             PrecisionArg::F16c => Precision::F16c,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum StreamingArg {
+    /// The pull between two lattices (the default).
+    TwoLattice,
+    /// One lattice, streamed in place (the AA pattern).
+    InPlace,
+}
+
+impl From<StreamingArg> for Streaming {
+    fn from(s: StreamingArg) -> Streaming {
+        match s {
+            StreamingArg::TwoLattice => Streaming::TwoLattice,
+            StreamingArg::InPlace => Streaming::InPlace,
         }
     }
 }
@@ -146,6 +164,10 @@ pub struct RunArgs {
     /// Number format of the stored populations. Default f32.
     #[arg(long, value_enum)]
     pub precision: Option<PrecisionArg>,
+    /// How populations stream: two-lattice (the pull between two lattices) or in-place (one
+    /// lattice, half the memory; walls, obstacles, forces and LES). Default two-lattice.
+    #[arg(long, value_enum)]
+    pub streaming: Option<StreamingArg>,
     /// Compute module: auto picks CUDA when a GPU is present, the CPU otherwise. Default auto.
     #[arg(long, value_name = "NAME", value_parser = BackendParser)]
     pub backend: Option<BackendName>,
@@ -514,6 +536,9 @@ impl RunArgs {
         }
         if let Some(p) = self.precision {
             c.numerics.precision = p.into();
+        }
+        if let Some(s) = self.streaming {
+            c.numerics.streaming = s.into();
         }
         if let Some(b) = self.backend {
             c.hardware.backend = b;

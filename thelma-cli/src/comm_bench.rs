@@ -855,6 +855,7 @@ mod tests {
         BenchRow {
             collision: collision.into(),
             precision: precision.into(),
+            streaming: "two-lattice".into(),
             size,
             devices,
             slabs: devices,

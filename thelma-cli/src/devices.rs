@@ -6,17 +6,22 @@ use std::fmt::Write as _;
 use thelma_compute::cuda;
 use thelma_core::physics::D3Q19;
 use thelma_core::slab_bytes;
-use thelma_core::Precision;
 use thelma_core::{Domain, SlabSpec};
+use thelma_core::{Precision, Streaming};
 
-/// The largest edge `s` such that one slab of `s³` nodes in `precision` fits in `free` bytes (leaving
-/// 5 % for the context and kernels).
-pub fn largest_cube(free: u64, precision: Precision) -> usize {
-    largest_cube_of(free, precision, false)
+/// The largest edge `s` such that one slab of `s³` nodes in `precision`, streamed as `streaming`
+/// says, fits in `free` bytes (leaving 5 % for the context and kernels).
+pub fn largest_cube(free: u64, precision: Precision, streaming: Streaming) -> usize {
+    largest_cube_of(free, precision, streaming, false)
 }
 
 /// [`largest_cube`] for the flow alone, or with a temperature lattice (`thermal`).
-pub fn largest_cube_of(free: u64, precision: Precision, thermal: bool) -> usize {
+pub fn largest_cube_of(
+    free: u64,
+    precision: Precision,
+    streaming: Streaming,
+    thermal: bool,
+) -> usize {
     let budget = free - free / 20;
     let fits = |s: usize| {
         let slab = SlabSpec {
@@ -30,7 +35,7 @@ pub fn largest_cube_of(free: u64, precision: Precision, thermal: bool) -> usize 
         } else {
             0
         };
-        slab_bytes(&slab, &D3Q19, precision) + t <= budget
+        slab_bytes(&slab, &D3Q19, precision, streaming) + t <= budget
     };
     let (mut lo, mut hi) = (0usize, 8192usize);
     while lo < hi {
@@ -84,13 +89,19 @@ pub fn report() -> String {
                     near
                 );
                 if let Some(m) = mem {
-                    let _ = writeln!(
-                        out,
-                        "        largest cube per GPU: {}³ in f16, {}³ in f32, {}³ in f64",
-                        largest_cube(m.free, Precision::F16),
-                        largest_cube(m.free, Precision::F32),
-                        largest_cube(m.free, Precision::F64)
-                    );
+                    for (streaming, what) in [
+                        (Streaming::TwoLattice, "two lattices"),
+                        (Streaming::InPlace, "one lattice (--streaming in-place)"),
+                    ] {
+                        let cube = |p| largest_cube(m.free, p, streaming);
+                        let _ = writeln!(
+                            out,
+                            "        largest cube per GPU, {what}: {}³ in f16, {}³ in f32, {}³ in f64",
+                            cube(Precision::F16),
+                            cube(Precision::F32),
+                            cube(Precision::F64)
+                        );
+                    }
                 }
             }
             Err(e) => {
@@ -132,7 +143,8 @@ mod tests {
     #[test]
     fn the_largest_cube_fits_and_one_more_plane_each_way_does_not() {
         let free = 140u64 << 30;
-        let s = largest_cube(free, Precision::F32);
+        let two = Streaming::TwoLattice;
+        let s = largest_cube(free, Precision::F32, two);
         // 2·19·4 + 1 = 153 bytes per node: about 950³ nodes in 140 GiB.
         assert!((900..1000).contains(&s), "{s}");
         let bytes = |s: usize| {
@@ -145,17 +157,25 @@ mod tests {
                 },
                 &D3Q19,
                 Precision::F32,
+                two,
             )
         };
         assert!(bytes(s) <= free - free / 20);
         assert!(bytes(s + 1) > free - free / 20);
-        assert!(largest_cube(free, Precision::F64) < s);
+        assert!(largest_cube(free, Precision::F64, two) < s);
         // 2·19·2 + 3·4 + 1 = 89 bytes per node against 165 (the previous velocity stays in f32):
         // (165/89)^⅓ = 1.23 times the edge.
-        let h = largest_cube(free, Precision::F16);
+        let h = largest_cube(free, Precision::F16, two);
         assert!(h * 100 > s * 122 && h * 100 < s * 124, "{h} vs {s}");
+        // One lattice in place: 19·4 + 3·4 + 1 = 89 bytes per node, the same (165/89)^⅓; in f16
+        // 19·2 + 12 + 1 = 51, (165/51)^⅓ = 1.479 times the edge.
+        let one = Streaming::InPlace;
+        let p = largest_cube(free, Precision::F32, one);
+        assert!(p * 100 > s * 122 && p * 100 < s * 124, "{p} vs {s}");
+        let ph = largest_cube(free, Precision::F16, one);
+        assert!(ph * 1000 > s * 1472 && ph * 1000 < s * 1486, "{ph} vs {s}");
         // The temperature lattice's 7 populations and coupling arrays take a share of the memory.
-        let t = largest_cube_of(free, Precision::F32, true);
+        let t = largest_cube_of(free, Precision::F32, two, true);
         assert!(t < s && t > s * 3 / 4, "{t} vs {s}");
     }
 }

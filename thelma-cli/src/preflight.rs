@@ -36,7 +36,7 @@ pub fn check(
     let fields = 4 + u64::from(thermal);
     let averages = case.output.average_from.is_some();
     let lattice_bytes = |slab: &SlabSpec| {
-        slab_bytes(slab, &D3Q19, precision)
+        slab_bytes(slab, &D3Q19, precision, case.numerics.streaming)
             + if thermal {
                 thermal_slab_bytes(slab, precision)
             } else {
@@ -60,7 +60,12 @@ pub fn check(
                         slab.z.start,
                         slab.z.end,
                         gib(mem.free),
-                        crate::devices::largest_cube_of(mem.free, precision, thermal)
+                        crate::devices::largest_cube_of(
+                            mem.free,
+                            precision,
+                            case.numerics.streaming,
+                            thermal
+                        )
                     ),
                 )
                 .into());
@@ -128,6 +133,7 @@ pub fn check_immersed(
                     .map_err(|e| UsageError::new("--devices", e.to_string()))?[0],
                 &D3Q19,
                 case.numerics.precision,
+                case.numerics.streaming,
             );
             let need = thelma_compute::cuda::immersed_device_bytes(points, nodes);
             if lattices + need > mem.free {

@@ -24,6 +24,7 @@ fn run_help_documents_every_option() {
         "--smagorinsky",
         "--force",
         "--precision",
+        "--streaming",
         "--backend",
         "--devices",
         "--threads",
@@ -48,6 +49,10 @@ fn bad_values_give_one_line_naming_the_option_and_exit_2() {
         "{}/../examples/ventilated-room.toml",
         env!("CARGO_MANIFEST_DIR")
     );
+    let cylinder = format!(
+        "{}/../examples/cylinder-3d.toml",
+        env!("CARGO_MANIFEST_DIR")
+    );
     let cases: &[(&[&str], &str)] = &[
         (&["run", "--size", "0", "-o", o], "--size"),
         // A missing required option is named on the one line.
@@ -70,6 +75,25 @@ fn bad_values_give_one_line_naming_the_option_and_exit_2() {
         (
             &["run", "--config", &room, "--precision", "f16", "-o", o],
             "numerics.precision",
+        ),
+        (&["run", "--streaming", "aa", "-o", o], "--streaming"),
+        // In-place streaming has walls, obstacles and forces; not a temperature lattice nor open
+        // faces.
+        (
+            &["run", "--config", &room, "--streaming", "in-place", "-o", o],
+            "numerics.streaming",
+        ),
+        (
+            &[
+                "run",
+                "--config",
+                &cylinder,
+                "--streaming",
+                "in-place",
+                "-o",
+                o,
+            ],
+            "numerics.streaming",
         ),
         (&["run", "--devices", "1,1", "-o", o], "--devices"),
         (&["run", "--transport", "nvlink", "-o", o], "--transport"),
@@ -457,6 +481,52 @@ fn a_relaxation_time_close_to_one_half_is_warned_about() {
         assert_eq!(err.contains("warning: tau = 0.50"), warned, "{size}: {err}");
     }
     let _ = std::fs::remove_dir_all(tmp);
+}
+
+#[test]
+fn in_place_streaming_writes_what_two_lattices_write() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = |extra: &[&str], out: &str| {
+        let o = tmp.path().join(out);
+        let mut args = vec![
+            "run",
+            "--backend",
+            "cpu",
+            "--size",
+            "12,10,14",
+            "--re",
+            "200",
+            "--steps",
+            "31",
+            "--quiet",
+            "-o",
+        ];
+        args.push(o.to_str().unwrap());
+        args.extend_from_slice(extra);
+        let (code, _, err) = thelma(&args);
+        assert_eq!(code, 0, "{extra:?}: {err}");
+        let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(&o)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "vti" || e == "csv"))
+            .map(|p| (p.display().to_string(), std::fs::read(&p).unwrap()))
+            .map(|(n, b)| (n.rsplit('/').next().unwrap().to_string(), b))
+            .collect();
+        files.sort();
+        assert!(files.iter().any(|(n, _)| n.ends_with(".vti")), "{files:?}");
+        files
+    };
+    let two = run(&["--devices", "1"], "two");
+    for devices in ["1", "3"] {
+        let one = run(
+            &["--streaming", "in-place", "--devices", devices],
+            &format!("one{devices}"),
+        );
+        assert!(
+            one == two,
+            "{devices} devices in place differ from two lattices"
+        );
+    }
 }
 
 #[test]

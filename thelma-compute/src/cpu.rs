@@ -28,7 +28,7 @@ use thelma_core::{
     MeanSums, ModuleFactory, Placement, PlaneFields, Transport, TransportChoice, TransportRefused,
     WALL_SLOTS,
 };
-use thelma_core::{Half12, Real, ScaledHalf, Stored};
+use thelma_core::{Half12, Real, ScaledHalf, Stored, Streaming};
 use thelma_geometry::{FlagPalette, LinkRule, NodeFlags};
 
 use crate::fields::{
@@ -40,6 +40,11 @@ use crate::params::ModelParams;
 #[path = "cpu_thermal.rs"]
 mod thermal;
 use thermal::{ThermalLattice, ThermalLinks, THERMAL_SLOT};
+
+#[path = "cpu_inplace.rs"]
+mod inplace;
+use crate::Held;
+use inplace::InPlaceCtx;
 
 /// Nodes along x collided together as one bundle of lanes (one or two AVX2 registers).
 pub const LANES: usize = 8;
@@ -337,7 +342,11 @@ pub struct CpuModule<T: Real + Arith<Scalar = T>, S: Stored<Arith = T> = T> {
     /// The body force in the run's precision, when the model has one.
     force: Option<[T; 3]>,
     a: AlignedBuf<S>,
+    /// Lattice B of the two-lattice scheme; empty with in-place streaming.
     b: AlignedBuf<S>,
+    /// With in-place streaming, how lattice A is arranged (`cpu_inplace.rs`); `None` with two
+    /// lattices.
+    held: Option<Held>,
     /// The channels read and written.
     links: Links,
     pool: rayon::ThreadPool,
@@ -399,8 +408,18 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> CpuModule<T, S> {
         let len = n
             .checked_mul(Q)
             .ok_or_else(|| ComputeError::OutOfMemory("lattice size overflows".into()))?;
+        let in_place = params.streaming == Streaming::InPlace;
+        if in_place && (params.thermal.is_some() || params.immersed) {
+            return Err(ComputeError::Invalid(
+                "in-place streaming steps neither a temperature lattice nor immersed bodies".into(),
+            ));
+        }
         let a = AlignedBuf::zeroed(len, LATTICE_PAD, "a lattice")?;
-        let b = AlignedBuf::zeroed(len, LATTICE_PAD, "a lattice")?;
+        let b = if in_place {
+            AlignedBuf::zeroed(0, 0, "a lattice")?
+        } else {
+            AlignedBuf::zeroed(len, LATTICE_PAD, "a lattice")?
+        };
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .thread_name({
@@ -420,6 +439,7 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> CpuModule<T, S> {
             params: params.clone(),
             a,
             b,
+            held: in_place.then_some(Held::Own),
             links: Links::default(),
             pool,
             threads,
@@ -524,6 +544,9 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> CpuModule<T, S> {
     /// Step `t` with operator `O`; `EXTRA`: whether the model has an eddy viscosity or a force (the
     /// plain variant is compiled without either, so it carries no branch on them).
     fn step_with<O: CollisionOperator, const EXTRA: bool>(&mut self, t: u64) {
+        if let Some(held) = self.held {
+            return self.step_in_place::<O, EXTRA>(t, held);
+        }
         let coupling = self.coupling();
         let ctx = self.ctx(t, coupling);
         let (rows, ny) = (ctx.nz * ctx.ny, ctx.ny);
@@ -565,8 +588,9 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> CpuModule<T, S> {
         }
     }
 
-    /// What step `t` reads and writes: lattices, this step's interface buffers, per-node forces.
-    fn ctx(&self, t: u64, coupling: Option<Coupling<T>>) -> StepCtx<'_, T, S> {
+    /// The interface buffers step `t` reads and writes: from below, from above (buffer
+    /// `(t+1)%2` of the channels read), to above, to below (buffer `t%2` of those written).
+    fn step_buffers(&self, t: u64) -> [Option<SyncPtr<S>>; 4] {
         let rin = ((t + 1) % 2) as usize;
         let rout = (t % 2) as usize;
         let vals = self.interface_values();
@@ -576,6 +600,91 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> CpuModule<T, S> {
                 SyncPtr(unsafe { (m.address() as *mut S).add(channel_offset(vals, parity)) })
             })
         };
+        let l = &self.links;
+        [
+            ptr_at(&l.from_below, rin),
+            ptr_at(&l.from_above, rin),
+            ptr_at(&l.to_above, rout),
+            ptr_at(&l.to_below, rout),
+        ]
+    }
+
+    /// What step `t` of in-place streaming reads and writes.
+    fn in_place_ctx(&self, t: u64) -> InPlaceCtx<'_, T, S> {
+        let [below_in, above_in, above_out, below_out] = self.step_buffers(t);
+        InPlaceCtx {
+            nx: self.slab.nx(),
+            ny: self.slab.ny(),
+            nz: self.slab.nz(),
+            periodic: self.slab.domain.periodic,
+            a: SyncPtr(self.a.ptr),
+            index: &self.index,
+            palette: &self.palette,
+            coeff: &self.coeff,
+            force: self.force,
+            below_in,
+            above_in,
+            above_out,
+            below_out,
+        }
+    }
+
+    /// Step `t` of in-place streaming with operator `O` (`EXTRA` as for [`Self::step_with`]): the
+    /// pull step from [`Held::Own`], the local step from [`Held::Streamed`].
+    fn step_in_place<O: CollisionOperator, const EXTRA: bool>(&mut self, t: u64, held: Held) {
+        let pull = held == Held::Own;
+        let ctx = self.in_place_ctx(t);
+        let (rows, ny) = (ctx.nz * ctx.ny, ctx.ny);
+        let rows = || (0..rows).into_par_iter().with_min_len(4);
+        self.pool.install(|| {
+            #[cfg(target_arch = "x86_64")]
+            if self.wide {
+                // SAFETY: `wide` is set only where the CPU has these AVX-512 subsets.
+                return if std::mem::size_of::<T>() == 4 {
+                    rows().for_each(|r| unsafe {
+                        row_in_place_avx512::<T, S, O, EXTRA, WIDE_LANES_F32>(
+                            &ctx,
+                            r / ny,
+                            r % ny,
+                            pull,
+                        )
+                    })
+                } else {
+                    rows().for_each(|r| unsafe {
+                        row_in_place_avx512::<T, S, O, EXTRA, WIDE_LANES_F64>(
+                            &ctx,
+                            r / ny,
+                            r % ny,
+                            pull,
+                        )
+                    })
+                };
+            }
+            rows().for_each(|r| ctx.row::<O, EXTRA, LANES>(r / ny, r % ny, pull))
+        });
+        self.held = Some(if pull { Held::Streamed } else { Held::Own });
+    }
+
+    /// Lattice A as [`Held::Own`], for what reads it (readers, checkpoints, the exports): an
+    /// in-place lattice held [`Held::Streamed`] has its pairs of slots swapped.
+    fn own(&mut self) {
+        if self.held != Some(Held::Streamed) {
+            return;
+        }
+        let ctx = self.in_place_ctx(0);
+        let ny = ctx.ny;
+        self.pool.install(|| {
+            (0..ctx.nz * ny)
+                .into_par_iter()
+                .with_min_len(4)
+                .for_each(|r| ctx.swap_row(r / ny, r % ny))
+        });
+        self.held = Some(Held::Own);
+    }
+
+    /// What step `t` reads and writes: lattices, this step's interface buffers, per-node forces.
+    fn ctx(&self, t: u64, coupling: Option<Coupling<T>>) -> StepCtx<'_, T, S> {
+        let [below_in, above_in, above_out, below_out] = self.step_buffers(t);
         StepCtx {
             nx: self.slab.nx(),
             ny: self.slab.ny(),
@@ -588,10 +697,10 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> CpuModule<T, S> {
             palette: &self.palette,
             coeff: &self.coeff,
             force: self.force,
-            below_in: ptr_at(&self.links.from_below, rin),
-            above_in: ptr_at(&self.links.from_above, rin),
-            above_out: ptr_at(&self.links.to_above, rout),
-            below_out: ptr_at(&self.links.to_below, rout),
+            below_in,
+            above_in,
+            above_out,
+            below_out,
             amplitude: self.params.inlets.amplitudes(t).map(T::of),
             z0: self.slab.z.start,
             size: self.slab.domain.size,
@@ -689,6 +798,27 @@ unsafe fn row_avx512<
     y: usize,
 ) {
     ctx.row::<O, EXTRA, L>(z, y)
+}
+
+/// [`InPlaceCtx::row`] compiled for AVX-512, as [`row_avx512`].
+///
+/// # Safety
+/// As [`row_avx512`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512vl,avx512dq,avx512bw")]
+unsafe fn row_in_place_avx512<
+    T: Real + Arith<Scalar = T>,
+    S: Stored<Arith = T>,
+    O: CollisionOperator,
+    const EXTRA: bool,
+    const L: usize,
+>(
+    ctx: &InPlaceCtx<'_, T, S>,
+    z: usize,
+    y: usize,
+    pull: bool,
+) {
+    ctx.row::<O, EXTRA, L>(z, y, pull)
 }
 
 struct StepCtx<'a, T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> {
@@ -1277,6 +1407,7 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> ComputeModule for CpuMod
     }
 
     fn attach(&mut self, links: Links) -> Result<(), ComputeError> {
+        self.own();
         links.check(2 * self.interface_values() * std::mem::size_of::<S>())?;
         if let Some((c, _)) = links
             .all()
@@ -1318,6 +1449,7 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> ComputeModule for CpuMod
     }
 
     fn read_fields(&mut self) -> Result<Fields, ComputeError> {
+        self.own();
         let solid = |p: usize| self.palette[self.index[p] as usize].solid;
         let force = |p: usize| self.force_at(p);
         let mut fields = fields_from_populations(&self.slab, &self.a, solid, force);
@@ -1328,11 +1460,13 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> ComputeModule for CpuMod
     }
 
     fn health(&mut self) -> Result<Health, ComputeError> {
+        self.own();
         let solid = |p: usize| self.palette[self.index[p] as usize].solid;
         Ok(health_of_populations(&self.slab, &self.a, solid))
     }
 
     fn velocity_change(&mut self) -> Result<Option<ChangeSums>, ComputeError> {
+        self.own();
         if self.u_prev.is_empty() {
             let len = 3 * self.n();
             self.u_prev
@@ -1381,6 +1515,7 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> ComputeModule for CpuMod
     }
 
     fn read_populations(&mut self) -> Result<Vec<u8>, ComputeError> {
+        self.own();
         let mut bytes = bytemuck::cast_slice(&self.a).to_vec();
         if let Some(th) = &self.thermal {
             bytes.extend_from_slice(th.bytes());
@@ -1389,6 +1524,7 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> ComputeModule for CpuMod
     }
 
     fn read_plane(&mut self, axis: usize, index: usize) -> Result<PlaneFields, ComputeError> {
+        self.own();
         let solid = |p: usize| self.palette[self.index[p] as usize].solid;
         let force = |p: usize| self.force_at(p);
         let theta = self
@@ -1423,6 +1559,7 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> ComputeModule for CpuMod
     }
 
     fn read_nodes(&mut self, nodes: &[u32]) -> Result<Vec<f64>, ComputeError> {
+        self.own();
         let n = self.slab.nodes();
         thelma_core::check_nodes(nodes, n)?;
         let a = &self.a;
@@ -1441,6 +1578,7 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> ComputeModule for CpuMod
     }
 
     fn pull_nodes(&mut self, t: u64, nodes: &[u32]) -> Result<Vec<f64>, ComputeError> {
+        self.own();
         let n = self.slab.nodes();
         thelma_core::check_nodes(nodes, n)?;
         // The pull reads no per-node force.
@@ -1468,6 +1606,11 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> ComputeModule for CpuMod
         if self.thermal.is_some() {
             return Err(ComputeError::Invalid(
                 "immersed bodies are not available with a temperature lattice".into(),
+            ));
+        }
+        if self.held.is_some() {
+            return Err(ComputeError::Invalid(
+                "immersed bodies are not available with in-place streaming".into(),
             ));
         }
         thelma_core::check_node_forces(nodes, forces, n)?;
@@ -1501,6 +1644,9 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> ComputeModule for CpuMod
             )));
         }
         bytemuck::cast_slice_mut(&mut self.a).copy_from_slice(&bytes[..flow]);
+        if self.held.is_some() {
+            self.held = Some(Held::Own);
+        }
         if let Some(th) = &mut self.thermal {
             th.set_bytes(&bytes[flow..]);
         }
@@ -1688,6 +1834,7 @@ mod tests {
                     geometry: Arc::new(g.clone()),
                     model: model.clone(),
                     precision: S::PRECISION,
+                    streaming: Streaming::TwoLattice,
                     initial: None,
                     inlets: Arc::new(thelma_core::InletSchedule::constant_one()),
                     thermal: None,

@@ -18,3 +18,14 @@ pub use backend::{
 };
 pub use cpu::{CpuFactory, CpuModule};
 pub use params::ModelParams;
+
+/// How the populations of an in-place lattice are arranged between steps (both modules; the CPU
+/// module's `cpu_inplace.rs` describes the scheme).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Held {
+    /// Slot i of node x holds f̃_i(x), as a lattice of the two-lattice scheme does: what readers,
+    /// checkpoints and the pull step take.
+    Own,
+    /// f̃_i(x) is in slot ī of node x + c_i: what the local step takes.
+    Streamed,
+}

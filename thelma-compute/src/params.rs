@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use thelma_core::physics::{FlowModel, Sponges, ThermalSetup};
-use thelma_core::{CaseConfig, InitialState, InletSchedule, LatticeParams, Precision};
+use thelma_core::{CaseConfig, InitialState, InletSchedule, LatticeParams, Precision, Streaming};
 use thelma_geometry::Geometry;
 
 /// What a compute module needs to know about the model, shared by all slabs of a run.
@@ -13,6 +13,8 @@ pub struct ModelParams {
     /// The flow lattice's collision: operator, rates, eddy viscosity, body force.
     pub model: FlowModel,
     pub precision: Precision,
+    /// Two lattices, or one streamed in place.
+    pub streaming: Streaming,
     /// The initial state, when the case gives one (otherwise every node starts at rest, ρ = 1).
     pub initial: Option<Arc<InitialState>>,
     /// The amplitude of each wall-velocity slot over time (velocity inlets' `amplitude`).
@@ -38,6 +40,7 @@ impl ModelParams {
             geometry,
             model: case.flow_model(lattice),
             precision: case.numerics.precision,
+            streaming: case.numerics.streaming,
             initial: case
                 .initial_state()
                 .expect("the case was validated")

@@ -107,6 +107,8 @@ fn every_kernel_variant_compiles_for_sm_90() {
                     }
                     _ => {}
                 }
+                // In-place streaming beside the two-lattice kernels of the plain variant.
+                p.in_place = variant == 0;
                 let cubin = compile(&lbm_source(&p), "lbm_d3q19.cu", "sm_90")
                     .unwrap_or_else(|e| panic!("{precision:?} {op} variant {variant}: {e}"));
                 let kernels = [
@@ -124,12 +126,19 @@ fn every_kernel_variant_compiles_for_sm_90() {
                     Kernel::ExportThermal,
                     Kernel::GatherThermal,
                 ];
-                for k in kernels.into_iter().chain(thermal).chain(Kernel::IMMERSED) {
+                let in_place = [
+                    Kernel::PullInPlace(collision),
+                    Kernel::LocalInPlace(collision),
+                    Kernel::SwapInPlace,
+                ];
+                let all = kernels.into_iter().chain(thermal).chain(in_place);
+                for k in all.chain(Kernel::IMMERSED) {
                     let name = k.name(precision);
-                    // The temperature lattice's and the immersed bodies' kernels are compiled only
-                    // for a case with them.
-                    let want =
-                        (!k.thermal() || p.thermal.is_some()) && (!k.immersed() || p.immersed);
+                    // The temperature lattice's, in-place streaming's and the immersed bodies'
+                    // kernels are compiled only for a case with them.
+                    let want = (!k.thermal() || p.thermal.is_some())
+                        && (!k.in_place() || p.in_place)
+                        && (!k.immersed() || p.immersed);
                     assert_eq!(contains(&cubin, &name), want, "{name} in variant {variant}");
                 }
             }
@@ -137,7 +146,7 @@ fn every_kernel_variant_compiles_for_sm_90() {
     }
     assert_eq!(
         Kernel::all().iter().filter(|k| k.in_lbm_source()).count(),
-        3 * OPERATORS.len() + 8 + Kernel::IMMERSED.len()
+        5 * OPERATORS.len() + 9 + Kernel::IMMERSED.len()
     );
     let cubin = compile(BANDWIDTH_SOURCE, "bandwidth.cu", "sm_90").expect("bandwidth kernel");
     assert!(contains(

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::Precision;
+use crate::config::{Precision, Streaming};
 use crate::domain::SlabSpec;
 
 use crate::physics::{ImmersedBodies, Stencil};
@@ -469,15 +469,21 @@ pub struct MemoryInfo {
     pub total: u64,
 }
 
-/// Bytes a slab of a lattice on `stencil` needs on its device: two lattices of Q populations, one
-/// flag byte per node, the previous velocity of the convergence measure (3 values per node in the
+/// Bytes a slab of a lattice on `stencil` needs on its device: the lattices of Q populations the
+/// streaming holds (two, or one in place), one flag byte per node, the previous velocity of the convergence measure (3 values per node in the
 /// arithmetic's precision, made at the first measure) and the channels it reads (two, each of 2
 /// buffers of the crossing planes).
-pub fn slab_bytes(slab: &SlabSpec, stencil: &Stencil, precision: Precision) -> u64 {
+pub fn slab_bytes(
+    slab: &SlabSpec,
+    stencil: &Stencil,
+    precision: Precision,
+    streaming: Streaming,
+) -> u64 {
     let nodes = slab.nodes() as u64;
     let b = precision.bytes() as u64;
     let velocity = 3 * precision.arithmetic().bytes() as u64;
-    (2 * stencil.q() as u64 * b + velocity + 1) * nodes
+    let lattices = streaming.lattices() as u64;
+    (lattices * stencil.q() as u64 * b + velocity + 1) * nodes
         + 4 * slab.interface_values(stencil) as u64 * b
 }
 

@@ -32,7 +32,7 @@ pub use config::{
     Face, FacePatch, ForcesConfig, HardwareConfig, InitialConfig, InitialState, InletSchedule,
     LatticeParams, LineConfig, NumericsConfig, Obstacle, OutputConfig, OutputField, PatchConfig,
     PhysicalUnits, PhysicsConfig, ProbeConfig, Profile, RotationConfig, RunConfig, Scale,
-    SlicePlane, SlicePlaneError, SpongeConfig, SyntaxError, ThermalConfig, UnitScales,
+    SlicePlane, SlicePlaneError, SpongeConfig, Streaming, SyntaxError, ThermalConfig, UnitScales,
     ABSOLUTE_ZERO_C, DEFAULT_RETRACTION, MAX_THREADS, WALL_SLOTS,
 };
 pub use domain::{partition, Domain, PartitionError, SlabSpec};

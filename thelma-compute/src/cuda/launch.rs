@@ -46,6 +46,11 @@ pub enum Kernel {
     /// The step of a case with a temperature lattice: the flow's (with open-face links) and the
     /// temperature's, fused.
     CollideThermal(Collision),
+    /// The two steps of in-place streaming: the pull step (the lattice held with each node's own
+    /// populations) and the local step (held streamed), and the swap between the two arrangements.
+    PullInPlace(Collision),
+    LocalInPlace(Collision),
+    SwapInPlace,
     ExportFaces,
     /// The export of the temperature lattice's crossing populations.
     ExportThermal,
@@ -91,9 +96,12 @@ impl Kernel {
                     Kernel::CollidePropagate(c),
                     Kernel::CollideOpen(c),
                     Kernel::CollideThermal(c),
+                    Kernel::PullInPlace(c),
+                    Kernel::LocalInPlace(c),
                 ]
             })
             .chain([
+                Kernel::SwapInPlace,
                 Kernel::ExportFaces,
                 Kernel::ExportThermal,
                 Kernel::GatherThermal,
@@ -115,6 +123,9 @@ impl Kernel {
             Kernel::CollidePropagate(c) => format!("collide_propagate_d3q19_{c}_{suffix}"),
             Kernel::CollideOpen(c) => format!("collide_open_d3q19_{c}_{suffix}"),
             Kernel::CollideThermal(c) => format!("collide_thermal_d3q19_{c}_{suffix}"),
+            Kernel::PullInPlace(c) => format!("collide_pull_in_place_d3q19_{c}_{suffix}"),
+            Kernel::LocalInPlace(c) => format!("collide_local_in_place_d3q19_{c}_{suffix}"),
+            Kernel::SwapInPlace => format!("swap_in_place_d3q19_{suffix}"),
             Kernel::ExportFaces => format!("export_faces_d3q19_{suffix}"),
             Kernel::ExportThermal => format!("export_faces_d3q7_{suffix}"),
             Kernel::GatherThermal => format!("gather_nodes_d3q7_{suffix}"),
@@ -146,6 +157,14 @@ impl Kernel {
         matches!(
             self,
             Kernel::CollideThermal(_) | Kernel::ExportThermal | Kernel::GatherThermal
+        )
+    }
+
+    /// Whether the kernel is compiled only for in-place streaming.
+    pub fn in_place(self) -> bool {
+        matches!(
+            self,
+            Kernel::PullInPlace(_) | Kernel::LocalInPlace(_) | Kernel::SwapInPlace
         )
     }
 
@@ -182,16 +201,32 @@ impl Kernel {
 /// The complete LBM source for `p`: prelude, then the kernels (the temperature lattice's too when
 /// `p` has one).
 pub fn lbm_source(p: &PreludeParams) -> String {
-    let mut s = format!("{}\n#line 1 \"lbm_d3q19.cu\"\n{LBM_SOURCE}", prelude(p));
+    let mut s = format!(
+        "{}\n#line 1 \"lbm_d3q19.cu\"\n{}",
+        prelude(p),
+        kernel_file("lbm_d3q19.cu", LBM_SOURCE)
+    );
     if p.thermal.is_some() {
         s.push_str("\n#line 1 \"thermal_d3q7.cu\"\n");
-        s.push_str(THERMAL_SOURCE);
+        s.push_str(&kernel_file("thermal_d3q7.cu", THERMAL_SOURCE));
     }
     if p.immersed {
         s.push_str("\n#line 1 \"immersed.cu\"\n");
-        s.push_str(IMMERSED_SOURCE);
+        s.push_str(&kernel_file("immersed.cu", IMMERSED_SOURCE));
     }
     s
+}
+
+/// Kernel file `name`: the copy built in, or, for kernel development, the file of that name in the
+/// folder `THELMA_KERNELS` names (a file it lacks keeps the built-in copy). A changed kernel is then
+/// measured on a GPU host with the same binary, no rebuild; the disk cache keys on the source.
+fn kernel_file(name: &str, built_in: &'static str) -> std::borrow::Cow<'static, str> {
+    std::env::var_os("THELMA_KERNELS")
+        .and_then(|dir| std::fs::read_to_string(std::path::Path::new(&dir).join(name)).ok())
+        .map_or(
+            std::borrow::Cow::Borrowed(built_in),
+            std::borrow::Cow::Owned,
+        )
 }
 
 /// Whether the NVRTC library can be loaded (without it, compiling would panic inside cudarc).
@@ -432,6 +467,65 @@ pub unsafe fn collide_propagate(
     unsafe { b.launch(cfg) }
         .map(|_| ())
         .map_err(launch_err("collide_propagate"))
+}
+
+/// Enqueues one step of in-place streaming: `f` the pull or the local step, on lattice `s.a`
+/// alone ([`collide_propagate`]'s grid; `s.b` is not passed).
+///
+/// # Safety
+/// As for [`collide_propagate`], with `f` an in-place step kernel of the lattice's precision and
+/// `s.a` the one lattice.
+pub unsafe fn collide_in_place(
+    stream: &CudaStream,
+    f: &CudaFunction,
+    s: &StepArgs,
+) -> Result<(), ComputeError> {
+    let cfg = step_grid(s);
+    let mut b = stream.launch_builder(f);
+    b.arg(&s.a)
+        .arg(&s.index)
+        .arg(&s.pal_mask)
+        .arg(&s.pal_term)
+        .arg(&s.below_in)
+        .arg(&s.above_in)
+        .arg(&s.above_out)
+        .arg(&s.below_out)
+        .arg(&s.size[0])
+        .arg(&s.size[1])
+        .arg(&s.size[2])
+        .arg(&s.periodic);
+    // SAFETY: the argument list matches THELMA_IN_PLACE_ARGS in kernels/lbm_d3q19.cu (eight device
+    // addresses, four ints); the buffers are as the caller promises. The grid covers each node once;
+    // threads past nx return.
+    unsafe { b.launch(cfg) }
+        .map(|_| ())
+        .map_err(launch_err("collide_in_place"))
+}
+
+/// Enqueues the swap between the two arrangements of an in-place lattice `s.a`.
+///
+/// # Safety
+/// As for [`collide_in_place`], with `f` the swap kernel (which reads no interface).
+pub unsafe fn swap_in_place(
+    stream: &CudaStream,
+    f: &CudaFunction,
+    s: &StepArgs,
+) -> Result<(), ComputeError> {
+    let nodes = s.size.iter().map(|&v| v as u64).product::<u64>();
+    let cfg = reduction_grid(nodes.div_ceil(256).clamp(1, 65_535) as u32);
+    let mut b = stream.launch_builder(f);
+    b.arg(&s.a)
+        .arg(&s.index)
+        .arg(&s.pal_mask)
+        .arg(&s.size[0])
+        .arg(&s.size[1])
+        .arg(&s.size[2])
+        .arg(&s.periodic);
+    // SAFETY: matches swap_in_place_d3q19 (three device addresses, four ints); the threads stride
+    // over the nodes, each pair of slots swapped by one of them.
+    unsafe { b.launch(cfg) }
+        .map(|_| ())
+        .map_err(launch_err("swap_in_place"))
 }
 
 /// What a collide-open step adds for velocity inlets' profiles: the slab's first plane and the

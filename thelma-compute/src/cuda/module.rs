@@ -21,7 +21,7 @@ use thelma_core::{
     Fields, Health, InletSchedule, Links, MeanSums, MemoryInfo, ModuleFactory, Placement,
     PlaneFields, Transport, TransportChoice, TransportRefused, WALL_SLOTS,
 };
-use thelma_core::{Half12, Precision, Real, ScaledHalf, Stored};
+use thelma_core::{Half12, Precision, Real, ScaledHalf, Stored, Streaming};
 use thelma_core::{PointForces, SlabSpec};
 
 use super::channel;
@@ -32,6 +32,7 @@ use super::prelude::{PreludeParams, OPEN_BIT, SOLID_BIT};
 use super::shape::LaunchShape;
 use crate::fields::{check_mean_shape, fields_from_populations, initial_populations, no_means};
 use crate::params::ModelParams;
+use crate::Held;
 
 /// A stored type of the populations as the device holds it: bits that cudarc copies, of the same
 /// size and layout as the host's value.
@@ -174,10 +175,13 @@ struct LinkAddresses {
 ///
 /// Field order is drop order: device buffers and interfaces go before the stream and context.
 pub struct CudaModule<T: Real + DeviceRepr, S: DeviceStored<Arith = T> = T> {
-    lattices: [CudaSlice<S::Bits>; 2],
+    /// Two lattices, or one with in-place streaming (whose address `ptrs` then holds twice).
+    lattices: Vec<CudaSlice<S::Bits>>,
     ptrs: [u64; 2],
-    /// Which lattice holds the current state.
+    /// Which lattice holds the current state (0 with in-place streaming).
     cur: usize,
+    /// With in-place streaming, its kernels and how the lattice is held.
+    in_place: Option<InPlaceDevice>,
     /// Palette index per node (one or two bytes), palette masks and moving-wall terms: owned here,
     /// used by address.
     _index: CudaSlice<u8>,
@@ -279,7 +283,9 @@ where
             .new_stream()
             .map_err(dev_err("cannot create a stream"))?;
 
+        let in_place = params.streaming == Streaming::InPlace;
         let pp = PreludeParams {
+            in_place,
             precision: S::PRECISION,
             model: params.model.clone(),
             block_x: shape.block_x,
@@ -306,6 +312,12 @@ where
                 .iter()
                 .any(|l| l.iter().any(|r| r.is_open()));
         // A temperature lattice steps with the fused kernel (which has the open-face links).
+        if in_place && (open || params.thermal.is_some() || params.immersed) {
+            return Err(ComputeError::Invalid(
+                "in-place streaming steps neither open faces, a temperature lattice nor immersed bodies"
+                    .into(),
+            ));
+        }
         let step = if params.thermal.is_some() {
             Kernel::CollideThermal(collision)
         } else if open {
@@ -324,6 +336,13 @@ where
         ];
         if params.thermal.is_some() {
             kernels.extend([Kernel::ExportThermal, Kernel::GatherThermal]);
+        }
+        if in_place {
+            kernels.extend([
+                Kernel::PullInPlace(collision),
+                Kernel::LocalInPlace(collision),
+                Kernel::SwapInPlace,
+            ]);
         }
         if params.immersed {
             kernels.extend(Kernel::IMMERSED);
@@ -349,6 +368,18 @@ where
                 },
                 params.model.force,
             ))
+        } else {
+            None
+        };
+        let in_place_device = if in_place {
+            let mut k = funcs.split_off(funcs.len() - 3).into_iter();
+            let mut next = || k.next().expect("the in-place kernels");
+            Some(InPlaceDevice {
+                pull: next(),
+                local: next(),
+                swap: next(),
+                held: Held::Own,
+            })
         } else {
             None
         };
@@ -395,9 +426,14 @@ where
         let a = stream
             .alloc_zeros::<S::Bits>(len)
             .map_err(oom("lattice A"))?;
-        let b = stream
-            .alloc_zeros::<S::Bits>(len)
-            .map_err(oom("lattice B"))?;
+        let mut lattices = vec![a];
+        if !in_place {
+            lattices.push(
+                stream
+                    .alloc_zeros::<S::Bits>(len)
+                    .map_err(oom("lattice B"))?,
+            );
+        }
         let thermal = match (&params.thermal, thermal_kernels) {
             (Some(setup), Some((export, gather))) => Some(ThermalDevice::new(
                 &stream,
@@ -448,7 +484,10 @@ where
             .map_err(oom("watchdog buffer"))?;
         let solid: Vec<bool> = flags.palette.flags.iter().map(|f| f.is_solid()).collect();
         let host_solid: Vec<bool> = flags.index.iter().map(|&k| solid[k as usize]).collect();
-        let ptrs = [raw(&a, &stream), raw(&b, &stream)];
+        let ptrs = [
+            raw(&lattices[0], &stream),
+            raw(lattices.last().expect("a lattice"), &stream),
+        ];
         let addr = [
             raw(&index, &stream),
             raw(&pal_mask, &stream),
@@ -465,9 +504,10 @@ where
             inlets: params.inlets.clone(),
             amplitude_symbol,
             amplitudes_set: None,
-            lattices: [a, b],
+            lattices,
             ptrs,
             cur: 0,
+            in_place: in_place_device,
             _index: index,
             _pal_mask: pal_mask,
             pal_term,
@@ -626,6 +666,25 @@ where
         })
     }
 
+    /// The lattice as [`Held::Own`], for what reads it: an in-place lattice held
+    /// [`Held::Streamed`] has its pairs of slots swapped (enqueued; readers synchronise).
+    fn own(&mut self) -> Result<(), ComputeError> {
+        let Some(ip) = &self.in_place else {
+            return Ok(());
+        };
+        if ip.held == Held::Own {
+            return Ok(());
+        }
+        let (args, _) = self.step_args(0);
+        // SAFETY: `swap` was loaded for this module's precision; `args.a` is its one lattice and
+        // `index`/`pal_mask` its palette, all alive as long as the module.
+        unsafe { launch::swap_in_place(&self.stream, &ip.swap, &args) }?;
+        if let Some(ip) = &mut self.in_place {
+            ip.held = Held::Own;
+        }
+        Ok(())
+    }
+
     /// Publishes the boundary layers of the current lattice into the buffers of `parity`.
     fn publish(&self, parity: usize) -> Result<(), ComputeError> {
         let up = self.at(self.link_addr.to_above, parity);
@@ -662,6 +721,15 @@ where
         }
         self.sync()
     }
+}
+
+/// In-place streaming's kernels (`THELMA_IN_PLACE` in `kernels/lbm_d3q19.cu`) and how the one
+/// lattice is held.
+struct InPlaceDevice {
+    pull: CudaFunction,
+    local: CudaFunction,
+    swap: CudaFunction,
+    held: Held,
 }
 
 /// The temperature lattice of a CUDA module: two lattices of 7 populations per node (swapped with
@@ -847,6 +915,7 @@ where
     }
 
     fn attach(&mut self, links: Links) -> Result<(), ComputeError> {
+        self.own()?;
         links.check(2 * self.interface_values() * std::mem::size_of::<S>())?;
         let addr = |c: &Option<Arc<dyn Channel>>| {
             c.as_ref().map_or(Ok(0), |c| {
@@ -880,6 +949,17 @@ where
         };
         if let Some(im) = &mut self.immersed {
             im.before_step(&self.stream, t, &view, periodic_z)?;
+        }
+        if let Some(ip) = &mut self.in_place {
+            let (f, next) = match ip.held {
+                Held::Own => (&ip.pull, Held::Streamed),
+                Held::Streamed => (&ip.local, Held::Own),
+            };
+            // SAFETY: as below, with `f` an in-place step of this module's precision and `args.a`
+            // its one lattice (`args.b` is the same address and is not passed).
+            unsafe { launch::collide_in_place(&self.stream, f, &args) }?;
+            ip.held = next;
+            return Ok(());
         }
         if let Some(th) = &self.thermal {
             let h = [th.ptrs[self.cur], th.ptrs[1 - self.cur]];
@@ -922,6 +1002,7 @@ where
     }
 
     fn read_fields(&mut self) -> Result<Fields, ComputeError> {
+        self.own()?;
         let g = self.download()?;
         let n = self.slab.nodes();
         let theta: Option<Vec<T>> = match &self.thermal {
@@ -963,6 +1044,7 @@ where
     /// The plane by `plane_d3q19`, which reports u under the uniform force (and the buoyancy), and
     /// at the nodes an immersed body forced by `ib_plane`, under their own force too.
     fn read_plane(&mut self, axis: usize, index: usize) -> Result<PlaneFields, ComputeError> {
+        self.own()?;
         let size = [self.slab.nx(), self.slab.ny(), self.slab.nz()];
         if axis > 2 || index >= size[axis] {
             return Err(ComputeError::Invalid(format!(
@@ -1073,6 +1155,7 @@ where
     }
 
     fn health(&mut self) -> Result<Health, ComputeError> {
+        self.own()?;
         let n = self.slab.nodes();
         // SAFETY: as for the step: the current lattice (19·n values), the palette index (n
         // entries) and mask of this module, and `health_out` of 3·HEALTH_BLOCKS doubles.
@@ -1113,6 +1196,7 @@ where
     }
 
     fn velocity_change(&mut self) -> Result<Option<ChangeSums>, ComputeError> {
+        self.own()?;
         let n = self.slab.nodes();
         if self.change.is_none() {
             let oom = |e: cudarc::driver::DriverError| {
@@ -1166,6 +1250,7 @@ where
     }
 
     fn accumulate_mean(&mut self) -> Result<(), ComputeError> {
+        self.own()?;
         let n = self.slab.nodes();
         let fields = 4 + usize::from(self.thermal.is_some());
         if self.means.is_none() {
@@ -1249,6 +1334,7 @@ where
     }
 
     fn read_populations(&mut self) -> Result<Vec<u8>, ComputeError> {
+        self.own()?;
         let mut bytes = bytemuck::cast_slice(&self.download()?).to_vec();
         if let Some(th) = &self.thermal {
             let h = to_host(&self.stream, &th.lattices[self.cur])?;
@@ -1258,6 +1344,7 @@ where
     }
 
     fn read_nodes(&mut self, nodes: &[u32]) -> Result<Vec<f64>, ComputeError> {
+        self.own()?;
         let n = self.slab.nodes();
         thelma_core::check_nodes(nodes, n)?;
         if nodes.is_empty() {
@@ -1321,6 +1408,7 @@ where
     }
 
     fn pull_nodes(&mut self, t: u64, nodes: &[u32]) -> Result<Vec<f64>, ComputeError> {
+        self.own()?;
         let n = self.slab.nodes();
         thelma_core::check_nodes(nodes, n)?;
         let (args, inlets) = self.step_args(t);
@@ -1377,6 +1465,9 @@ where
             )));
         }
         self.upload(&bytemuck::pod_collect_to_vec::<u8, S>(&bytes[..flow]))?;
+        if let Some(ip) = &mut self.in_place {
+            ip.held = Held::Own;
+        }
         if let Some(th) = &mut self.thermal {
             to_device(
                 &self.stream,

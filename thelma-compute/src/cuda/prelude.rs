@@ -55,6 +55,9 @@ pub struct PreludeParams {
     /// Whether the case has immersed bodies: their kernels (`kernels/immersed.cu`) and the
     /// functions they read ([`immersed_source`]) are compiled only then.
     pub immersed: bool,
+    /// Whether the populations stream in place (one lattice): the in-place steps and the swap of
+    /// their arrangements (`THELMA_IN_PLACE` in `kernels/lbm_d3q19.cu`) are compiled only then.
+    pub in_place: bool,
 }
 
 impl PreludeParams {
@@ -70,6 +73,7 @@ impl PreludeParams {
             steered_temperatures: false,
             sponges: Sponges::default(),
             immersed: false,
+            in_place: false,
         }
     }
 }
@@ -625,6 +629,18 @@ pub fn prelude(p: &PreludeParams) -> String {
         st.name.to_lowercase(),
         p.model.collision
     );
+    if p.in_place {
+        let _ = writeln!(s, "#define THELMA_IN_PLACE 1");
+        for step in ["pull", "local"] {
+            let _ = writeln!(
+                s,
+                "#define THELMA_{}_IN_PLACE_NAME collide_{step}_in_place_{}_{}_{suffix}",
+                step.to_uppercase(),
+                st.name.to_lowercase(),
+                p.model.collision
+            );
+        }
+    }
     let _ = writeln!(s, "#define THELMA_Q {}", st.q());
     let _ = writeln!(s, "#define THELMA_CROSSING {}", st.crossing());
     let _ = writeln!(s, "#define THELMA_SOLID_BIT {SOLID_BIT}u");

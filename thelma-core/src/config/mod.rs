@@ -140,6 +140,41 @@ pub struct NumericsConfig {
     pub smagorinsky: Option<f64>,
     /// The direct forcing's fixed-point iterations per step for immersed bodies.
     pub immersed_iterations: usize,
+    /// How populations stream: between two lattices, or in place in one.
+    pub streaming: Streaming,
+}
+
+/// How a step moves the populations in memory.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Streaming {
+    /// The pull scheme between two lattices: each step reads one and writes the other.
+    #[default]
+    #[serde(rename = "two-lattice")]
+    TwoLattice,
+    /// The AA pattern (Bailey et al. 2009) in one lattice: steps alternate between one that pulls
+    /// from the neighbours and stores each collided population where the neighbour's next step
+    /// reads it, and one that reads and writes only its own node. Half the memory of two lattices.
+    #[serde(rename = "in-place")]
+    InPlace,
+}
+
+impl Streaming {
+    pub const ALL: [Streaming; 2] = [Streaming::TwoLattice, Streaming::InPlace];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Streaming::TwoLattice => "two-lattice",
+            Streaming::InPlace => "in-place",
+        }
+    }
+
+    /// Lattices of populations held in memory.
+    pub fn lattices(self) -> usize {
+        match self {
+            Streaming::TwoLattice => 2,
+            Streaming::InPlace => 1,
+        }
+    }
 }
 
 /// Ota, Suzuki & Inamuro's (2012) count of the direct forcing's iterations.
@@ -154,6 +189,7 @@ impl Default for NumericsConfig {
             trt_magic: DEFAULT_TRT_MAGIC,
             smagorinsky: None,
             immersed_iterations: DEFAULT_IMMERSED_ITERATIONS,
+            streaming: Streaming::default(),
         }
     }
 }
@@ -661,6 +697,9 @@ impl CaseConfig {
                 ),
             ));
         }
+        if self.numerics.streaming == Streaming::InPlace {
+            self.check_in_place()?;
+        }
         let arrays = self.output.arrays()?;
         if self.thermal.is_none() && arrays.contains(&OutputField::Temperature) {
             return Err(bad(
@@ -913,6 +952,31 @@ impl CaseConfig {
             .map(|e| (e[0] / dt, [e[1] / dx, e[2] / dx, e[3] / dx]))
             .collect();
         m
+    }
+
+    /// What in-place streaming does not step yet: its steps have the bounce-back of resting and
+    /// moving walls, body forces and the eddy viscosity, and nothing else.
+    fn check_in_place(&self) -> Result<(), ConfigError> {
+        let without = if self.thermal.is_some() {
+            Some("[thermal]".to_string())
+        } else if self.has_immersed_bodies() {
+            Some("immersed [[body]] tables".to_string())
+        } else {
+            self.boundary
+                .iter()
+                .find(|b| b.kind != BoundaryKind::Wall)
+                .map(|b| format!("a `{}` boundary", b.kind.name()))
+        };
+        match without {
+            Some(what) => Err(bad(
+                "numerics.streaming",
+                "--streaming",
+                format!(
+                    "in-place streaming is not available with {what} (walls, obstacles, STL bodies, forces and LES only): use two-lattice"
+                ),
+            )),
+            None => Ok(()),
+        }
     }
 
     /// Whether a `[[body]]` is immersed (moving, forced by the immersed boundary method).
