@@ -373,7 +373,9 @@ __device__ __forceinline__ void arrive_node(real* f, const S* a, unsigned int k,
         store_t *above_out, store_t *below_out, int nx, int ny, int nz, int periodic
 
 // The pull step (the lattice held Own → Streamed): the two-lattice pull, then scatter_node. The
-// grid and block order of the two-lattice step.
+// grid and block order of the two-lattice step. The pull loads through the read-only cache a
+// lattice this kernel writes: each slot it reads is written by no other node, and by this one only
+// after the read (a clamped x-edge load may see a neighbour's write, and is discarded).
 extern "C" __global__ void __launch_bounds__(THELMA_BLOCK_X, THELMA_MIN_BLOCKS)
 THELMA_PULL_IN_PLACE_NAME(THELMA_IN_PLACE_ARGS) {
     const int x = blockIdx.x * blockDim.x + threadIdx.x;

@@ -1,8 +1,8 @@
 //! In-place streaming (one lattice, `--streaming in-place`) against the two-lattice step: the same
 //! populations bit for bit after every step count (odd counts read a lattice whose pairs of slots
-//! the module swaps back first), on one slab and split over several, walled and periodic z, every
-//! collision variant, 32- and 16-bit storage; reads in the middle of a run change nothing. The CPU
-//! cases run in CI, the CUDA ones on a GPU host (`--ignored`).
+//! the module swaps back first), on one slab and split over several, walled, or periodic in x, y
+//! and z, every collision variant, 32- and 16-bit storage; reads in the middle of a run change
+//! nothing. The CPU cases run in CI, the CUDA ones on a GPU host (`--ignored`).
 
 use thelma_core::{Precision, Streaming};
 use thelma_tests::{per_module, run_from_vortex, variant_case, Module, VARIANTS};
@@ -16,7 +16,9 @@ fn in_place_equals_two_lattices(m: Module) {
     for periodic_z in [false, true] {
         for variant in VARIANTS {
             for precision in [Precision::F32, Precision::F16c] {
-                let two = variant_case([24, 20, 23], periodic_z, variant, precision);
+                let mut two = variant_case([24, 20, 23], periodic_z, variant, precision);
+                // Periodic in y too where z is, so that pull steps and swaps wrap along every axis.
+                two.domain.periodic[1] = periodic_z;
                 let one = in_place(two.clone());
                 for steps in [40, 41] {
                     let what = format!(

@@ -165,7 +165,7 @@ pub struct RunArgs {
     #[arg(long, value_enum)]
     pub precision: Option<PrecisionArg>,
     /// How populations stream: two-lattice (the pull between two lattices) or in-place (one
-    /// lattice, half the memory; walls, obstacles, forces and LES). Default two-lattice.
+    /// lattice, half the lattice memory; walls, obstacles, forces and LES). Default two-lattice.
     #[arg(long, value_enum)]
     pub streaming: Option<StreamingArg>,
     /// Compute module: auto picks CUDA when a GPU is present, the CPU otherwise. Default auto.

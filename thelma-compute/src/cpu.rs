@@ -222,7 +222,8 @@ const _: () = assert!(
 // like a `Vec`'s. Raw pointers to it (`ptr`, as the step's `a_raw` and `b`, and as an interface's
 // `as_ptr`) are used across threads only under the step protocol: within a step lattice A is only
 // read, each row of lattice B and of an interface buffer is written by one task, and an interface's
-// buffers of the other parity are only read (see `HostChannel`).
+// buffers of the other parity are only read (see `HostChannel`). In place, each slot of the one
+// lattice is read and written by one node's task alone (`cpu_inplace.rs`).
 unsafe impl<T: Send> Send for AlignedBuf<T> {}
 unsafe impl<T: Sync> Sync for AlignedBuf<T> {}
 
@@ -378,7 +379,7 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> CpuModule<T, S> {
             .geometry
             .slab(slab.z.clone())
             .map_err(|e| ComputeError::Geometry(e.to_string()))?;
-        let palette = flags
+        let palette: Vec<Entry<T>> = flags
             .palette
             .flags
             .iter()
@@ -409,9 +410,13 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> CpuModule<T, S> {
             .checked_mul(Q)
             .ok_or_else(|| ComputeError::OutOfMemory("lattice size overflows".into()))?;
         let in_place = params.streaming == Streaming::InPlace;
-        if in_place && (params.thermal.is_some() || params.immersed) {
+        let open = palette.iter().any(|e| e.open != 0);
+        if in_place
+            && (open || !params.sponges.is_empty() || params.thermal.is_some() || params.immersed)
+        {
             return Err(ComputeError::Invalid(
-                "in-place streaming steps neither a temperature lattice nor immersed bodies".into(),
+                "in-place streaming steps neither open faces, a temperature lattice nor immersed bodies"
+                    .into(),
             ));
         }
         let a = AlignedBuf::zeroed(len, LATTICE_PAD, "a lattice")?;
@@ -743,7 +748,8 @@ fn loaded<T: Real, S: Stored<Arith = T>, const L: usize>(src: [S; L]) -> [T; L] 
 struct SyncPtr<T>(*mut T);
 // SAFETY: used only for writes to disjoint rows (one row per task: lattice B and this step's interface
 // buffers), for reads of lattice A (padding included), which no thread writes during the step, and
-// for reads of the interface buffers of the other parity, which no thread of this step writes.
+// for reads of the interface buffers of the other parity, which no thread of this step writes. In
+// place, for the reads and writes of slots that belong to one node's task each (`cpu_inplace.rs`).
 unsafe impl<T> Send for SyncPtr<T> {}
 unsafe impl<T> Sync for SyncPtr<T> {}
 

@@ -1,5 +1,6 @@
 //! In-place streaming on the CPU module: one lattice, the AA pattern (Bailey et al. 2009), in the
-//! order the CUDA module's kernels follow (`kernels/lbm_d3q19.cu`, `collide_inplace_*`).
+//! order the CUDA module's kernels follow (`kernels/lbm_d3q19.cu`: `collide_pull_in_place_*`,
+//! `collide_local_in_place_*`, `swap_in_place_*`).
 //!
 //! The lattice is held in one of two arrangements. **Own**: slot i of node x holds f̃_i(x), the
 //! node's collided population, as lattice A of the two-lattice scheme does. **Streamed**: f̃_i(x)

@@ -217,6 +217,12 @@ pub fn lbm_source(p: &PreludeParams) -> String {
     s
 }
 
+/// The folder `THELMA_KERNELS` names, from which kernel files replace the built-in ones (said in
+/// each CUDA module's description).
+pub fn kernels_from() -> Option<String> {
+    std::env::var_os("THELMA_KERNELS").map(|d| d.to_string_lossy().into_owned())
+}
+
 /// Kernel file `name`: the copy built in, or, for kernel development, the file of that name in the
 /// folder `THELMA_KERNELS` names (a file it lacks keeps the built-in copy). A changed kernel is then
 /// measured on a GPU host with the same binary, no rebuild; the disk cache keys on the source.

@@ -536,11 +536,14 @@ where
             _image: image,
             shape,
             describe: format!(
-                "cuda:{ordinal} {} {} (collision kernel: {} registers, block {})",
+                "cuda:{ordinal} {} {} (collision kernel: {} registers, block {}){}",
                 info.name,
                 S::PRECISION.name(),
                 regs,
-                shape.block_x
+                shape.block_x,
+                launch::kernels_from()
+                    .map(|d| format!(", kernel files from {d}"))
+                    .unwrap_or_default()
             ),
             stream,
             ctx,

@@ -140,7 +140,9 @@ pub struct NumericsConfig {
     pub smagorinsky: Option<f64>,
     /// The direct forcing's fixed-point iterations per step for immersed bodies.
     pub immersed_iterations: usize,
-    /// How populations stream: between two lattices, or in place in one.
+    /// How populations stream: between two lattices, or in place in one (written only when in
+    /// place, so that case files and checkpoints of two lattices read as before).
+    #[serde(skip_serializing_if = "Streaming::is_two_lattice")]
     pub streaming: Streaming,
 }
 
@@ -166,6 +168,10 @@ impl Streaming {
             Streaming::TwoLattice => "two-lattice",
             Streaming::InPlace => "in-place",
         }
+    }
+
+    pub fn is_two_lattice(&self) -> bool {
+        *self == Streaming::TwoLattice
     }
 
     /// Lattices of populations held in memory.
