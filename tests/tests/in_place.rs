@@ -44,6 +44,29 @@ fn in_place_equals_two_lattices(m: Module) {
 per_module!(in_place_equals_two_lattices => in_place_equals_two_lattices_on_the_cpu_module,
     in_place_equals_two_lattices_on_the_cuda_module);
 
+/// Narrow rows on the CPU module, whose rows go in bundles between two edge nodes: none between
+/// them (nx 2, periodic), a short bundle alone (3 periodic, 4 and 5 walled, 17), one whole (18
+/// with 16 lanes).
+#[test]
+fn narrow_rows_in_place_equal_two_lattices_on_the_cpu_module() {
+    let m = Module::Cpu;
+    let walled = [4, 5, 17, 18].map(|nx| (nx, false));
+    let periodic = [2, 3, 17, 18].map(|nx| (nx, true));
+    for (nx, periodic_x) in walled.into_iter().chain(periodic) {
+        let mut two = variant_case([nx, 9, 10], false, VARIANTS[3], Precision::F32);
+        two.domain.periodic[0] = periodic_x;
+        let one = in_place(two.clone());
+        for steps in [20, 21] {
+            let reference = run_from_vortex(m.runtime(&two, 1), &two, steps);
+            let got = run_from_vortex(m.runtime(&one, 1), &one, steps);
+            assert!(
+                got == reference,
+                "nx {nx}, periodic x {periodic_x}, {steps} steps: in place differs"
+            );
+        }
+    }
+}
+
 /// Fields, the watchdog and the convergence measure read between runs of odd and even lengths
 /// (each read of a lattice held streamed swaps it back, and the next step then pulls) give what the
 /// two-lattice run gives at the same steps, and the run goes on as if nothing had been read.

@@ -3,7 +3,7 @@
 use std::process::Command;
 
 mod common;
-use common::thelma;
+use common::{outputs, thelma};
 
 #[test]
 fn run_help_documents_every_option() {
@@ -505,14 +505,7 @@ fn in_place_streaming_writes_what_two_lattices_write() {
         args.extend_from_slice(extra);
         let (code, _, err) = thelma(&args);
         assert_eq!(code, 0, "{extra:?}: {err}");
-        let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(&o)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|e| e == "vti" || e == "csv"))
-            .map(|p| (p.display().to_string(), std::fs::read(&p).unwrap()))
-            .map(|(n, b)| (n.rsplit('/').next().unwrap().to_string(), b))
-            .collect();
-        files.sort();
+        let files = outputs(&o, |n| n.ends_with(".vti") || n.ends_with(".csv"));
         assert!(files.iter().any(|(n, _)| n.ends_with(".vti")), "{files:?}");
         files
     };
@@ -569,14 +562,7 @@ fn a_written_layout_runs_in_one_process_as_an_even_split_does() {
         args.extend_from_slice(extra);
         let (code, _, err) = thelma(&args);
         assert_eq!(code, 0, "{extra:?}: {err}");
-        let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(&o)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|e| e == "vti"))
-            .map(|p| (p.display().to_string(), std::fs::read(&p).unwrap()))
-            .map(|(n, b)| (n.rsplit('/').next().unwrap().to_string(), b))
-            .collect();
-        files.sort();
+        let files = outputs(&o, |n| n.ends_with(".vti"));
         assert!(!files.is_empty());
         files
     };

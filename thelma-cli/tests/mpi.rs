@@ -60,19 +60,7 @@ fn assert_same(got: &[(String, Vec<u8>)], want: &[(String, Vec<u8>)], what: &str
 /// Every output file of a run but its summary (which holds timings) and its lock (which holds the
 /// process id), by name.
 fn outputs(dir: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| {
-            !["summary.json", ".thelma.lock"].contains(&&*p.file_name().unwrap().to_string_lossy())
-        })
-        .map(|p| {
-            let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            (name, std::fs::read(&p).unwrap())
-        })
-        .collect();
-    files.sort();
-    files
+    common::outputs(dir, |n| !["summary.json", ".thelma.lock"].contains(&n))
 }
 
 const CASE: [&str; 6] = [

@@ -554,26 +554,35 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> CpuModule<T, S> {
         }
         let coupling = self.coupling();
         let ctx = self.ctx(t, coupling);
-        let (rows, ny) = (ctx.nz * ctx.ny, ctx.ny);
-        // Rows go to the pool's threads in runs of at least 4.
-        let rows = || (0..rows).into_par_iter().with_min_len(4);
+        self.for_rows::<_, O, EXTRA>(&ctx, ctx.nz, ctx.ny);
+        std::mem::swap(&mut self.a, &mut self.b);
+    }
+
+    /// Runs `step` on every row of the slab (`nz` planes of `ny` rows) on the pool's threads, in
+    /// runs of at least 4 rows, in bundles of 512-bit registers where the CPU has AVX-512.
+    fn for_rows<R: RowStep, O: CollisionOperator, const EXTRA: bool>(
+        &self,
+        step: &R,
+        nz: usize,
+        ny: usize,
+    ) {
+        let rows = || (0..nz * ny).into_par_iter().with_min_len(4);
         self.pool.install(|| {
             #[cfg(target_arch = "x86_64")]
             if self.wide {
                 // SAFETY: `wide` is set only where the CPU has these AVX-512 subsets.
-                return if std::mem::size_of::<T>() == 4 {
+                return if std::mem::size_of::<R::Value>() == 4 {
                     rows().for_each(|r| unsafe {
-                        row_avx512::<T, S, O, EXTRA, WIDE_LANES_F32>(&ctx, r / ny, r % ny)
+                        row_avx512::<R, O, EXTRA, WIDE_LANES_F32>(step, r / ny, r % ny)
                     })
                 } else {
                     rows().for_each(|r| unsafe {
-                        row_avx512::<T, S, O, EXTRA, WIDE_LANES_F64>(&ctx, r / ny, r % ny)
+                        row_avx512::<R, O, EXTRA, WIDE_LANES_F64>(step, r / ny, r % ny)
                     })
                 };
             }
-            rows().for_each(|r| ctx.row::<O, EXTRA, LANES>(r / ny, r % ny))
+            rows().for_each(|r| step.step_row::<O, EXTRA, LANES>(r / ny, r % ny))
         });
-        std::mem::swap(&mut self.a, &mut self.b);
     }
 
     /// The per-node force arrays (and the thermal lattice's side) a step uses, as pointers.
@@ -639,34 +648,7 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> CpuModule<T, S> {
     fn step_in_place<O: CollisionOperator, const EXTRA: bool>(&mut self, t: u64, held: Held) {
         let pull = held == Held::Own;
         let ctx = self.in_place_ctx(t);
-        let (rows, ny) = (ctx.nz * ctx.ny, ctx.ny);
-        let rows = || (0..rows).into_par_iter().with_min_len(4);
-        self.pool.install(|| {
-            #[cfg(target_arch = "x86_64")]
-            if self.wide {
-                // SAFETY: `wide` is set only where the CPU has these AVX-512 subsets.
-                return if std::mem::size_of::<T>() == 4 {
-                    rows().for_each(|r| unsafe {
-                        row_in_place_avx512::<T, S, O, EXTRA, WIDE_LANES_F32>(
-                            &ctx,
-                            r / ny,
-                            r % ny,
-                            pull,
-                        )
-                    })
-                } else {
-                    rows().for_each(|r| unsafe {
-                        row_in_place_avx512::<T, S, O, EXTRA, WIDE_LANES_F64>(
-                            &ctx,
-                            r / ny,
-                            r % ny,
-                            pull,
-                        )
-                    })
-                };
-            }
-            rows().for_each(|r| ctx.row::<O, EXTRA, LANES>(r / ny, r % ny, pull))
-        });
+        self.for_rows::<_, O, EXTRA>(&InPlaceStep { ctx: &ctx, pull }, ctx.nz, ctx.ny);
         self.held = Some(if pull { Held::Streamed } else { Held::Own });
     }
 
@@ -784,7 +766,46 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> OperatorVisitor for Step
     }
 }
 
-/// The row loop compiled for AVX-512, in bundles of `L` (one 512-bit register per population):
+/// What a step does to row (z, y), in bundles of `L` nodes collided together: the two-lattice
+/// step's [`StepCtx::row`] or an in-place step's [`InPlaceCtx::row`]. [`CpuModule::for_rows`] runs it
+/// on every row.
+trait RowStep: Sync {
+    /// The arithmetic type, whose width sets the AVX-512 bundles' lanes.
+    type Value: Real;
+    fn step_row<O: CollisionOperator, const EXTRA: bool, const L: usize>(&self, z: usize, y: usize);
+}
+
+impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> RowStep for StepCtx<'_, T, S> {
+    type Value = T;
+    #[inline(always)]
+    fn step_row<O: CollisionOperator, const EXTRA: bool, const L: usize>(
+        &self,
+        z: usize,
+        y: usize,
+    ) {
+        self.row::<O, EXTRA, L>(z, y)
+    }
+}
+
+/// The pull step (`pull`) or the local step of in-place streaming.
+struct InPlaceStep<'c, 'a, T: Real, S> {
+    ctx: &'c InPlaceCtx<'a, T, S>,
+    pull: bool,
+}
+
+impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> RowStep for InPlaceStep<'_, '_, T, S> {
+    type Value = T;
+    #[inline(always)]
+    fn step_row<O: CollisionOperator, const EXTRA: bool, const L: usize>(
+        &self,
+        z: usize,
+        y: usize,
+    ) {
+        self.ctx.row::<O, EXTRA, L>(z, y, self.pull)
+    }
+}
+
+/// A row of `step` compiled for AVX-512, in bundles of `L` (one 512-bit register per population):
 /// the bundle path (loads, patches, collision, stores) is inlined into it, so the whole collision is
 /// built for the wider registers.
 ///
@@ -792,39 +813,12 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> OperatorVisitor for Step
 /// The CPU must support AVX-512 F, VL, DQ and BW ([`avx512_available`]).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx512bw")]
-unsafe fn row_avx512<
-    T: Real + Arith<Scalar = T>,
-    S: Stored<Arith = T>,
-    O: CollisionOperator,
-    const EXTRA: bool,
-    const L: usize,
->(
-    ctx: &StepCtx<'_, T, S>,
+unsafe fn row_avx512<R: RowStep, O: CollisionOperator, const EXTRA: bool, const L: usize>(
+    step: &R,
     z: usize,
     y: usize,
 ) {
-    ctx.row::<O, EXTRA, L>(z, y)
-}
-
-/// [`InPlaceCtx::row`] compiled for AVX-512, as [`row_avx512`].
-///
-/// # Safety
-/// As [`row_avx512`].
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512vl,avx512dq,avx512bw")]
-unsafe fn row_in_place_avx512<
-    T: Real + Arith<Scalar = T>,
-    S: Stored<Arith = T>,
-    O: CollisionOperator,
-    const EXTRA: bool,
-    const L: usize,
->(
-    ctx: &InPlaceCtx<'_, T, S>,
-    z: usize,
-    y: usize,
-    pull: bool,
-) {
-    ctx.row::<O, EXTRA, L>(z, y, pull)
+    step.step_row::<O, EXTRA, L>(z, y)
 }
 
 struct StepCtx<'a, T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> {

@@ -222,8 +222,8 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> InPlaceCtx<'_, T, S> {
 
     /// One row (z, y) of the pull step (from [`Held::Own`](crate::Held::Own) to [`Held::Streamed`](crate::Held::Streamed)) or of the local
     /// step (back), in bundles of `L` nodes along x collided together: each edge node alone, the
-    /// nodes between in bundles. Whole bundles of plain fluid load and store whole rows of lanes;
-    /// the others go node by node.
+    /// nodes between in bundles. Bundles of plain fluid load and store rows of lanes (a short last
+    /// one too); the others go node by node.
     #[inline(always)]
     pub fn row<O: CollisionOperator, const EXTRA: bool, const L: usize>(
         &self,
@@ -298,24 +298,36 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> InPlaceCtx<'_, T, S> {
                 std::array::from_fn(|i| unsafe { self.a.get().add(i * n + row0) }),
             )
         };
-        // The two edge nodes alone, the nodes between them in bundles: every whole bundle of the
-        // middle then loads and stores x0 ± 1 .. x0 + L ± 1 inside the row.
+        // The two edge nodes alone, the nodes between them in bundles: every bundle of the middle
+        // (the last one short where L does not divide nx − 2) then loads and stores
+        // x0 ± 1 .. x0 + len ± 1 inside the row.
         let edges = [(0, 1), (nx - 1, 1)].into_iter().take(nx.min(2));
         let middle = (1..nx.saturating_sub(1))
             .step_by(L)
             .map(|x0| (x0, L.min(nx - 1 - x0)));
+        let zero = S::store(T::zero());
         for (x0, len) in edges.chain(middle) {
-            let plain = len == L
-                && flags[x0..x0 + L].iter().fold(0, |a, &k| a | k) == 0
+            let plain = x0 > 0
+                && x0 + len < nx
+                && flags[x0..x0 + len].iter().fold(0, |a, &k| a | k) == 0
                 && loads.iter().chain(&stores).all(|p| !p.is_null());
             let mut f = [Lanes::splat(T::zero()); Q];
             if plain {
                 for i in 0..Q {
-                    // SAFETY: 0 ≤ x0 − c_x and x0 − c_x + L ≤ nx (and the same for stores):
+                    let src = loads[i].wrapping_add(x0);
+                    // SAFETY: 0 ≤ x0 − c_x and x0 − c_x + len ≤ nx (and the same for stores):
                     // inside the row, whose slots these nodes own in this step (the module's
-                    // comment).
+                    // comment). A short bundle reads its len values only (past them lie the
+                    // edge node's slot and other rows, other tasks') and collides zeros in its
+                    // other lanes.
                     f[i] = Lanes(loaded(unsafe {
-                        loads[i].wrapping_add(x0).cast::<[S; L]>().read_unaligned()
+                        if len == L {
+                            src.cast::<[S; L]>().read_unaligned()
+                        } else {
+                            let mut v = [zero; L];
+                            std::ptr::copy_nonoverlapping(src, v.as_mut_ptr(), len);
+                            v
+                        }
                     }));
                 }
             } else {
@@ -343,7 +355,7 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> InPlaceCtx<'_, T, S> {
             if plain {
                 for i in 0..Q {
                     // SAFETY: as for the loads.
-                    unsafe { store(&f[i], stores[i].wrapping_add(x0), L) }
+                    unsafe { store(&f[i], stores[i].wrapping_add(x0), len) }
                 }
             } else {
                 for x in 0..len {

@@ -29,3 +29,18 @@ pub fn run_on_cpu(case: &Path, out: &Path) -> (i32, String, String) {
         out.to_str().unwrap(),
     ])
 }
+
+/// The files of output folder `dir` whose names `keep` accepts, by name, with their bytes: what two
+/// runs are compared by.
+#[allow(dead_code)] // not every test file compares outputs
+pub fn outputs(dir: &Path, keep: impl Fn(&str) -> bool) -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .map(|p| (p.file_name().unwrap().to_string_lossy().into_owned(), p))
+        .filter(|(name, _)| keep(name))
+        .map(|(name, p)| (name, std::fs::read(&p).unwrap()))
+        .collect();
+    files.sort();
+    files
+}

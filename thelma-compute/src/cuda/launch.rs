@@ -424,11 +424,13 @@ pub struct StepArgs {
 }
 
 /// Pushes THELMA_COLLIDE_ARGS (kernels/lbm_d3q19.cu): nine device addresses, the size, the
-/// periodic axes.
-fn step_args<'a>(b: &mut LaunchArgs<'a>, s: &'a StepArgs) {
-    b.arg(&s.a)
-        .arg(&s.b)
-        .arg(&s.index)
+/// periodic axes; or, `in_place`, THELMA_IN_PLACE_ARGS: the same without lattice b.
+fn step_args<'a>(b: &mut LaunchArgs<'a>, s: &'a StepArgs, in_place: bool) {
+    b.arg(&s.a);
+    if !in_place {
+        b.arg(&s.b);
+    }
+    b.arg(&s.index)
         .arg(&s.pal_mask)
         .arg(&s.pal_term)
         .arg(&s.below_in)
@@ -466,7 +468,7 @@ pub unsafe fn collide_propagate(
 ) -> Result<(), ComputeError> {
     let cfg = step_grid(s);
     let mut b = stream.launch_builder(f);
-    step_args(&mut b, s);
+    step_args(&mut b, s, false);
     // SAFETY: the argument list matches THELMA_COLLIDE_ARGS in kernels/lbm_d3q19.cu (nine device
     // addresses, four ints); the buffers are as the caller promises. The grid covers each node once;
     // threads past nx return.
@@ -488,18 +490,7 @@ pub unsafe fn collide_in_place(
 ) -> Result<(), ComputeError> {
     let cfg = step_grid(s);
     let mut b = stream.launch_builder(f);
-    b.arg(&s.a)
-        .arg(&s.index)
-        .arg(&s.pal_mask)
-        .arg(&s.pal_term)
-        .arg(&s.below_in)
-        .arg(&s.above_in)
-        .arg(&s.above_out)
-        .arg(&s.below_out)
-        .arg(&s.size[0])
-        .arg(&s.size[1])
-        .arg(&s.size[2])
-        .arg(&s.periodic);
+    step_args(&mut b, s, true);
     // SAFETY: the argument list matches THELMA_IN_PLACE_ARGS in kernels/lbm_d3q19.cu (eight device
     // addresses, four ints); the buffers are as the caller promises. The grid covers each node once;
     // threads past nx return.
@@ -557,7 +548,7 @@ pub unsafe fn collide_open(
 ) -> Result<(), ComputeError> {
     let cfg = step_grid(s);
     let mut b = stream.launch_builder(f);
-    step_args(&mut b, s);
+    step_args(&mut b, s, false);
     b.arg(&pal_link).arg(&inlets.z0).arg(&inlets.nz_domain);
     // SAFETY: the argument list matches THELMA_COLLIDE_ARGS followed by the link words and two
     // ints; the buffers are as the caller promises. The grid covers each node once; threads past nx return.
@@ -584,7 +575,7 @@ pub unsafe fn collide_thermal(
 ) -> Result<(), ComputeError> {
     let cfg = step_grid(s);
     let mut b = stream.launch_builder(f);
-    step_args(&mut b, s);
+    step_args(&mut b, s, false);
     b.arg(&pal_link)
         .arg(&inlets.z0)
         .arg(&inlets.nz_domain)
