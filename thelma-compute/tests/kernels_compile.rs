@@ -27,11 +27,7 @@ fn contains(hay: &[u8], needle: &str) -> bool {
     hay.windows(needle.len()).any(|w| w == needle.as_bytes())
 }
 
-/// Every operator in every precision (f16 storage without a temperature lattice), plain and with the eddy viscosity and a force (which change
-/// the printed collision), both block sizes the launch shape may take, both palette index widths,
-/// and with a temperature lattice (its fused step and export, each face closure once, under the
-/// eddy viscosity and a turbulent Prandtl number, the held terms literals or, as a run served live
-/// reads them, in constant memory); with sponge layers in the open and coupled steps.
+/// A pressure outlet's sponge layer on `face`.
 fn sponge(face: Face, width: usize, extent: usize) -> SpongeLayer {
     SpongeLayer {
         face,
@@ -47,112 +43,142 @@ fn every_kernel_variant_compiles_for_sm_90() {
     if !nvrtc_or_skip() {
         return;
     }
-    for precision in [
+    let precisions = [
         Precision::F32,
         Precision::F64,
         Precision::F16,
         Precision::F16c,
-    ] {
-        for (op_index, (op, _)) in OPERATORS.iter().enumerate() {
-            let collision = Collision::parse(op).unwrap();
-            for variant in 0..4 {
-                // A temperature lattice is refused with 16-bit storage (CaseConfig::validate).
-                if precision.is_16_bit() && variant == 3 {
-                    continue;
+    ];
+    let jobs: Vec<(Precision, usize, usize)> = precisions
+        .into_iter()
+        .flat_map(|p| (0..OPERATORS.len()).flat_map(move |op| (0..4).map(move |v| (p, op, v))))
+        // A temperature lattice is refused with 16-bit storage (CaseConfig::validate).
+        .filter(|&(p, _, v)| !(p.is_16_bit() && v == 3))
+        .collect();
+    // The variants compiled side by side, one thread per core (NVRTC is thread-safe): a third of
+    // the CI machine's test time went into compiling them one after another.
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                while let Some(&(precision, op, variant)) =
+                    jobs.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+                {
+                    variant_compiles(precision, op, variant);
                 }
-                let mut p = PreludeParams::example(precision, collision);
-                match variant {
-                    1 => {
-                        p.block_x = 256;
-                        p.index_bytes = 2;
-                        p.immersed = true;
-                    }
-                    2 => {
-                        p.immersed = true;
-                        p.model.smagorinsky = Some(0.12);
-                        p.model.force = Some([1e-6, 0.0, -2e-6]);
-                        p.sponges.layers.push(sponge(Face::XPlus, 12, 96));
-                    }
-                    3 => {
-                        p.model.force = Some([1e-6, 0.0, 0.0]);
-                        p.model.smagorinsky = Some(0.1);
-                        p.thermal = Some(ThermalSetup {
-                            model: ThermalModel::new(0.02, 1e-3, [0.0, 0.0, -1e-3]),
-                            faces: [
-                                ThermalFace::Held(0.5),
-                                ThermalFace::Held(-0.5),
-                                ThermalFace::Adiabatic,
-                                ThermalFace::Outflow,
-                                ThermalFace::Adiabatic,
-                                ThermalFace::Adiabatic,
-                            ],
-                            patches: vec![(
-                                thelma_core::FacePatch {
-                                    face: thelma_core::Face::ZPlus,
-                                    lo: [1, 2],
-                                    hi: [3, 4],
-                                },
-                                ThermalFace::Held(0.25),
-                            )],
-                            initial: 0.1,
-                        });
-                        if let Some(t) = &mut p.thermal {
-                            t.model.turbulent_prandtl = Some(0.85);
-                        }
-                        // The held terms as literals and, for every other operator, in constant
-                        // memory (a run served live).
-                        p.steered_temperatures = op_index % 2 == 1;
-                        p.sponges.layers.push(sponge(Face::XMinus, 8, 40));
-                        p.sponges.layers.push(sponge(Face::ZPlus, 10, 33));
-                    }
-                    _ => {}
-                }
-                // In-place streaming beside the two-lattice kernels of the plain variant.
-                p.in_place = variant == 0;
-                let cubin = compile(&lbm_source(&p), "lbm_d3q19.cu", "sm_90")
-                    .unwrap_or_else(|e| panic!("{precision:?} {op} variant {variant}: {e}"));
-                let kernels = [
-                    Kernel::CollidePropagate(collision),
-                    Kernel::CollideOpen(collision),
-                    Kernel::ExportFaces,
-                    Kernel::Health,
-                    Kernel::VelocityChange,
-                    Kernel::GatherNodes,
-                    Kernel::AccumulateMeans,
-                    Kernel::Plane,
-                ];
-                let thermal = [
-                    Kernel::CollideThermal(collision),
-                    Kernel::ExportThermal,
-                    Kernel::GatherThermal,
-                ];
-                let in_place = [
-                    Kernel::PullInPlace(collision),
-                    Kernel::LocalInPlace(collision),
-                    Kernel::SwapInPlace,
-                ];
-                let all = kernels.into_iter().chain(thermal).chain(in_place);
-                for k in all.chain(Kernel::IMMERSED) {
-                    let name = k.name(precision);
-                    // The temperature lattice's, in-place streaming's and the immersed bodies'
-                    // kernels are compiled only for a case with them.
-                    let want = (!k.thermal() || p.thermal.is_some())
-                        && (!k.in_place() || p.in_place)
-                        && (!k.immersed() || p.immersed);
-                    assert_eq!(contains(&cubin, &name), want, "{name} in variant {variant}");
-                }
-            }
+            });
         }
-    }
+    });
+}
+
+#[test]
+fn every_kernel_is_in_a_source_and_the_bandwidth_kernel_compiles() {
     assert_eq!(
         Kernel::all().iter().filter(|k| k.in_lbm_source()).count(),
         5 * OPERATORS.len() + 9 + Kernel::IMMERSED.len()
     );
+    if !nvrtc_or_skip() {
+        return;
+    }
     let cubin = compile(BANDWIDTH_SOURCE, "bandwidth.cu", "sm_90").expect("bandwidth kernel");
     assert!(contains(
         &cubin,
         &Kernel::BandwidthCopy.name(Precision::F32)
     ));
+}
+
+/// Variant `variant` of operator `op_index` with `precision` storage compiles and holds exactly the
+/// kernels its case needs: plain (0, with in-place streaming), and with the eddy viscosity and a
+/// force (which change the printed collision), both block sizes the launch shape may take, both
+/// palette index widths, and with a temperature lattice (3: its fused step and export, each face
+/// closure once, under the eddy viscosity and a turbulent Prandtl number, the held terms literals
+/// or, as a run served live reads them, in constant memory); with sponge layers in the open and
+/// coupled steps.
+fn variant_compiles(precision: Precision, op_index: usize, variant: usize) {
+    let op = OPERATORS[op_index].0;
+    let collision = Collision::parse(op).unwrap();
+    let mut p = PreludeParams::example(precision, collision);
+    match variant {
+        1 => {
+            p.block_x = 256;
+            p.index_bytes = 2;
+            p.immersed = true;
+        }
+        2 => {
+            p.immersed = true;
+            p.model.smagorinsky = Some(0.12);
+            p.model.force = Some([1e-6, 0.0, -2e-6]);
+            p.sponges.layers.push(sponge(Face::XPlus, 12, 96));
+        }
+        3 => {
+            p.model.force = Some([1e-6, 0.0, 0.0]);
+            p.model.smagorinsky = Some(0.1);
+            p.thermal = Some(ThermalSetup {
+                model: ThermalModel::new(0.02, 1e-3, [0.0, 0.0, -1e-3]),
+                faces: [
+                    ThermalFace::Held(0.5),
+                    ThermalFace::Held(-0.5),
+                    ThermalFace::Adiabatic,
+                    ThermalFace::Outflow,
+                    ThermalFace::Adiabatic,
+                    ThermalFace::Adiabatic,
+                ],
+                patches: vec![(
+                    thelma_core::FacePatch {
+                        face: thelma_core::Face::ZPlus,
+                        lo: [1, 2],
+                        hi: [3, 4],
+                    },
+                    ThermalFace::Held(0.25),
+                )],
+                initial: 0.1,
+            });
+            if let Some(t) = &mut p.thermal {
+                t.model.turbulent_prandtl = Some(0.85);
+            }
+            // The held terms as literals and, for every other operator, in constant
+            // memory (a run served live).
+            p.steered_temperatures = op_index % 2 == 1;
+            p.sponges.layers.push(sponge(Face::XMinus, 8, 40));
+            p.sponges.layers.push(sponge(Face::ZPlus, 10, 33));
+        }
+        _ => {}
+    }
+    // In-place streaming beside the two-lattice kernels of the plain variant.
+    p.in_place = variant == 0;
+    let cubin = compile(&lbm_source(&p), "lbm_d3q19.cu", "sm_90")
+        .unwrap_or_else(|e| panic!("{precision:?} {op} variant {variant}: {e}"));
+    let kernels = [
+        Kernel::CollidePropagate(collision),
+        Kernel::CollideOpen(collision),
+        Kernel::ExportFaces,
+        Kernel::Health,
+        Kernel::VelocityChange,
+        Kernel::GatherNodes,
+        Kernel::AccumulateMeans,
+        Kernel::Plane,
+    ];
+    let thermal = [
+        Kernel::CollideThermal(collision),
+        Kernel::ExportThermal,
+        Kernel::GatherThermal,
+    ];
+    let in_place = [
+        Kernel::PullInPlace(collision),
+        Kernel::LocalInPlace(collision),
+        Kernel::SwapInPlace,
+    ];
+    let all = kernels.into_iter().chain(thermal).chain(in_place);
+    for k in all.chain(Kernel::IMMERSED) {
+        let name = k.name(precision);
+        // The temperature lattice's, in-place streaming's and the immersed bodies'
+        // kernels are compiled only for a case with them.
+        let want = (!k.thermal() || p.thermal.is_some())
+            && (!k.in_place() || p.in_place)
+            && (!k.immersed() || p.immersed);
+        assert_eq!(contains(&cubin, &name), want, "{name} in variant {variant}");
+    }
 }
 
 #[test]
