@@ -697,6 +697,23 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> CpuModule<T, S> {
     }
 }
 
+/// The run constants (collision coefficients, body force) as lanes of `L`; without `EXTRA` the
+/// options are known to be absent, so the collision compiles without them.
+#[inline(always)]
+fn lane_constants<T: Real + Arith<Scalar = T>, const EXTRA: bool, const L: usize>(
+    coeff: &Coefficients<T>,
+    force: Option<[T; 3]>,
+) -> (Coefficients<Lanes<T, L>>, Option<[Lanes<T, L>; 3]>) {
+    let mut k = coeff.map(Lanes::<T, L>::splat);
+    let force = if EXTRA {
+        force.map(|f| f.map(Lanes::splat))
+    } else {
+        k.smagorinsky = None;
+        None
+    };
+    (k, force)
+}
+
 /// Stores the first `len` lanes of `v` at `dst`: a whole bundle as one fixed-size (vector) store.
 ///
 /// # Safety
@@ -1266,15 +1283,7 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> StepCtx<'_, T, S> {
     #[inline(always)]
     fn row<O: CollisionOperator, const EXTRA: bool, const L: usize>(&self, z: usize, y: usize) {
         let (nx, ny, nz) = (self.nx, self.ny, self.nz);
-        // The run constants as lanes; without EXTRA the options are known to be absent, so the
-        // collision compiles without them.
-        let mut k = self.coeff.map(Lanes::<T, L>::splat);
-        let force = if EXTRA {
-            self.force.map(|f| f.map(Lanes::splat))
-        } else {
-            k.smagorinsky = None;
-            None
-        };
+        let (k, force) = lane_constants::<T, EXTRA, L>(self.coeff, self.force);
         let row0 = (z * ny + y) * nx;
         let flags = &self.index[row0..row0 + nx];
         let from_neighbour =

@@ -30,7 +30,7 @@ use thelma_core::physics::d3q19::{C, DOWN, OPP, Q, UP};
 use thelma_core::physics::{Arith, Coefficients, CollisionOperator};
 use thelma_core::{Real, Stored};
 
-use super::{loaded, store, Entry, Lanes, SyncPtr, SLOT};
+use super::{lane_constants, loaded, store, Entry, Lanes, SyncPtr, SLOT};
 
 /// What one in-place step reads and writes, as raw pointers only: the lattice is read and written
 /// by every row's task at once (each slot by one task), so no slice of it may exist during a step.
@@ -185,6 +185,21 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> InPlaceCtx<'_, T, S> {
         }
     }
 
+    /// The fluid nodes among the `len` from x0 of the row starting at node `row0` (whose palette
+    /// indices are `flags`): lane, node and palette entry.
+    #[inline(always)]
+    fn fluid_nodes<'f>(
+        &'f self,
+        flags: &'f [u16],
+        row0: usize,
+        x0: usize,
+        len: usize,
+    ) -> impl Iterator<Item = (usize, usize, &'f Entry<T>)> + 'f {
+        (0..len)
+            .map(move |x| (x, row0 + x0 + x, &self.palette[flags[x0 + x] as usize]))
+            .filter(|(_, _, e)| !e.solid)
+    }
+
     /// The crossing populations of the `len` nodes from x0 of boundary layer z into this step's
     /// outgoing buffers (both steps), skipping solid lanes.
     #[inline(always)]
@@ -232,13 +247,7 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> InPlaceCtx<'_, T, S> {
         pull: bool,
     ) {
         let (nx, ny, nz) = (self.nx, self.ny, self.nz);
-        let mut k = self.coeff.map(Lanes::<T, L>::splat);
-        let force = if EXTRA {
-            self.force.map(|f| f.map(Lanes::splat))
-        } else {
-            k.smagorinsky = None;
-            None
-        };
+        let (k, force) = lane_constants::<T, EXTRA, L>(self.coeff, self.force);
         let n = self.n();
         let row0 = (z * ny + y) * nx;
         let flags = &self.index[row0..row0 + nx];
@@ -331,12 +340,7 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> InPlaceCtx<'_, T, S> {
                     }));
                 }
             } else {
-                for x in 0..len {
-                    let p = row0 + x0 + x;
-                    let e = &self.palette[flags[x0 + x] as usize];
-                    if e.solid {
-                        continue;
-                    }
+                for (x, p, e) in self.fluid_nodes(flags, row0, x0, len) {
                     for i in 0..Q {
                         // SAFETY: slots this node owns in this step.
                         f[i].0[x] = unsafe {
@@ -358,12 +362,7 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> InPlaceCtx<'_, T, S> {
                     unsafe { store(&f[i], stores[i].wrapping_add(x0), len) }
                 }
             } else {
-                for x in 0..len {
-                    let p = row0 + x0 + x;
-                    let e = &self.palette[flags[x0 + x] as usize];
-                    if e.solid {
-                        continue;
-                    }
+                for (x, p, e) in self.fluid_nodes(flags, row0, x0, len) {
                     for i in 0..Q {
                         // SAFETY: slots this node owns in this step.
                         unsafe {
