@@ -237,20 +237,33 @@ __device__ __forceinline__ void collide_propagate(
     store_node(f, b, above_out, below_out, nx, ny, nz, x, y, z, p);
 }
 
+// A step's grid runs plane slots: slot 0 is plane 0, 1 plane nz − 1, and k ≥ 2 plane k − 1 (the
+// two boundary layers first, then the interior in order: thelma_core's StepPart::slots). Blocks
+// are dispatched roughly in grid order, so the slow zero-copy loads and stores of the interface
+// overlap the interior's work instead of trailing it. The grid starts at slot 0 (the whole slab)
+// in the kernels compiled without THELMA_SLOT_OFFSET, and at the argument slot0 in those compiled
+// with it, which a cluster job's overlapped steps launch on the two boundary layers, then on the
+// interior from 2. The plain kernels keep their slot exactly as before the offset: written with
+// it, or through a function of the slot, the f16 MRT step lost 4–12 % on the H200 (PERFORMANCE.md).
+#ifdef THELMA_SLOT_OFFSET
+#define THELMA_SLOT_PARAM , int slot0
+#define THELMA_STEP_SLOT ((int)blockIdx.z + slot0)
+#else
+#define THELMA_SLOT_PARAM
+#define THELMA_STEP_SLOT blockIdx.z
+#endif
+
 #define THELMA_COLLIDE_ARGS                                                                        \
     const store_t *__restrict__ a, store_t *__restrict__ b,                                        \
         const thelma_index *__restrict__ index, const unsigned int *__restrict__ pal_mask,         \
         const real *__restrict__ pal_term, const store_t *below_in, const store_t *above_in,       \
-        store_t *above_out, store_t *below_out, int nx, int ny, int nz, int periodic
+        store_t *above_out, store_t *below_out, int nx, int ny, int nz, int periodic THELMA_SLOT_PARAM
 
 extern "C" __global__ void __launch_bounds__(THELMA_BLOCK_X, THELMA_MIN_BLOCKS)
 THELMA_COLLIDE_NAME(THELMA_COLLIDE_ARGS) {
     const int x = blockIdx.x * blockDim.x + threadIdx.x;
     const int y = blockIdx.y;
-    // The two boundary layers first (grid z 0 → plane 0, 1 → plane nz − 1, then the interior in
-    // order): blocks are dispatched roughly in grid order, so the slow zero-copy loads and stores of
-    // the interface overlap the interior's work instead of trailing it.
-    const int bz = blockIdx.z;
+    const int bz = THELMA_STEP_SLOT;
     const int z = bz == 0 ? 0 : (bz == 1 ? nz - 1 : bz - 1);
     if (x >= nx) return;
     collide_propagate<store_t, false>(a, b, index, pal_mask, pal_term, nullptr, below_in, above_in,
@@ -268,7 +281,7 @@ THELMA_COLLIDE_OPEN_NAME(THELMA_COLLIDE_ARGS, const unsigned int *__restrict__ p
                          int nz_domain) {
     const int x = blockIdx.x * blockDim.x + threadIdx.x;
     const int y = blockIdx.y;
-    const int bz = blockIdx.z;
+    const int bz = THELMA_STEP_SLOT;
     const int z = bz == 0 ? 0 : (bz == 1 ? nz - 1 : bz - 1);
     if (x >= nx) return;
     collide_propagate<store_t, true>(a, b, index, pal_mask, pal_term, pal_link, below_in,
@@ -405,7 +418,7 @@ __device__ __forceinline__ void arrive_node(real* f, const S* a, unsigned int k,
 #define THELMA_IN_PLACE_ARGS                                                                       \
     store_t *a, const thelma_index *__restrict__ index, const unsigned int *__restrict__ pal_mask, \
         const real *__restrict__ pal_term, const store_t *below_in, const store_t *above_in,       \
-        store_t *above_out, store_t *below_out, int nx, int ny, int nz, int periodic
+        store_t *above_out, store_t *below_out, int nx, int ny, int nz, int periodic THELMA_SLOT_PARAM
 
 // The pull step (the lattice held Own → Streamed): the two-lattice pull, then scatter_node. The
 // grid and block order of the two-lattice step. The pull loads through the read-only cache a
@@ -415,7 +428,7 @@ extern "C" __global__ void __launch_bounds__(THELMA_BLOCK_X, THELMA_MIN_BLOCKS)
 THELMA_PULL_IN_PLACE_NAME(THELMA_IN_PLACE_ARGS) {
     const int x = blockIdx.x * blockDim.x + threadIdx.x;
     const int y = blockIdx.y;
-    const int bz = blockIdx.z;
+    const int bz = THELMA_STEP_SLOT;
     const int z = bz == 0 ? 0 : (bz == 1 ? nz - 1 : bz - 1);
     if (x >= nx) return;
     const size_t plane = (size_t)nx * ny;
@@ -436,7 +449,7 @@ extern "C" __global__ void __launch_bounds__(THELMA_BLOCK_X, THELMA_MIN_BLOCKS)
 THELMA_LOCAL_IN_PLACE_NAME(THELMA_IN_PLACE_ARGS) {
     const int x = blockIdx.x * blockDim.x + threadIdx.x;
     const int y = blockIdx.y;
-    const int bz = blockIdx.z;
+    const int bz = THELMA_STEP_SLOT;
     const int z = bz == 0 ? 0 : (bz == 1 ? nz - 1 : bz - 1);
     if (x >= nx) return;
     const size_t plane = (size_t)nx * ny;

@@ -101,7 +101,7 @@ THELMA_COLLIDE_THERMAL_NAME(THELMA_COLLIDE_ARGS, const unsigned int *__restrict_
                             real *__restrict__ hb) {
     const int x = blockIdx.x * blockDim.x + threadIdx.x;
     const int y = blockIdx.y;
-    const int bz = blockIdx.z;
+    const int bz = THELMA_STEP_SLOT;
     const int z = bz == 0 ? 0 : (bz == 1 ? nz - 1 : bz - 1);
     if (x >= nx) return;
     const size_t plane = (size_t)nx * ny;

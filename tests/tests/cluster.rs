@@ -9,10 +9,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use thelma_compute::cuda::CudaFactory;
-use thelma_core::physics::Collision;
+use thelma_compute::CpuFactory;
+use thelma_compute::ModelParams;
+use thelma_core::physics::{Collision, ThermalFace, ThermalModel, ThermalSetup};
 use thelma_core::{
-    ComputeError, ComputeModule, Layout, LocalCluster, ModuleFactory, Placement, Precision,
-    Runtime, RuntimeError, SlabSpec, Transport, TransportRefused,
+    BoundaryConfig, BoundaryKind, CaseConfig, ComputeError, ComputeModule, Face, Layout,
+    LocalCluster, ModuleFactory, Placement, Precision, Runtime, RuntimeError, SlabSpec,
+    SpongeConfig, Streaming, Transport, TransportRefused,
 };
 use thelma_tests::{
     box_case, cpu_factory, domain, gpus, local_job, model, run_from_vortex, variant_case, Module,
@@ -73,7 +76,8 @@ fn ranks_equal_one_slab_bit_for_bit() {
 }
 
 /// On the CUDA module the channels between ranks are mapped host memory (outboxes and inboxes),
-/// which the kernels store into and load from as over zero-copy.
+/// which the kernels store into and load from as over zero-copy; the ranks' overlapped steps run
+/// each slab's faces on a stream of their own beside its interior.
 #[test]
 #[ignore = "needs a CUDA device"]
 fn ranks_on_the_cuda_module_equal_one_slab_bit_for_bit() {
@@ -88,8 +92,13 @@ fn ranks_on_the_cuda_module_equal_one_slab_bit_for_bit() {
                 let layout = layout_of(&c, ranks);
                 let c2 = c.clone();
                 let got = within_a_minute(move || {
+                    // Kernels that run a part of the planes, the faces beside the interior.
+                    let params = ModelParams {
+                        overlapped_steps: true,
+                        ..model(&c2)
+                    };
                     let (rt, servers) = local_job(&layout, |_| {
-                        Arc::new(CudaFactory::new(model(&c2)).expect("CUDA is present"))
+                        Arc::new(CudaFactory::new(params.clone()).expect("CUDA is present"))
                     });
                     let out = run_from_vortex(rt.expect("the job starts"), &c2, 100);
                     for s in servers {
@@ -105,6 +114,127 @@ fn ranks_on_the_cuda_module_equal_one_slab_bit_for_bit() {
             }
         }
     }
+}
+
+/// Slabs of 1, 2, 3 and the remaining planes on ranks 0, 1, 0, 1: every interface crosses ranks,
+/// so every rank splits its steps (faces, then interior), and the thin slabs' interiors are empty
+/// or one plane.
+fn thin_slabs(case: &CaseConfig) -> Layout {
+    let d = domain(case);
+    let cuts = [0, 1, 3, 6, d.size[2]];
+    let slabs = cuts
+        .windows(2)
+        .enumerate()
+        .map(|(index, w)| SlabSpec {
+            index,
+            count: 4,
+            domain: d,
+            z: w[0]..w[1],
+        })
+        .collect();
+    Layout {
+        devices: vec![0; 4],
+        ranks: vec![0, 1, 0, 1],
+        slabs,
+    }
+}
+
+/// `run` on a job of [`thin_slabs`] whose ranks' modules are CPU modules of `params`.
+fn thin_job<T: Send + 'static>(
+    params: ModelParams,
+    case: &CaseConfig,
+    run: impl FnOnce(Runtime) -> T + Send + 'static,
+) -> T {
+    let layout = thin_slabs(case);
+    within_a_minute(move || {
+        let (rt, servers) = local_job(&layout, |_| {
+            Arc::new(CpuFactory::new(params.clone(), 2, 2)) as Arc<dyn ModuleFactory>
+        });
+        let out = run(rt.expect("the job starts"));
+        for s in servers {
+            s.join().unwrap().expect("a rank served to the end");
+        }
+        out
+    })
+}
+
+/// Split steps (the faces, their messages under way while the interior is updated) equal whole
+/// steps on every kind of step the modules have: in-place streaming (both of its steps), open
+/// faces with sponge layers, and the coupled temperature lattice, on slabs as thin as one plane.
+#[test]
+fn split_steps_equal_one_slab_with_in_place_open_faces_and_temperature() {
+    for periodic_z in [false, true] {
+        let mut c = variant_case([12, 10, 15], periodic_z, VARIANTS[3], Precision::F32);
+        c.numerics.streaming = Streaming::InPlace;
+        for steps in [30, 31] {
+            let reference = run_from_vortex(Module::Cpu.runtime(&c, 1), &c, steps);
+            let c2 = c.clone();
+            let got = thin_job(model(&c), &c, move |rt| run_from_vortex(rt, &c2, steps));
+            assert!(
+                got == reference,
+                "in place, periodic z {periodic_z}, {steps} steps: ranks differ from one slab"
+            );
+        }
+    }
+
+    let mut open = box_case(
+        [14, 10, 15],
+        [false; 3],
+        0.03,
+        Collision::TRT,
+        Precision::F64,
+    );
+    open.boundary = vec![
+        BoundaryConfig {
+            velocity: [0.04, 0.01, -0.005],
+            ..BoundaryConfig::new(Face::XMinus, BoundaryKind::Velocity)
+        },
+        BoundaryConfig {
+            density: Some(1.005),
+            sponge: Some(SpongeConfig {
+                width: 3.0,
+                strength: 0.5,
+            }),
+            ..BoundaryConfig::new(Face::XPlus, BoundaryKind::Pressure)
+        },
+        BoundaryConfig::new(Face::ZMinus, BoundaryKind::Outflow),
+    ];
+    let reference = run_from_vortex(Module::Cpu.runtime(&open, 1), &open, 40);
+    let c2 = open.clone();
+    let got = thin_job(model(&open), &open, move |rt| run_from_vortex(rt, &c2, 40));
+    assert!(got == reference, "open faces: ranks differ from one slab");
+
+    // Held faces across and along the slabs' axis, buoyancy across it, an outflow face.
+    let hot = box_case(
+        [10, 8, 15],
+        [true, false, false],
+        0.05,
+        Collision::MRT,
+        Precision::F32,
+    );
+    let mut faces = [ThermalFace::Adiabatic; 6];
+    faces[2] = ThermalFace::Held(0.3);
+    faces[4] = ThermalFace::Held(1.0);
+    faces[5] = ThermalFace::Outflow;
+    let params = ModelParams {
+        thermal: Some(ThermalSetup {
+            model: ThermalModel::new(0.02, 1.0, [0.0, 1e-4, -3e-4]),
+            faces,
+            patches: Vec::new(),
+            initial: 0.0,
+        }),
+        ..model(&hot)
+    };
+    let run = |mut rt: Runtime| {
+        rt.run(60).unwrap();
+        let f = rt.fields().unwrap();
+        rt.shutdown();
+        f
+    };
+    let one = run(Module::Cpu.runtime_with(params.clone(), &hot, &Module::Cpu.slab_ids(1)));
+    assert!(one.temperature.iter().any(|t| *t != 0.0) && one.uz.iter().any(|u| *u != 0.0));
+    let got = thin_job(params, &hot, run);
+    assert!(got == one, "temperature: ranks differ from one slab");
 }
 
 #[test]

@@ -38,6 +38,8 @@ pub enum Event<'a> {
         note: &'a str,
         devices: &'a [DeviceInfo],
         nodes: usize,
+        /// Whether the messages between ranks travel while the interiors are updated.
+        overlapped: bool,
     },
     Progress {
         step: u64,
@@ -124,6 +126,8 @@ fn prepare(
     let immersed = immersed_bodies(case).map_err(|e| UsageError::new("--config", e.to_string()))?;
     let mut params = ModelParams {
         steered_temperatures: live,
+        overlapped_steps: job.is_some_and(|j| j.cluster().size() > 1)
+            && thelma_core::overlap_wanted(),
         ..ModelParams::new(case, &lattice, geometry.clone())
     };
     // Held temperatures a resumed run's checkpoint kept (a live view steered them) are the run's
@@ -248,6 +252,7 @@ pub fn run_case_live(
         note: &sel.note,
         devices: rt.devices(),
         nodes: domain.nodes(),
+        overlapped: rt.overlaps(),
     });
 
     let check = case.resolved_check_every();

@@ -231,9 +231,10 @@ pub fn model(args: &LayoutArgs) -> anyhow::Result<String> {
     let _ = writeln!(
         s,
         "\nnet MB: what the busiest host sends per step; peer and outbox: the busiest GPU's stores \
-         during the kernel. A step as built: the largest of kernel, peer and outbox, then the \
-         network's round of messages; overlapped: the messages hidden behind the interior's \
-         update (not built). thelma cuts along z (1D) for now."
+         during the kernel. step: the largest of kernel, peer and outbox, then the network's \
+         round of messages (THELMA_OVERLAP=0); overlapped, as built: the boundary layers, which \
+         make every store, beside the interior, the messages leaving once they are done. thelma \
+         cuts along z (1D) for now."
     );
     Ok(s)
 }

@@ -120,6 +120,7 @@ fn run_in(args: RunArgs, job: Option<&thelma_cli::cluster::Job>) -> anyhow::Resu
                 note,
                 devices,
                 nodes,
+                overlapped,
             } => {
                 // Where hwloc could not pin a worker the run goes on unpinned: say so once, on stderr,
                 // so that it shows under --quiet and in a redirected run too.
@@ -204,7 +205,7 @@ fn run_in(args: RunArgs, job: Option<&thelma_cli::cluster::Job>) -> anyhow::Resu
                         ))
                     );
                 }
-                if let Some(line) = exchange(devices) {
+                if let Some(line) = exchange(devices, overlapped) {
                     say!("{}", wrap(&line));
                 }
                 clock = Instant::now();
@@ -374,8 +375,9 @@ mod signals {
 const TAU_WARN: f64 = 0.51;
 
 /// `exchange: peer` where every channel takes one transport, otherwise each channel by its reader
-/// and writer (`exchange: slab 1 from slab 0 over peer, …`); `None` without channels.
-fn exchange(devices: &[thelma_core::DeviceInfo]) -> Option<String> {
+/// and writer (`exchange: slab 1 from slab 0 over peer, …`), and whether the messages between
+/// ranks are `overlapped` with the interiors; `None` without channels.
+fn exchange(devices: &[thelma_core::DeviceInfo], overlapped: bool) -> Option<String> {
     let n = devices.len();
     let channels: Vec<(usize, usize, String)> = devices
         .iter()
@@ -398,14 +400,19 @@ fn exchange(devices: &[thelma_core::DeviceInfo]) -> Option<String> {
         .flatten()
         .collect();
     let (_, _, first) = channels.first()?;
+    let overlap = if overlapped {
+        " (messages overlapped with the interiors)"
+    } else {
+        ""
+    };
     if channels.iter().all(|(_, _, t)| t == first) {
-        return Some(format!("exchange: {first}"));
+        return Some(format!("exchange: {first}{overlap}"));
     }
     let each: Vec<String> = channels
         .iter()
         .map(|(r, w, t)| format!("slab {r} from slab {w} over {t}"))
         .collect();
-    Some(format!("exchange: {}", each.join(", ")))
+    Some(format!("exchange: {}{overlap}", each.join(", ")))
 }
 
 fn main() -> ExitCode {

@@ -97,8 +97,26 @@ fn ranks_write_what_one_process_writes() {
 
     // An even split, one slab per rank; the exchange goes over MPI.
     let stdout = run(2, &[], &dir("two"));
-    assert!(stdout.contains("exchange: mpi"), "{stdout}");
+    assert!(
+        stdout.contains("exchange: mpi (messages overlapped with the interiors)"),
+        "{stdout}"
+    );
     assert_same(&outputs(&dir("two")), &one, "2 ranks");
+    // The same with whole steps, the messages after them (`THELMA_OVERLAP=0`).
+    let mut whole: Vec<&str> = CASE.to_vec();
+    let out = dir("whole");
+    whole.extend_from_slice(&["--steps", "40", "-o", out.to_str().unwrap()]);
+    let done = mpirun_command(2, &whole)
+        .env("THELMA_OVERLAP", "0")
+        .output()
+        .expect("mpirun runs");
+    let stdout = String::from_utf8_lossy(&done.stdout);
+    assert!(done.status.success(), "whole steps: {stdout}");
+    assert!(
+        stdout.lines().any(|l| l == "exchange: mpi"),
+        "whole steps: {stdout}"
+    );
+    assert_same(&outputs(&out), &one, "2 ranks, whole steps");
 
     // Uneven subdomains in no order, rank 0 holding two (two CPU devices), ranks out of z order.
     let layout = tmp.path().join("layout.toml");

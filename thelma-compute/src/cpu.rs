@@ -25,8 +25,8 @@ use thelma_core::physics::{
 use thelma_core::SlabSpec;
 use thelma_core::{
     channel_offset, ChangeSums, Channel, ComputeError, ComputeModule, Fields, Health, Links,
-    MeanSums, ModuleFactory, Placement, PlaneFields, Transport, TransportChoice, TransportRefused,
-    WALL_SLOTS,
+    MeanSums, ModuleFactory, Placement, PlaneFields, StepPart, Transport, TransportChoice,
+    TransportRefused, WALL_SLOTS,
 };
 use thelma_core::{Half12, Real, ScaledHalf, Stored, Streaming};
 use thelma_geometry::{FlagPalette, LinkRule, NodeFlags};
@@ -546,42 +546,75 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> CpuModule<T, S> {
         }
     }
 
+    /// The planes `part` of step `t` ([`StepPart`]: faces and interior, in that order, make the
+    /// whole step). With a temperature lattice: its pull (θ, so the force), the flow's step with
+    /// that force (which keeps the velocity that advects θ), then its collision; each over the
+    /// part's planes, whose nodes depend on no other node's work of this step.
+    fn step_part(&mut self, t: u64, part: StepPart) {
+        let links = self.thermal_links(t);
+        let (index, palette) = (&self.index, &self.palette);
+        let bounce = |p: usize| palette[index[p] as usize].bounce;
+        let solid = |p: usize| palette[index[p] as usize].solid;
+        if let Some(th) = &mut self.thermal {
+            self.pool
+                .install(|| th.pull(&self.slab, links, &bounce, &solid, part));
+        }
+        dispatch(
+            self.params.model.collision,
+            StepWith {
+                module: self,
+                t,
+                part,
+            },
+        );
+        let (index, palette) = (&self.index, &self.palette);
+        let solid = |p: usize| palette[index[p] as usize].solid;
+        if let Some(th) = &mut self.thermal {
+            self.pool
+                .install(|| th.collide(&self.slab, links, &solid, part));
+        }
+    }
+
     /// Step `t` with operator `O`; `EXTRA`: whether the model has an eddy viscosity or a force (the
     /// plain variant is compiled without either, so it carries no branch on them).
-    fn step_with<O: CollisionOperator, const EXTRA: bool>(&mut self, t: u64) {
+    fn step_with<O: CollisionOperator, const EXTRA: bool>(&mut self, t: u64, part: StepPart) {
         if let Some(held) = self.held {
-            return self.step_in_place::<O, EXTRA>(t, held);
+            return self.step_in_place::<O, EXTRA>(t, held, part);
         }
         let coupling = self.coupling();
         let ctx = self.ctx(t, coupling);
-        self.for_rows::<_, O, EXTRA>(&ctx, ctx.nz, ctx.ny);
-        std::mem::swap(&mut self.a, &mut self.b);
+        self.for_rows::<_, O, EXTRA>(&ctx, ctx.nz, ctx.ny, part);
+        if part.closes() {
+            std::mem::swap(&mut self.a, &mut self.b);
+        }
     }
 
-    /// Runs `step` on every row of the slab (`nz` planes of `ny` rows) on the pool's threads, in
-    /// runs of at least 4 rows, in bundles of 512-bit registers where the CPU has AVX-512.
+    /// Runs `step` on every row of the planes `part` of the slab (`nz` planes of `ny` rows) on the
+    /// pool's threads, in runs of at least 4 rows, in bundles of 512-bit registers where the CPU
+    /// has AVX-512.
     fn for_rows<R: RowStep, O: CollisionOperator, const EXTRA: bool>(
         &self,
         step: &R,
         nz: usize,
         ny: usize,
+        part: StepPart,
     ) {
-        let rows = || (0..nz * ny).into_par_iter().with_min_len(4);
+        let rows = || part_rows(part, nz, ny).with_min_len(4);
         self.pool.install(|| {
             #[cfg(target_arch = "x86_64")]
             if self.wide {
                 // SAFETY: `wide` is set only where the CPU has these AVX-512 subsets.
                 return if std::mem::size_of::<R::Value>() == 4 {
-                    rows().for_each(|r| unsafe {
-                        row_avx512::<R, O, EXTRA, WIDE_LANES_F32>(step, r / ny, r % ny)
+                    rows().for_each(|(z, y)| unsafe {
+                        row_avx512::<R, O, EXTRA, WIDE_LANES_F32>(step, z, y)
                     })
                 } else {
-                    rows().for_each(|r| unsafe {
-                        row_avx512::<R, O, EXTRA, WIDE_LANES_F64>(step, r / ny, r % ny)
+                    rows().for_each(|(z, y)| unsafe {
+                        row_avx512::<R, O, EXTRA, WIDE_LANES_F64>(step, z, y)
                     })
                 };
             }
-            rows().for_each(|r| step.step_row::<O, EXTRA, LANES>(r / ny, r % ny))
+            rows().for_each(|(z, y)| step.step_row::<O, EXTRA, LANES>(z, y))
         });
     }
 
@@ -645,11 +678,18 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> CpuModule<T, S> {
 
     /// Step `t` of in-place streaming with operator `O` (`EXTRA` as for [`Self::step_with`]): the
     /// pull step from [`Held::Own`], the local step from [`Held::Streamed`].
-    fn step_in_place<O: CollisionOperator, const EXTRA: bool>(&mut self, t: u64, held: Held) {
+    fn step_in_place<O: CollisionOperator, const EXTRA: bool>(
+        &mut self,
+        t: u64,
+        held: Held,
+        part: StepPart,
+    ) {
         let pull = held == Held::Own;
         let ctx = self.in_place_ctx(t);
-        self.for_rows::<_, O, EXTRA>(&InPlaceStep { ctx: &ctx, pull }, ctx.nz, ctx.ny);
-        self.held = Some(if pull { Held::Streamed } else { Held::Own });
+        self.for_rows::<_, O, EXTRA>(&InPlaceStep { ctx: &ctx, pull }, ctx.nz, ctx.ny, part);
+        if part.closes() {
+            self.held = Some(if pull { Held::Streamed } else { Held::Own });
+        }
     }
 
     /// Lattice A as [`Held::Own`], for what reads it (readers, checkpoints, the exports): an
@@ -695,6 +735,23 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> CpuModule<T, S> {
             sponges: (!self.params.sponges.is_empty()).then_some(&self.params.sponges),
         }
     }
+}
+
+/// The rows (z, y) of the planes `part` of a slab of `nz` planes of `ny` rows, as a parallel
+/// iterator: in plane order for the whole slab, in [`StepPart::slots`] order for a part.
+pub(crate) fn part_rows(
+    part: StepPart,
+    nz: usize,
+    ny: usize,
+) -> impl IndexedParallelIterator<Item = (usize, usize)> {
+    let slots = part.slots(nz);
+    let whole = part == StepPart::Whole;
+    (slots.start * ny..slots.end * ny)
+        .into_par_iter()
+        .map(move |r| {
+            let (k, y) = (r / ny, r % ny);
+            (if whole { k } else { StepPart::plane(k, nz) }, y)
+        })
 }
 
 /// The run constants (collision coefficients, body force) as lanes of `L`; without `EXTRA` the
@@ -765,6 +822,7 @@ impl<T> SyncPtr<T> {
 struct StepWith<'m, T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> {
     module: &'m mut CpuModule<T, S>,
     t: u64,
+    part: StepPart,
 }
 
 impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> OperatorVisitor for StepWith<'_, T, S> {
@@ -776,9 +834,9 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> OperatorVisitor for Step
             || m.thermal.is_some()
             || m.node_forces.is_some()
         {
-            m.step_with::<O, true>(self.t)
+            m.step_with::<O, true>(self.t, self.part)
         } else {
-            m.step_with::<O, false>(self.t)
+            m.step_with::<O, false>(self.t, self.part)
         }
     }
 }
@@ -1434,22 +1492,18 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> ComputeModule for CpuMod
     }
 
     fn step(&mut self, t: u64) -> Result<(), ComputeError> {
-        // With a temperature lattice: its pull (θ, so the force), the flow's step with that force
-        // (which keeps the velocity that advects θ), then its collision.
-        let links = self.thermal_links(t);
-        let (index, palette) = (&self.index, &self.palette);
-        let bounce = |p: usize| palette[index[p] as usize].bounce;
-        let solid = |p: usize| palette[index[p] as usize].solid;
-        if let Some(th) = &mut self.thermal {
-            self.pool
-                .install(|| th.pull(&self.slab, links, &bounce, &solid));
-        }
-        dispatch(self.params.model.collision, StepWith { module: self, t });
-        let (index, palette) = (&self.index, &self.palette);
-        let solid = |p: usize| palette[index[p] as usize].solid;
-        if let Some(th) = &mut self.thermal {
-            self.pool.install(|| th.collide(&self.slab, links, &solid));
-        }
+        self.step_part(t, StepPart::Whole);
+        Ok(())
+    }
+
+    fn step_overlapped(
+        &mut self,
+        t: u64,
+        faces_done: &mut dyn FnMut() -> Result<(), ComputeError>,
+    ) -> Result<(), ComputeError> {
+        self.step_part(t, StepPart::Faces);
+        faces_done()?;
+        self.step_part(t, StepPart::Interior);
         Ok(())
     }
 
@@ -1850,6 +1904,7 @@ mod tests {
                     steered_temperatures: false,
                     sponges: sponges.clone(),
                     immersed: false,
+                    overlapped_steps: false,
                 };
                 let n = nx * ny * nz;
                 let mut seed = 0x2545_f491_4f6c_dd1du64 ^ (nx * 131 + ny * 17 + nz) as u64;

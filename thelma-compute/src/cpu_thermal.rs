@@ -14,9 +14,9 @@ use thelma_core::physics::{
     collide_thermal, coupled_force, dirichlet_term, temperature, thermal_equilibrium_populations,
     Arith, ThermalCoefficients, ThermalFace, ThermalSetup, QT,
 };
-use thelma_core::{ComputeError, Real, SlabSpec};
+use thelma_core::{ComputeError, Real, SlabSpec, StepPart};
 
-use super::SyncPtr;
+use super::{part_rows, SyncPtr};
 
 /// The interface slot of the thermal crossing population: after the flow's crossing ones, where the
 /// kernels put it too (`THELMA_CROSSING` planes in).
@@ -83,16 +83,17 @@ impl<T: Real + Arith<Scalar = T>> ThermalLattice<T> {
         }
     }
 
-    /// Pass 1: pulls every fluid node's thermal populations into lattice B (before collision) and
-    /// sets its force from the θ they carry. `bounce(p)` are the flow's bounce-back bits of node p
-    /// (a set bit `i ≤ 6` inside the box is an obstacle: adiabatic); `solid(p)` whether it is
-    /// solid (its populations are kept).
+    /// Pass 1: pulls every fluid node of the planes `part` thermal populations into lattice B
+    /// (before collision) and sets its force from the θ they carry. `bounce(p)` are the flow's
+    /// bounce-back bits of node p (a set bit `i ≤ 6` inside the box is an obstacle: adiabatic);
+    /// `solid(p)` whether it is solid (its populations are kept).
     pub(super) fn pull(
         &mut self,
         slab: &SlabSpec,
         links: ThermalLinks<T>,
         bounce: &(impl Fn(usize) -> u32 + Sync),
         solid: &(impl Fn(usize) -> bool + Sync),
+        part: StepPart,
     ) {
         let (nx, ny, nz) = (slab.nx(), slab.ny(), slab.nz());
         let n = slab.nodes();
@@ -102,8 +103,7 @@ impl<T: Real + Arith<Scalar = T>> ThermalLattice<T> {
         let force = self.force.each_mut().map(|f| SyncPtr(f.as_mut_ptr()));
         let (k, setup, uniform) = (&self.k, &self.setup, self.uniform);
         let z0 = slab.z.start;
-        (0..nz * ny).into_par_iter().for_each(|r| {
-            let (z, y) = (r / ny, r % ny);
+        part_rows(part, nz, ny).for_each(|(z, y)| {
             for x in 0..nx {
                 let p = (z * ny + y) * nx + x;
                 let mut h: [T; QT] = std::array::from_fn(|i| ha[i * n + p]);
@@ -165,20 +165,21 @@ impl<T: Real + Arith<Scalar = T>> ThermalLattice<T> {
         });
     }
 
-    /// Pass 3: collides every fluid node's pulled populations with the velocity the flow's pass
-    /// kept, publishes the boundary layers' crossing populations and swaps the lattices.
+    /// Pass 3: collides the pulled populations of every fluid node of the planes `part` with the
+    /// velocity the flow's pass kept, publishes the boundary layers' crossing populations, and
+    /// where the part closes the step swaps the lattices.
     pub(super) fn collide(
         &mut self,
         slab: &SlabSpec,
         links: ThermalLinks<T>,
         solid: &(impl Fn(usize) -> bool + Sync),
+        part: StepPart,
     ) {
         let (nx, ny, nz) = (slab.nx(), slab.ny(), slab.nz());
         let n = slab.nodes();
         let hb = SyncPtr(self.hb.as_mut_ptr());
         let (k, u, nu) = (&self.k, &self.u, &self.nu);
-        (0..nz * ny).into_par_iter().for_each(|r| {
-            let (z, y) = (r / ny, r % ny);
+        part_rows(part, nz, ny).for_each(|(z, y)| {
             for x in 0..nx {
                 let p = (z * ny + y) * nx + x;
                 // SAFETY: node p of lattice B is read and written by this task alone.
@@ -206,7 +207,9 @@ impl<T: Real + Arith<Scalar = T>> ThermalLattice<T> {
                 }
             }
         });
-        std::mem::swap(&mut self.ha, &mut self.hb);
+        if part.closes() {
+            std::mem::swap(&mut self.ha, &mut self.hb);
+        }
     }
 
     /// Writes lattice A's crossing populations of the boundary layers into `up`/`down` (thermal

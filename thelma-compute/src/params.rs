@@ -30,6 +30,13 @@ pub struct ModelParams {
     pub sponges: Sponges,
     /// Whether the case has immersed bodies (a module compiles their kernels only then).
     pub immersed: bool,
+    /// Whether the slabs step overlapped in a cluster job ([`ComputeModule::step_overlapped`]):
+    /// the CUDA module then compiles step kernels that run a part of the planes (its plain ones,
+    /// without, are faster in 16-bit storage: PERFORMANCE.md) and runs the faces beside the
+    /// interior. `false` from [`ModelParams::new`]; a module without it steps whole steps there.
+    ///
+    /// [`ComputeModule::step_overlapped`]: thelma_core::ComputeModule::step_overlapped
+    pub overlapped_steps: bool,
 }
 
 impl ModelParams {
@@ -50,6 +57,7 @@ impl ModelParams {
             steered_temperatures: false,
             sponges: case.sponges(),
             immersed: case.has_immersed_bodies(),
+            overlapped_steps: false,
         }
     }
 }

@@ -147,6 +147,13 @@ fn variant_compiles(precision: Precision, op_index: usize, variant: usize) {
     }
     // In-place streaming beside the two-lattice kernels of the plain variant.
     p.in_place = variant == 0;
+    // The step kernels of overlapped steps (a plane-slot offset) for half of the operators in the
+    // plain variant (closed, open and in-place steps), for the other half in the thermal one.
+    p.slot_offset = match variant {
+        0 => !op_index.is_multiple_of(2),
+        3 => op_index.is_multiple_of(2),
+        _ => false,
+    };
     let cubin = compile(&lbm_source(&p), "lbm_d3q19.cu", "sm_90")
         .unwrap_or_else(|e| panic!("{precision:?} {op} variant {variant}: {e}"));
     let kernels = [

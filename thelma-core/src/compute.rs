@@ -311,6 +311,50 @@ pub fn interface_bytes_per_step(slab: &SlabSpec, stencil: &Stencil, precision: P
     2 * slab.interface_values(stencil) * precision.bytes()
 }
 
+/// Which planes of a step a module runs at once ([`ComputeModule::step_overlapped`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StepPart {
+    /// Every plane of the slab.
+    Whole,
+    /// The slab's two boundary planes (z = 0 and z = nz − 1; one where nz = 1): those that pull
+    /// from the channels and store into them, so that their messages can travel to another rank
+    /// while the interior is updated.
+    Faces,
+    /// The planes between the two boundary planes (none where nz ≤ 2). Faces and interior, in
+    /// either order or at once, equal the whole step: no node's update reads another's.
+    Interior,
+}
+
+impl StepPart {
+    /// The part's planes of a slab of `nz` planes as a range of *plane slots*, boundary planes
+    /// first: slot 0 is plane 0, slot 1 plane nz − 1, slot k ≥ 2 plane k − 1 ([`Self::plane`]).
+    /// The kernels' grids and the CPU module's rows run these slots in this order.
+    pub fn slots(self, nz: usize) -> std::ops::Range<usize> {
+        let faces = nz.min(2);
+        match self {
+            StepPart::Whole => 0..nz,
+            StepPart::Faces => 0..faces,
+            StepPart::Interior => faces..nz,
+        }
+    }
+
+    /// The plane of slot `k` of a slab of `nz` planes ([`Self::slots`]).
+    #[inline(always)]
+    pub fn plane(k: usize, nz: usize) -> usize {
+        match k {
+            0 => 0,
+            1 => nz - 1,
+            _ => k - 1,
+        }
+    }
+
+    /// Whether this part closes a step, run after the other's planes: the work done once after
+    /// them (the lattices' swap) is done by it.
+    pub fn closes(self) -> bool {
+        self != StepPart::Faces
+    }
+}
+
 /// A collide-and-stream engine for one slab.
 ///
 /// Lifecycle, driven by the runtime on the module's own thread: create (by a [`ModuleFactory`]) →
@@ -334,6 +378,21 @@ pub trait ComputeModule {
     /// it reads, writes the other lattice and the buffers of parity `t % 2` of the channels it
     /// writes. May return before the step is done.
     fn step(&mut self, t: u64) -> Result<(), ComputeError>;
+
+    /// Enqueues step `t` as [`Self::step`] does, bit for bit, and calls `faces_done` as soon as the
+    /// slab's two boundary planes ([`StepPart::Faces`], the only planes that read or write the
+    /// channels) are updated and their stores into the channels visible, while the interior may
+    /// still be under way: a cluster job's ranks send those stores meanwhile. An error of
+    /// `faces_done` is returned as it is. The default runs the whole step first.
+    fn step_overlapped(
+        &mut self,
+        t: u64,
+        faces_done: &mut dyn FnMut() -> Result<(), ComputeError>,
+    ) -> Result<(), ComputeError> {
+        self.step(t)?;
+        self.synchronize()?;
+        faces_done()
+    }
 
     /// Waits until every enqueued step has finished and its interface stores are visible.
     fn synchronize(&mut self) -> Result<(), ComputeError>;
@@ -506,4 +565,31 @@ pub enum Placement {
     Cores { share: usize, of: usize },
     /// Nowhere in particular.
     Anywhere,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::StepPart;
+
+    #[test]
+    fn the_faces_and_the_interior_cover_every_plane_once_faces_first() {
+        for nz in 1..8 {
+            let planes = |p: StepPart| -> Vec<usize> {
+                p.slots(nz).map(|k| StepPart::plane(k, nz)).collect()
+            };
+            let faces = planes(StepPart::Faces);
+            assert_eq!(faces, if nz == 1 { vec![0] } else { vec![0, nz - 1] });
+            let mut split = faces;
+            split.extend(planes(StepPart::Interior));
+            let mut whole = planes(StepPart::Whole);
+            assert_eq!(
+                split, whole,
+                "nz = {nz}: the parts run the whole step's slots in order"
+            );
+            whole.sort_unstable();
+            assert_eq!(whole, (0..nz).collect::<Vec<_>>(), "nz = {nz}");
+        }
+        assert!(!StepPart::Faces.closes());
+        assert!(StepPart::Interior.closes() && StepPart::Whole.closes());
+    }
 }

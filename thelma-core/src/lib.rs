@@ -24,7 +24,7 @@ pub use cluster::{
 pub use compute::{
     check_node_forces, check_nodes, interface_bytes_per_step, plane_axes, slab_bytes,
     thermal_slab_bytes, ChangeSums, ComputeError, ComputeModule, Fields, Health, MeanSums,
-    MemoryInfo, ModuleFactory, Placement, PlaneFields, PointForces,
+    MemoryInfo, ModuleFactory, Placement, PlaneFields, PointForces, StepPart,
 };
 pub use config::{
     Axis, BackendName, BodyConfig, BodyMethod, BoundaryConfig, BoundaryKind, CaseConfig,
@@ -39,7 +39,8 @@ pub use domain::{partition, Domain, PartitionError, SlabSpec};
 pub use numfmt::{num, num_exact, num_sig, Num};
 pub use real::{Half12, Precision, Real, ScaledHalf, Stored};
 pub use runtime::{
-    Aborted, Averaging, DeviceInfo, RunStats, Runtime, RuntimeError, StepBarrier, WorkerTimes,
+    overlap_wanted, Aborted, Averaging, DeviceInfo, RunStats, Runtime, RuntimeError, StepBarrier,
+    WorkerTimes,
 };
 pub use transport::{
     channel_offset, gpu_transport, plan as plan_transports, Channel, DevicePair, Links,

@@ -46,6 +46,26 @@ pub trait StepHook: Send + Sync {
     /// After step `t`, whose interface buffers are those of parity `t % 2`: returns the job's stop
     /// decision, given this rank's `stop`.
     fn after_step(&self, t: u64, stop: bool) -> Result<bool, String>;
+
+    /// Whether the workers run their steps through [`ComputeModule::step_overlapped`] and meet
+    /// once their slabs' boundary planes are done, so that [`Self::after_faces`] can start what
+    /// [`Self::after_step`] then finishes while the interiors are updated.
+    fn splits(&self) -> bool {
+        false
+    }
+
+    /// After the faces of step `t` (every buffer of parity `t % 2` written, the interiors not yet
+    /// updated): starts carrying them, without waiting.
+    fn after_faces(&self, _t: u64) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// Where the workers meet: after a step's faces, or after a step (`None`: a plain barrier).
+#[derive(Clone, Copy)]
+enum Meeting {
+    Faces(u64),
+    Step(Option<u64>),
 }
 
 /// Why a worker left the step barrier without a decision.
@@ -93,9 +113,24 @@ impl StepBarrier {
         self.wait_step(None, stop).map_err(|_| Aborted)
     }
 
+    /// Whether the workers split their steps for the hook ([`StepHook::splits`]).
+    fn splits(&self) -> bool {
+        self.hook.get().is_some_and(|h| h.splits())
+    }
+
     /// [`Self::wait`] after step `t`, the last party running the hook (when there is one and `t`
     /// is given) with the lock released, so that an abort can reach the waiters meanwhile.
     fn wait_step(&self, t: Option<u64>, stop: &AtomicBool) -> Result<bool, StepError> {
+        self.meet(Meeting::Step(t), stop)
+    }
+
+    /// Waits for every party after the faces of step `t`, the last running the hook's
+    /// [`StepHook::after_faces`] as [`Self::wait_step`] runs its `after_step`.
+    fn wait_faces(&self, t: u64, stop: &AtomicBool) -> Result<(), StepError> {
+        self.meet(Meeting::Faces(t), stop).map(|_| ())
+    }
+
+    fn meet(&self, meeting: Meeting, stop: &AtomicBool) -> Result<bool, StepError> {
         let mut s = self.state.lock();
         if s.aborted {
             return Err(StepError::Aborted);
@@ -103,9 +138,14 @@ impl StepBarrier {
         s.arrived += 1;
         if s.arrived == self.parties {
             let mut halt = stop.load(Ordering::SeqCst);
-            if let (Some(t), Some(hook)) = (t, self.hook.get()) {
+            if let Some(hook) = self.hook.get() {
                 // No other party can arrive before this generation ends: they all wait.
-                match MutexGuard::unlocked(&mut s, || hook.after_step(t, halt)) {
+                let run = || match meeting {
+                    Meeting::Faces(t) => hook.after_faces(t).map(|()| halt),
+                    Meeting::Step(Some(t)) => hook.after_step(t, halt),
+                    Meeting::Step(None) => Ok(halt),
+                };
+                match MutexGuard::unlocked(&mut s, run) {
                     Ok(h) => halt = h,
                     Err(e) => {
                         s.aborted = true;
@@ -473,10 +513,11 @@ impl Runtime {
             .collect();
         let exchange = rt.connect(layout, &transports)?;
         if let Some(c) = &rt.cluster {
-            rt.barrier.set_hook(Box::new(RankExchange {
-                cluster: c.clone(),
+            rt.barrier.set_hook(Box::new(RankExchange::new(
+                c.clone(),
                 exchange,
-            }));
+                overlap_wanted(),
+            )));
             // What the modules published on attaching, for step 0 to read.
             rt.flush(1)?;
         }
@@ -532,10 +573,11 @@ impl Runtime {
             .and_then(|created| Ok((created, rt.connect(layout, &transports)?)));
         let created = match set_up {
             Ok((created, exchange)) => {
-                rt.barrier.set_hook(Box::new(RankExchange {
-                    cluster: cluster.clone(),
+                rt.barrier.set_hook(Box::new(RankExchange::new(
+                    cluster.clone(),
                     exchange,
-                }));
+                    overlap_wanted(),
+                )));
                 created
             }
             Err(e) => {
@@ -783,6 +825,12 @@ impl Runtime {
             other => Err(other),
         })?;
         Ok(())
+    }
+
+    /// Whether this rank of a cluster job sends its messages while its slabs' interiors are
+    /// updated (each step split into its faces and its interior); `false` in one process.
+    pub fn overlaps(&self) -> bool {
+        self.barrier.splits()
     }
 
     pub fn devices(&self) -> &[DeviceInfo] {
@@ -1445,27 +1493,22 @@ struct Exchange {
     recvs: Vec<(Arc<dyn Channel>, usize, Tag)>,
 }
 
-/// The step hook of a rank of a cluster job: after step t, the halves of parity t % 2 of its
-/// outboxes go to their readers and those of its inboxes arrive, then every rank's stop decisions
-/// are joined.
-struct RankExchange {
-    cluster: Arc<dyn Cluster>,
-    exchange: Exchange,
-}
-
-impl StepHook for RankExchange {
-    fn after_step(&self, t: u64, stop: bool) -> Result<bool, String> {
+impl Exchange {
+    /// Sends the halves of parity `t % 2` of the outboxes to their readers and receives those of
+    /// the inboxes, returning once all have gone and arrived.
+    fn carry(&self, cluster: &dyn Cluster, t: u64) -> Result<(), String> {
         let parity = (t % 2) as usize;
-        // SAFETY: a channel's two buffers are its two halves (`Channel`'s layout). Between steps
-        // nothing else touches the buffers of parity t % 2: their writers finished (each module
-        // synchronised before the barrier) and their readers use them only in the next step, which
-        // starts after the hook returns; each buffer is one channel's, named once.
+        // SAFETY: a channel's two buffers are its two halves (`Channel`'s layout). Until the step
+        // barrier after step t releases the workers, nothing else touches the buffers of parity
+        // t % 2: their writers finished them (each module synchronised before the barrier, or
+        // before the meeting after its faces where the step is split, and the interiors touch no
+        // channel) and their readers use them only in step t + 1; each buffer is one channel's,
+        // named once.
         let half = |c: &Arc<dyn Channel>| unsafe {
             let h = c.bytes() / 2;
             (c.address().add(parity * h), h)
         };
         let sends: Vec<Outgoing> = self
-            .exchange
             .sends
             .iter()
             .map(|(c, to, tag)| {
@@ -1478,7 +1521,6 @@ impl StepHook for RankExchange {
             })
             .collect();
         let mut recvs: Vec<Incoming> = self
-            .exchange
             .recvs
             .iter()
             .map(|(c, from, tag)| {
@@ -1490,9 +1532,126 @@ impl StepHook for RankExchange {
                 }
             })
             .collect();
-        self.cluster
+        cluster
             .exchange(&sends, &mut recvs)
-            .map_err(|e| format!("exchange after step {t}: {e}"))?;
+            .map_err(|e| format!("exchange after step {t}: {e}"))
+    }
+}
+
+/// The step hook of a rank of a cluster job: after step t, the halves of parity t % 2 of its
+/// outboxes go to their readers and those of its inboxes arrive, then every rank's stop decisions
+/// are joined. With a [`Carrier`], the workers split their steps and the messages travel while
+/// the interiors are updated (the overlap of TheLMA's cluster code).
+struct RankExchange {
+    cluster: Arc<dyn Cluster>,
+    exchange: Arc<Exchange>,
+    carrier: Option<Carrier>,
+}
+
+/// The thread that carries a step's messages between a rank's meeting after the faces and its
+/// step barrier.
+struct Carrier {
+    start: Option<Sender<u64>>,
+    done: Receiver<Result<(), String>>,
+    /// The step whose messages are under way.
+    pending: Mutex<Option<u64>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Whether a cluster job's ranks overlap their messages with the interiors (`THELMA_OVERLAP=0`
+/// turns it off, to measure what it gains): the runtime's choice, and the one a module's kernels
+/// are compiled for (`ModelParams::overlapped_steps`).
+pub fn overlap_wanted() -> bool {
+    std::env::var("THELMA_OVERLAP").map_or(true, |v| v != "0")
+}
+
+impl RankExchange {
+    /// The hook of a rank with `exchange`; its carrier where `overlap` and the rank sends or
+    /// receives anything (a thread that cannot be started only means no overlap).
+    fn new(cluster: Arc<dyn Cluster>, exchange: Exchange, overlap: bool) -> Self {
+        let exchange = Arc::new(exchange);
+        let busy = !exchange.sends.is_empty() || !exchange.recvs.is_empty();
+        let carrier = (overlap && busy)
+            .then(|| Carrier::start(&cluster, &exchange))
+            .flatten();
+        Self {
+            cluster,
+            exchange,
+            carrier,
+        }
+    }
+}
+
+impl Carrier {
+    fn start(cluster: &Arc<dyn Cluster>, exchange: &Arc<Exchange>) -> Option<Self> {
+        let (start, steps) = bounded::<u64>(1);
+        let (finished, done) = bounded(1);
+        let (cluster, exchange) = (cluster.clone(), exchange.clone());
+        let thread = std::thread::Builder::new()
+            .name("thelma-carrier".into())
+            .spawn(move || {
+                while let Ok(t) = steps.recv() {
+                    if finished.send(exchange.carry(cluster.as_ref(), t)).is_err() {
+                        break;
+                    }
+                }
+            })
+            .ok()?;
+        Some(Self {
+            start: Some(start),
+            done,
+            pending: Mutex::new(None),
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Carrier {
+    fn drop(&mut self) {
+        // Ends the thread's loop. It is joined where it is idle (so that it has let go of the
+        // cluster before the job ends); one still carrying a step belongs to a failed job.
+        self.start = None;
+        if self.pending.get_mut().is_none() {
+            if let Some(h) = self.thread.take() {
+                let _ = h.join();
+            }
+        }
+    }
+}
+
+impl StepHook for RankExchange {
+    fn splits(&self) -> bool {
+        self.carrier.is_some()
+    }
+
+    fn after_faces(&self, t: u64) -> Result<(), String> {
+        let c = self
+            .carrier
+            .as_ref()
+            .expect("only a carrier's rank splits its steps");
+        let start = c
+            .start
+            .as_ref()
+            .expect("a carrier is started until it is dropped");
+        start
+            .send(t)
+            .map_err(|_| format!("exchange after step {t}: its thread has ended"))?;
+        *c.pending.lock() = Some(t);
+        Ok(())
+    }
+
+    fn after_step(&self, t: u64, stop: bool) -> Result<bool, String> {
+        let pending = self.carrier.as_ref().and_then(|c| c.pending.lock().take());
+        match (pending, &self.carrier) {
+            (Some(p), Some(c)) => {
+                debug_assert_eq!(p, t, "the carrier carries the step the workers ran");
+                c.done
+                    .recv()
+                    .map_err(|_| format!("exchange after step {t}: its thread has ended"))??
+            }
+            // Published buffers (a flush), or a rank that does not split.
+            _ => self.exchange.carry(self.cluster.as_ref(), t)?,
+        }
         self.cluster
             .any(stop)
             .map_err(|e| format!("stop decision after step {t}: {e}"))
@@ -1693,10 +1852,33 @@ fn run_steps(
 ) -> Reply {
     let mut times = WorkerTimes::default();
     let start = Instant::now();
+    // Overlapped steps: the workers meet once their faces are done, the hook starting their
+    // messages while the interiors are updated.
+    let split = exchange && barrier.splits();
     for k in 0..steps {
         let t = t0 + k;
         let tic = Instant::now();
-        if let Err(e) = module.step(t) {
+        let mut met_for = Duration::ZERO;
+        let ran = if split {
+            let mut failed = None;
+            let ran = module.step_overlapped(t, &mut || {
+                let met = Instant::now();
+                let r = barrier.wait_faces(t, stop);
+                met_for = met.elapsed();
+                r.map_err(|e| {
+                    failed = Some(e);
+                    ComputeError::Device(format!("no meeting after the faces of step {t}"))
+                })
+            });
+            match failed {
+                Some(StepError::Aborted) => return Reply::Aborted,
+                Some(StepError::Hook(e)) => return Reply::Failed(ComputeError::Device(e)),
+                None => ran,
+            }
+        } else {
+            module.step(t)
+        };
+        if let Err(e) = ran {
             return Reply::Failed(e);
         }
         // The state step t made is that of step t + 1.
@@ -1710,7 +1892,8 @@ fn run_steps(
             if let Err(e) = module.synchronize() {
                 return Reply::Failed(e);
             }
-            times.compute += tic.elapsed();
+            times.compute += tic.elapsed().saturating_sub(met_for);
+            times.wait += met_for;
             let tic = Instant::now();
             match barrier.wait_step(Some(t), stop) {
                 Ok(halt) => {

@@ -421,10 +421,16 @@ pub struct StepArgs {
     /// Bit 0: x periodic; bit 1: y periodic.
     pub periodic: i32,
     pub block_x: u32,
+    /// The first plane slot the grid runs (`StepPart::slots`), passed to kernels compiled with
+    /// `THELMA_SLOT_OFFSET`; `None` for the plain kernels, whose grid starts at slot 0.
+    pub slot0: Option<i32>,
+    /// The plane slots the grid runs (its z).
+    pub slots: u32,
 }
 
 /// Pushes THELMA_COLLIDE_ARGS (kernels/lbm_d3q19.cu): nine device addresses, the size, the
-/// periodic axes; or, `in_place`, THELMA_IN_PLACE_ARGS: the same without lattice b.
+/// periodic axes, and the first plane slot for kernels that take it; or, `in_place`,
+/// THELMA_IN_PLACE_ARGS: the same without lattice b.
 fn step_args<'a>(b: &mut LaunchArgs<'a>, s: &'a StepArgs, in_place: bool) {
     b.arg(&s.a);
     if !in_place {
@@ -441,13 +447,17 @@ fn step_args<'a>(b: &mut LaunchArgs<'a>, s: &'a StepArgs, in_place: bool) {
         .arg(&s.size[1])
         .arg(&s.size[2])
         .arg(&s.periodic);
+    if let Some(k) = &s.slot0 {
+        b.arg(k);
+    }
 }
 
-/// The grid of every step kernel: blocks of `block_x` threads along x, one per (x block, y, z).
+/// The grid of every step kernel: blocks of `block_x` threads along x, one per (x block, y, plane
+/// slot).
 fn step_grid(s: &StepArgs) -> LaunchConfig {
-    let [nx, ny, nz] = s.size;
+    let [nx, ny, _] = s.size;
     LaunchConfig {
-        grid_dim: ((nx as u32).div_ceil(s.block_x), ny as u32, nz as u32),
+        grid_dim: ((nx as u32).div_ceil(s.block_x), ny as u32, s.slots),
         block_dim: (s.block_x, 1, 1),
         shared_mem_bytes: 0,
     }
@@ -470,8 +480,8 @@ pub unsafe fn collide_propagate(
     let mut b = stream.launch_builder(f);
     step_args(&mut b, s, false);
     // SAFETY: the argument list matches THELMA_COLLIDE_ARGS in kernels/lbm_d3q19.cu (nine device
-    // addresses, four ints); the buffers are as the caller promises. The grid covers each node once;
-    // threads past nx return.
+    // addresses, four ints, and the first slot where the kernel takes it); the buffers are as the
+    // caller promises. The grid covers each node of its slots once; threads past nx return.
     unsafe { b.launch(cfg) }
         .map(|_| ())
         .map_err(launch_err("collide_propagate"))
@@ -492,8 +502,8 @@ pub unsafe fn collide_in_place(
     let mut b = stream.launch_builder(f);
     step_args(&mut b, s, true);
     // SAFETY: the argument list matches THELMA_IN_PLACE_ARGS in kernels/lbm_d3q19.cu (eight device
-    // addresses, four ints); the buffers are as the caller promises. The grid covers each node once;
-    // threads past nx return.
+    // addresses, four ints, and the first slot where the kernel takes it); the buffers are as the
+    // caller promises. The grid covers each node of its slots once; threads past nx return.
     unsafe { b.launch(cfg) }
         .map(|_| ())
         .map_err(launch_err("collide_in_place"))
@@ -551,7 +561,7 @@ pub unsafe fn collide_open(
     step_args(&mut b, s, false);
     b.arg(&pal_link).arg(&inlets.z0).arg(&inlets.nz_domain);
     // SAFETY: the argument list matches THELMA_COLLIDE_ARGS followed by the link words and two
-    // ints; the buffers are as the caller promises. The grid covers each node once; threads past nx return.
+    // ints; the buffers are as the caller promises. The grid covers each node of its slots once; threads past nx return.
     unsafe { b.launch(cfg) }
         .map(|_| ())
         .map_err(launch_err("collide_open"))
@@ -583,7 +593,7 @@ pub unsafe fn collide_thermal(
         .arg(&h[1]);
     // SAFETY: the argument list matches THELMA_COLLIDE_ARGS followed by the link words, two ints
     // and the two thermal lattices (kernels/thermal_d3q7.cu); the buffers are as the caller
-    // promises. The grid covers each node once; threads past nx return.
+    // promises. The grid covers each node of its slots once; threads past nx return.
     unsafe { b.launch(cfg) }
         .map(|_| ())
         .map_err(launch_err("collide_thermal"))

@@ -8,8 +8,8 @@
 use std::sync::Arc;
 
 use cudarc::driver::{
-    result, CudaContext, CudaFunction, CudaModule as CuModule, CudaSlice, CudaStream, DevicePtr,
-    DeviceRepr, PinnedHostSlice, ValidAsZeroBits,
+    result, sys, CudaContext, CudaEvent, CudaFunction, CudaModule as CuModule, CudaSlice,
+    CudaStream, DevicePtr, DeviceRepr, DriverError, PinnedHostSlice, ValidAsZeroBits,
 };
 use thelma_core::physics::d3q19::Q;
 use thelma_core::physics::{
@@ -19,7 +19,7 @@ use thelma_core::physics::{
 use thelma_core::{
     channel_offset, gpu_transport, ChangeSums, Channel, ComputeError, ComputeModule, DevicePair,
     Fields, Health, InletSchedule, Links, MeanSums, MemoryInfo, ModuleFactory, Placement,
-    PlaneFields, Transport, TransportChoice, TransportRefused, WALL_SLOTS,
+    PlaneFields, StepPart, Transport, TransportChoice, TransportRefused, WALL_SLOTS,
 };
 use thelma_core::{Half12, Precision, Real, ScaledHalf, Stored, Streaming};
 use thelma_core::{PointForces, SlabSpec};
@@ -243,8 +243,36 @@ pub struct CudaModule<T: Real + DeviceRepr, S: DeviceStored<Arith = T> = T> {
     shape: LaunchShape,
     describe: String,
     stream: Arc<CudaStream>,
+    /// Whether the step kernels take their first plane slot (`ModelParams::overlapped_steps`).
+    slotted: bool,
+    /// The faces' stream of overlapped steps, made at the first.
+    side: Option<SideStream>,
     ctx: Arc<CudaContext>,
     ordinal: usize,
+}
+
+/// The stream on which a cluster job's overlapped steps run their faces, and the two events that
+/// order it against the module's stream ([`CudaModule::step_overlapped`]).
+struct SideStream {
+    stream: Arc<CudaStream>,
+    /// Recorded on the module's stream before the faces: what they follow.
+    opened: CudaEvent,
+    /// Recorded after the faces: what the host waits for, and the module's stream after it.
+    faces: CudaEvent,
+}
+
+impl SideStream {
+    fn new(main: &Arc<CudaStream>) -> Result<Self, ComputeError> {
+        let err =
+            |e: DriverError| ComputeError::Device(format!("cannot make the faces' stream: {e}"));
+        let ctx = main.context();
+        let flags = Some(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING);
+        Ok(Self {
+            stream: main.fork().map_err(err)?,
+            opened: ctx.new_event(flags).map_err(err)?,
+            faces: ctx.new_event(flags).map_err(err)?,
+        })
+    }
 }
 
 impl<T, S> CudaModule<T, S>
@@ -299,6 +327,7 @@ where
             steered_temperatures: params.steered_temperatures,
             sponges: params.sponges.clone(),
             immersed: params.immersed,
+            slot_offset: params.overlapped_steps,
         };
         let arch = launch::arch_of(info.compute_capability);
         let cubin = launch::compile_cubin(&launch::lbm_source(&pp), "lbm_d3q19.cu", &arch)?;
@@ -546,6 +575,8 @@ where
                     .unwrap_or_default()
             ),
             stream,
+            slotted: params.overlapped_steps,
+            side: None,
             ctx,
             ordinal,
         };
@@ -648,12 +679,99 @@ where
             size: self.size(),
             periodic: i32::from(p[0]) | (i32::from(p[1]) << 1),
             block_x: self.shape.block_x,
+            slot0: self.slotted.then_some(0),
+            slots: self.slab.nz() as u32,
         };
         let inlets = InletArgs {
             z0: self.slab.z.start as i32,
             nz_domain: self.slab.domain.size[2] as i32,
         };
         (args, inlets)
+    }
+
+    /// Enqueues on `stream` the step kernel of this module's case on the plane slots of `args`: in-place
+    /// streaming's pull or local step, the coupled step of a temperature lattice, the step with
+    /// open faces, or the closed step.
+    /// What opens step `t` before its kernel: the inlets' amplitudes, the immersed bodies'
+    /// forcing.
+    fn open_step(
+        &mut self,
+        t: u64,
+        args: &StepArgs,
+        inlets: &InletArgs,
+    ) -> Result<(), ComputeError> {
+        if self.open || self.thermal.is_some() {
+            self.set_amplitudes(t)?;
+        }
+        let periodic_z = self.slab.domain.periodic[2];
+        let view = self.view(args, inlets);
+        if let Some(im) = &mut self.immersed {
+            im.before_step(&self.stream, t, &view, periodic_z)?;
+        }
+        Ok(())
+    }
+
+    /// What closes a step after its kernel: the in-place lattice's arrangement, or the immersed
+    /// bodies' forces and the swap of the two lattices.
+    fn close_step(&mut self, args: &StepArgs, inlets: &InletArgs) -> Result<(), ComputeError> {
+        if let Some(ip) = &mut self.in_place {
+            ip.held = match ip.held {
+                Held::Own => Held::Streamed,
+                Held::Streamed => Held::Own,
+            };
+            return Ok(());
+        }
+        let view = self.view(args, inlets);
+        if let Some(im) = &mut self.immersed {
+            im.after_step(&self.stream, &view)?;
+        }
+        self.cur = 1 - self.cur;
+        Ok(())
+    }
+
+    /// A step's launch arguments as the immersed bodies' kernels take them.
+    fn view<'a>(&self, args: &'a StepArgs, inlets: &'a InletArgs) -> StepView<'a> {
+        StepView {
+            args,
+            inlets,
+            pal_link: self.addr[4],
+            open: i32::from(self.open),
+        }
+    }
+
+    fn launch_step(
+        &self,
+        stream: &CudaStream,
+        args: &StepArgs,
+        inlets: &InletArgs,
+    ) -> Result<(), ComputeError> {
+        if let Some(ip) = &self.in_place {
+            let f = match ip.held {
+                Held::Own => &ip.pull,
+                Held::Streamed => &ip.local,
+            };
+            // SAFETY: as below, with `f` an in-place step of this module's precision and `args.a`
+            // its one lattice (`args.b` is the same address and is not passed).
+            return unsafe { launch::collide_in_place(stream, f, args) };
+        }
+        if let Some(th) = &self.thermal {
+            let h = [th.ptrs[self.cur], th.ptrs[1 - self.cur]];
+            // SAFETY: as below, with `collide` the collide-thermal kernel, this module's link words
+            // (Q per palette entry) and its two thermal lattices (7 values per node); the
+            // interfaces hold the thermal plane after the flow's (`interface_values`).
+            unsafe { launch::collide_thermal(stream, &self.collide, args, self.addr[4], inlets, h) }
+        } else if self.open {
+            // SAFETY: as below, with `collide` the collide-open kernel and this module's link words
+            // (Q per palette entry).
+            unsafe { launch::collide_open(stream, &self.collide, args, self.addr[4], inlets) }
+        } else {
+            // SAFETY: `collide` was loaded for this module's precision; `a`/`b` are its two
+            // lattices, `index` its palette index per node (built from its own flags, so below the
+            // palette length), `pal_mask`/`pal_term` that palette, and the interface planes belong
+            // to the interfaces it holds; all live as long as the module, which synchronises before
+            // dropping.
+            unsafe { launch::collide_propagate(stream, &self.collide, args) }
+        }
     }
 
     /// The immersed bodies' kernels, or why there are none: the case has no immersed bodies (its
@@ -940,64 +1058,58 @@ where
 
     fn step(&mut self, t: u64) -> Result<(), ComputeError> {
         let (args, inlets) = self.step_args(t);
-        if self.open || self.thermal.is_some() {
-            self.set_amplitudes(t)?;
+        self.open_step(t, &args, &inlets)?;
+        self.launch_step(&self.stream, &args, &inlets)?;
+        self.close_step(&args, &inlets)
+    }
+
+    fn step_overlapped(
+        &mut self,
+        t: u64,
+        faces_done: &mut dyn FnMut() -> Result<(), ComputeError>,
+    ) -> Result<(), ComputeError> {
+        let nz = self.slab.nz();
+        if !self.slotted || StepPart::Interior.slots(nz).is_empty() {
+            // Kernels that run the whole slab only, or nothing besides the faces to overlap.
+            self.step(t)?;
+            self.sync()?;
+            return faces_done();
         }
-        let periodic_z = self.slab.domain.periodic[2];
-        let view = StepView {
-            args: &args,
-            inlets: &inlets,
-            pal_link: self.addr[4],
-            open: i32::from(self.open),
+        let (args, inlets) = self.step_args(t);
+        self.open_step(t, &args, &inlets)?;
+        let part = |p: StepPart| {
+            let slots = p.slots(nz);
+            StepArgs {
+                slot0: Some(slots.start as i32),
+                slots: slots.len() as u32,
+                ..args
+            }
         };
-        if let Some(im) = &mut self.immersed {
-            im.before_step(&self.stream, t, &view, periodic_z)?;
+        // The faces on a stream of their own, after what this module's stream holds (the last
+        // step, what opens this one), and the interior on the module's stream at once: the faces'
+        // slow stores into host memory overlap the interior's work, and the host waits for the
+        // faces alone. The module's stream then waits for them, so that what follows the step
+        // (the next one, a synchronisation) follows both parts.
+        if self.side.is_none() {
+            self.side = Some(SideStream::new(&self.stream)?);
         }
-        if let Some(ip) = &mut self.in_place {
-            let (f, next) = match ip.held {
-                Held::Own => (&ip.pull, Held::Streamed),
-                Held::Streamed => (&ip.local, Held::Own),
-            };
-            // SAFETY: as below, with `f` an in-place step of this module's precision and `args.a`
-            // its one lattice (`args.b` is the same address and is not passed).
-            unsafe { launch::collide_in_place(&self.stream, f, &args) }?;
-            ip.held = next;
-            return Ok(());
-        }
-        if let Some(th) = &self.thermal {
-            let h = [th.ptrs[self.cur], th.ptrs[1 - self.cur]];
-            // SAFETY: as below, with `collide` the collide-thermal kernel, this module's link words
-            // (Q per palette entry) and its two thermal lattices (7 values per node); the
-            // interfaces hold the thermal plane after the flow's (`interface_values`).
-            unsafe {
-                launch::collide_thermal(
-                    &self.stream,
-                    &self.collide,
-                    &args,
-                    self.addr[4],
-                    &inlets,
-                    h,
-                )
-            }?;
-        } else if self.open {
-            // SAFETY: as below, with `collide` the collide-open kernel and this module's link words
-            // (Q per palette entry).
-            unsafe {
-                launch::collide_open(&self.stream, &self.collide, &args, self.addr[4], &inlets)
-            }?;
-        } else {
-            // SAFETY: `collide` was loaded for this module's precision; `a`/`b` are its two
-            // lattices, `index` its palette index per node (built from its own flags, so below the
-            // palette length), `pal_mask`/`pal_term` that palette, and the interface planes belong
-            // to the interfaces it holds; all live as long as the module, which synchronises before
-            // dropping.
-            unsafe { launch::collide_propagate(&self.stream, &self.collide, &args) }?;
-        }
-        if let Some(im) = &mut self.immersed {
-            im.after_step(&self.stream, &view)?;
-        }
-        self.cur = 1 - self.cur;
-        Ok(())
+        let side = self.side.as_ref().expect("made above");
+        let err =
+            |e: DriverError| ComputeError::Device(format!("cannot order the step's faces: {e}"));
+        side.opened.record(&self.stream).map_err(err)?;
+        side.stream.wait(&side.opened).map_err(err)?;
+        self.launch_step(&side.stream, &part(StepPart::Faces), &inlets)?;
+        side.faces.record(&side.stream).map_err(err)?;
+        let interior = self.launch_step(&self.stream, &part(StepPart::Interior), &inlets);
+        let met = side
+            .faces
+            .synchronize()
+            .map_err(dev_err("the step's faces failed"))
+            .and(interior)
+            .and_then(|()| faces_done());
+        self.stream.wait(&side.faces).map_err(err)?;
+        met?;
+        self.close_step(&args, &inlets)
     }
 
     fn synchronize(&mut self) -> Result<(), ComputeError> {
@@ -1486,6 +1598,9 @@ where
 impl<T: Real + DeviceRepr, S: DeviceStored<Arith = T>> Drop for CudaModule<T, S> {
     fn drop(&mut self) {
         // Kernels may still store into interface memory that this module's handles keep alive.
+        if let Some(side) = &self.side {
+            let _ = side.stream.synchronize();
+        }
         let _ = self.stream.synchronize();
     }
 }

@@ -58,6 +58,10 @@ pub struct PreludeParams {
     /// Whether the populations stream in place (one lattice): the in-place steps and the swap of
     /// their arrangements (`THELMA_IN_PLACE` in `kernels/lbm_d3q19.cu`) are compiled only then.
     pub in_place: bool,
+    /// Whether the step kernels take the first plane slot their grid runs (`THELMA_SLOT_OFFSET`):
+    /// the image a cluster job's overlapped steps launch on the faces and on the interior,
+    /// compiled beside the plain one when a module first steps so.
+    pub slot_offset: bool,
 }
 
 impl PreludeParams {
@@ -74,6 +78,7 @@ impl PreludeParams {
             sponges: Sponges::default(),
             immersed: false,
             in_place: false,
+            slot_offset: false,
         }
     }
 }
@@ -629,6 +634,9 @@ pub fn prelude(p: &PreludeParams) -> String {
         st.name.to_lowercase(),
         p.model.collision
     );
+    if p.slot_offset {
+        let _ = writeln!(s, "#define THELMA_SLOT_OFFSET 1");
+    }
     if p.in_place {
         let _ = writeln!(s, "#define THELMA_IN_PLACE 1");
         for step in ["pull", "local"] {
