@@ -328,7 +328,8 @@ pub enum StepPart {
 impl StepPart {
     /// The part's planes of a slab of `nz` planes as a range of *plane slots*, boundary planes
     /// first: slot 0 is plane 0, slot 1 plane nz − 1, slot k ≥ 2 plane k − 1 ([`Self::plane`]).
-    /// The kernels' grids and the CPU module's rows run these slots in this order.
+    /// The kernels' grids run these slots in this order, and so do the CPU module's rows of a
+    /// part (its whole steps run the planes in order).
     pub fn slots(self, nz: usize) -> std::ops::Range<usize> {
         let faces = nz.min(2);
         match self {

@@ -1558,11 +1558,13 @@ struct Carrier {
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
-/// Whether a cluster job's ranks overlap their messages with the interiors (`THELMA_OVERLAP=0`
-/// turns it off, to measure what it gains): the runtime's choice, and the one a module's kernels
-/// are compiled for (`ModelParams::overlapped_steps`).
+/// Whether a cluster job's ranks overlap their messages with the interiors (`THELMA_OVERLAP=0`,
+/// `false`, `off` or `no` turns it off, to measure what it gains): the runtime's choice, and the
+/// one a module's kernels are compiled for (`ModelParams::overlapped_steps`).
 pub fn overlap_wanted() -> bool {
-    std::env::var("THELMA_OVERLAP").map_or(true, |v| v != "0")
+    std::env::var("THELMA_OVERLAP").map_or(true, |v| {
+        !["0", "false", "off", "no"].contains(&v.trim().to_ascii_lowercase().as_str())
+    })
 }
 
 impl RankExchange {

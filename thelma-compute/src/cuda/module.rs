@@ -330,7 +330,17 @@ where
             slot_offset: params.overlapped_steps,
         };
         let arch = launch::arch_of(info.compute_capability);
-        let cubin = launch::compile_cubin(&launch::lbm_source(&pp), "lbm_d3q19.cu", &arch)?;
+        let source = launch::lbm_source(&pp);
+        if pp.slot_offset && source.matches("THELMA_STEP_SLOT").count() < 2 {
+            // Kernel files from THELMA_KERNELS written before the offset would take the interior's
+            // launch for the whole slab's.
+            return Err(ComputeError::Invalid(
+                "the kernel files have no plane-slot offset for overlapped steps (set \
+                 THELMA_OVERLAP=0 or use kernels that have one)"
+                    .into(),
+            ));
+        }
+        let cubin = launch::compile_cubin(&source, "lbm_d3q19.cu", &arch)?;
         let collision = params.model.collision;
         // Cases with open faces step with the kernel that has their links; closed ones keep the
         // closed step. Sponge layers are in the open kernel (a slab of one may hold no open link).
@@ -1099,7 +1109,11 @@ where
         side.opened.record(&self.stream).map_err(err)?;
         side.stream.wait(&side.opened).map_err(err)?;
         self.launch_step(&side.stream, &part(StepPart::Faces), &inlets)?;
-        side.faces.record(&side.stream).map_err(err)?;
+        if let Err(e) = side.faces.record(&side.stream) {
+            // Nothing orders the faces before what follows: wait for them here.
+            let _ = side.stream.synchronize();
+            return Err(err(e));
+        }
         let interior = self.launch_step(&self.stream, &part(StepPart::Interior), &inlets);
         let met = side
             .faces

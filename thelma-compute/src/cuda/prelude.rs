@@ -59,8 +59,8 @@ pub struct PreludeParams {
     /// their arrangements (`THELMA_IN_PLACE` in `kernels/lbm_d3q19.cu`) are compiled only then.
     pub in_place: bool,
     /// Whether the step kernels take the first plane slot their grid runs (`THELMA_SLOT_OFFSET`):
-    /// the image a cluster job's overlapped steps launch on the faces and on the interior,
-    /// compiled beside the plain one when a module first steps so.
+    /// the image of a module made for a cluster job's overlapped steps, which launch them on the
+    /// faces and on the interior (in place of the plain kernels, which run the whole slab).
     pub slot_offset: bool,
 }
 
