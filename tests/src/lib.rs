@@ -10,12 +10,12 @@ use thelma_compute::ModelParams;
 use thelma_core::physics::d3q19::Q;
 use thelma_core::physics::equilibrium;
 use thelma_core::physics::Collision;
+use thelma_core::Domain;
 use thelma_core::ModuleFactory;
 use thelma_core::{
     CaseConfig, CaseKind, Half12, Obstacle, Precision, ScaledHalf, Stored, TransportChoice,
 };
 use thelma_core::{Cluster, Layout, LocalCluster, Runtime, RuntimeError};
-use thelma_core::{Domain, SlabSpec};
 use thelma_geometry::Geometry;
 
 /// Model parameters of a validated case.
@@ -328,32 +328,25 @@ pub fn values(bytes: &[u8], p: Precision) -> Vec<f64> {
     }
 }
 
-/// The populations of the whole domain, `[i][z][y][x]`, reassembled from slabs (bytes).
+/// The populations of the whole domain, `[i][z][y][x]`, reassembled from its subdomains (bytes).
 pub fn gather_populations(rt: &mut Runtime) -> Vec<u8> {
-    let slabs = rt.read_populations().expect("populations");
-    let plane_bytes: Vec<usize> = slabs.iter().map(|s| s.len() / Q).collect();
-    let mut out = Vec::with_capacity(plane_bytes.iter().sum::<usize>() * Q);
-    for i in 0..Q {
-        for (s, bytes) in slabs.iter().enumerate() {
-            out.extend_from_slice(&bytes[i * plane_bytes[s]..(i + 1) * plane_bytes[s]]);
-        }
+    let parts = rt.read_populations().expect("populations");
+    let n = rt.domain().nodes();
+    let bytes = parts.iter().map(Vec::len).sum::<usize>() / (Q * n);
+    let mut out = vec![0; Q * n * bytes];
+    for (dev, part) in rt.devices().iter().zip(&parts) {
+        dev.slab.paste(part, &mut out, Q, bytes);
     }
     out
 }
 
-/// Splits whole-domain populations `[i][z][y][x]` into the slabs of `rt`, in its precision's bytes.
+/// Splits whole-domain populations `[i][z][y][x]` into the subdomains of `rt`, in its precision's
+/// bytes.
 pub fn scatter_populations(rt: &Runtime, whole: &[f64], precision: Precision) -> Vec<Vec<u8>> {
-    let d = rt.domain();
-    let n = d.nodes();
-    let plane = d.plane();
     rt.devices()
         .iter()
         .map(|dev| {
-            let s: &SlabSpec = &dev.slab;
-            let mut vals = Vec::with_capacity(Q * s.nodes());
-            for i in 0..Q {
-                vals.extend_from_slice(&whole[i * n + s.z.start * plane..i * n + s.z.end * plane]);
-            }
+            let vals = dev.slab.cut(whole, Q, 1);
             match precision {
                 Precision::F32 => vals
                     .iter()

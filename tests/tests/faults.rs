@@ -89,8 +89,12 @@ impl ComputeModule for FaultyModule {
     fn describe(&self) -> String {
         self.inner.describe()
     }
-    fn allocate_channel(&mut self, t: Transport) -> Result<Arc<dyn Channel>, ComputeError> {
-        self.inner.allocate_channel(t)
+    fn allocate_channel(
+        &mut self,
+        side: usize,
+        t: Transport,
+    ) -> Result<Arc<dyn Channel>, ComputeError> {
+        self.inner.allocate_channel(side, t)
     }
     fn attach(&mut self, links: Links) -> Result<(), ComputeError> {
         self.inner.attach(links)
@@ -287,7 +291,7 @@ fn a_transport_the_devices_cannot_take_fails_the_start_naming_it_and_joins_every
         .unwrap();
         for d in rt.devices() {
             assert_eq!(
-                d.transports,
+                [d.transports[0], d.transports[1]],
                 [d.slab.has_below(), d.slab.has_above()].map(|h| h.then_some(Transport::ZeroCopy))
             );
         }

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use thelma_compute::ModelParams;
 use thelma_core::physics::{ThermalFace, D3Q19};
-use thelma_core::{interface_bytes_per_step, ComputeError, Fields};
 use thelma_core::{BoundaryKind, CaseConfig, CaseKind, LatticeParams};
+use thelma_core::{ComputeError, Fields, SIDE_COUNT};
 use thelma_core::{DeviceInfo, Runtime, RuntimeError};
 use thelma_core::{Domain, Face, FacePatch, SlabSpec};
 use thelma_geometry::{immersed_bodies, Geometry};
@@ -150,6 +150,7 @@ fn prepare(
     }
     let uniform_force = params.model.force;
     let sel = backend::select(case, params, job)?;
+    preflight::check_grid(case, &sel.layout, sel.factory.backend(), live)?;
     preflight::check(case, &*sel.factory, &sel.layout, sel.rank, sel.host)?;
     preflight::check_immersed(case, &immersed, &*sel.factory, &sel.devices, sel.host)?;
     Ok(Prepared {
@@ -503,6 +504,23 @@ struct SteerContext<'a> {
 /// Between two runs of steps: hands the live view its picture and figures, then applies the
 /// viewers' commands, waiting while paused (Ctrl-C still ends a pause). `true` when a viewer
 /// stopped the run. `done`: the run ends here anyway, so it does not wait in a pause.
+/// Bytes crossing a subdomain's channels per step, both ways: each side with a neighbour carries
+/// its crossing populations (the temperature lattice's plane too across z faces).
+fn exchange_bytes(slab: &SlabSpec, case: &CaseConfig) -> usize {
+    let bytes = case.numerics.precision.bytes();
+    (0..SIDE_COUNT)
+        .filter(|&s| slab.neighbour(s).is_some())
+        .map(|s| {
+            let thermal = if case.thermal.is_some() && s < 2 {
+                slab.nx() * slab.ny()
+            } else {
+                0
+            };
+            2 * (slab.side_values(&D3Q19, s) + thermal) * bytes
+        })
+        .sum()
+}
+
 fn steer(
     live: &mut LiveServer,
     figures: &live::Figures,
@@ -658,22 +676,17 @@ impl Tally<'_> {
                         Ok(b) => b.to_string(),
                         Err(e) => format!("unbound: {e}"),
                     },
+                    x: [d.slab.x.start, d.slab.x.end],
+                    y: [d.slab.y.start, d.slab.y.end],
                     z: [d.slab.z.start, d.slab.z.end],
                     nodes: d.slab.nodes(),
                     compute_s: c,
                     wait_s: self.wait[k].as_secs_f64(),
                     step_ms: 1e3 * c / steps.max(1) as f64,
                     mlups: d.slab.nodes() as f64 * steps as f64 / c.max(1e-12) / 1e6,
-                    exchange_bytes_per_step: (usize::from(d.slab.has_below())
-                        + usize::from(d.slab.has_above()))
-                        * (interface_bytes_per_step(&d.slab, &D3Q19, case.numerics.precision)
-                            + if case.thermal.is_some() {
-                                // The temperature lattice's crossing plane, each way.
-                                2 * d.slab.nx() * d.slab.ny() * case.numerics.precision.bytes()
-                            } else {
-                                0
-                            }),
-                    transports: d.transports.map(|t| t.map(|t| t.name().to_string())),
+                    exchange_bytes_per_step: exchange_bytes(&d.slab, case),
+                    transports: [d.transports[0], d.transports[1]]
+                        .map(|t| t.map(|t| t.name().to_string())),
                 }
             })
             .collect();

@@ -21,8 +21,8 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use thelma_core::physics::{D3Q19, D3Q7};
 use thelma_core::Runtime;
+use thelma_core::SlabSpec;
 use thelma_core::{CaseConfig, MeanSums, Precision};
-use thelma_core::{Domain, SlabSpec};
 
 /// The checkpoint's file name inside the output folder.
 pub const FILE_NAME: &str = "checkpoint.thelma";
@@ -252,12 +252,25 @@ pub fn write_to(
 /// interruption at any point leaves the previous checkpoint as it was.
 /// Saves the runtime's state at its step into `dir`, with what the live view steered.
 pub fn save(dir: &Path, case: &CaseConfig, rt: &mut Runtime, steered: &Steered) -> Result<()> {
-    let slabs = rt.read_populations()?;
-    let means = if case.output.average_from.is_some() {
+    let mut slabs = rt.read_populations()?;
+    let mut means = if case.output.average_from.is_some() {
         rt.slab_mean_sums()?
     } else {
         Vec::new()
     };
+    if rt.devices().iter().any(|d| d.slab.cuts_x_or_y()) {
+        // The file holds whole planes in z order: a grid's parts are joined first.
+        let (q, b) = (lattices(case).1, case.numerics.precision.bytes());
+        let n: usize = case.domain.size.iter().product();
+        let mut whole = vec![0; q * n * b];
+        for (d, part) in rt.devices().iter().zip(&slabs) {
+            d.slab.paste(part, &mut whole, q, b);
+        }
+        slabs = vec![whole];
+        if !means.is_empty() {
+            means = vec![MeanSums::concat(means)];
+        }
+    }
     let path = dir.join(FILE_NAME);
     thelma_results::write_atomic(&path, |w| {
         write_to(w, case, rt.step(), &slabs, &means, steered)
@@ -411,20 +424,10 @@ impl Checkpoint {
     /// The populations cut into `slabs` (any partition of the checkpoint's domain), each
     /// `[i][z][y][x]` of its own planes, as [`Runtime::write_populations`] takes them.
     pub fn slabs(&self, slabs: &[SlabSpec]) -> Vec<Vec<u8>> {
-        let d = Domain::new(self.header.size, [false; 3]);
         let (b, q) = (self.header.precision.bytes(), self.header.q());
-        let (n, plane) = (d.nodes(), d.plane());
         slabs
             .iter()
-            .map(|s| {
-                let mut out = Vec::with_capacity(q * s.nodes() * b);
-                for i in 0..q {
-                    let from = (i * n + s.z.start * plane) * b;
-                    let to = (i * n + s.z.end * plane) * b;
-                    out.extend_from_slice(&self.populations[from..to]);
-                }
-                out
-            })
+            .map(|s| s.cut(&self.populations, q, b))
             .collect()
     }
 
@@ -443,10 +446,8 @@ impl Checkpoint {
             return Ok(());
         };
         let n: usize = self.header.size.iter().product();
-        let plane = self.header.size[0] * self.header.size[1];
         let mut sums = rt.slab_mean_sums()?;
         for (m, slab) in sums.iter_mut().zip(&slabs) {
-            let (from, to) = (slab.z.start * plane, slab.z.end * plane);
             let s = &mut m.sums;
             let fields = [
                 &mut s.rho,
@@ -457,7 +458,7 @@ impl Checkpoint {
             ];
             for (k, v) in fields.into_iter().enumerate() {
                 if !v.is_empty() {
-                    v.copy_from_slice(&self.means[k * n + from..k * n + to]);
+                    v.copy_from_slice(&slab.cut(&self.means[k * n..(k + 1) * n], 1, 1));
                 }
             }
             m.samples = samples;
@@ -470,6 +471,7 @@ impl Checkpoint {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use thelma_core::Domain;
 
     fn case() -> CaseConfig {
         let mut c = CaseConfig::default();

@@ -24,12 +24,7 @@ pub fn largest_cube_of(
 ) -> usize {
     let budget = free - free / 20;
     let fits = |s: usize| {
-        let slab = SlabSpec {
-            index: 0,
-            count: 1,
-            domain: Domain::new([s; 3], [false; 3]),
-            z: 0..s,
-        };
+        let slab = SlabSpec::whole(Domain::new([s; 3], [false; 3]));
         let t = if thermal {
             thelma_core::thermal_slab_bytes(&slab, precision)
         } else {
@@ -149,12 +144,7 @@ mod tests {
         assert!((900..1000).contains(&s), "{s}");
         let bytes = |s: usize| {
             slab_bytes(
-                &SlabSpec {
-                    index: 0,
-                    count: 1,
-                    domain: Domain::new([s; 3], [false; 3]),
-                    z: 0..s,
-                },
+                &SlabSpec::whole(Domain::new([s; 3], [false; 3])),
                 &D3Q19,
                 Precision::F32,
                 two,

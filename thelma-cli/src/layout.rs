@@ -33,6 +33,11 @@ pub struct LayoutArgs {
     /// Devices per rank (GPUs of a host; CPU devices with --backend cpu).
     #[arg(long, value_name = "G", default_value_t = 1)]
     pub gpus: usize,
+    /// Cut the domain into X × Y × Z subdomains, one per device (X·Y·Z = ranks × gpus), each
+    /// exchanging across its faces and edges; default: slabs along z. Cuts along x or y run on
+    /// the CPU module (--backend cpu) for now.
+    #[arg(long, value_name = "X,Y,Z", value_parser = crate::cli::parse_size, conflicts_with = "model")]
+    pub grid: Option<[usize; 3]>,
     /// Where to write it (never overwritten); standard output when left out.
     #[arg(conflicts_with = "model")]
     pub file: Option<PathBuf>,
@@ -247,7 +252,11 @@ pub fn write(args: &LayoutArgs) -> anyhow::Result<Option<PathBuf>> {
         }
     }
     let domain = Domain::new(args.size, [false; 3]);
-    let text = LayoutFile::balanced(domain, args.ranks, args.gpus)?.to_toml(domain);
+    let file = match args.grid {
+        None => LayoutFile::balanced(domain, args.ranks, args.gpus)?,
+        Some(g) => LayoutFile::grid(domain, g, args.ranks, args.gpus)?,
+    };
+    let text = file.to_toml(domain);
     match &args.file {
         None => {
             print!("{text}");
@@ -298,58 +307,98 @@ impl LayoutFile {
         })
     }
 
-    /// The runtime's layout of `domain`: the subdomains sorted along z, checked to tile it.
+    /// The runtime's layout of `domain`: the subdomains checked to tile it as a grid (cuts along
+    /// z, and along x and y where they are made, each running through the whole domain), in
+    /// subdomain order (x fastest, then y, then z).
     pub fn layout(&self, domain: Domain) -> Result<Layout, UsageError> {
         let [nx, ny, nz] = domain.size;
         if self.subdomain.is_empty() {
             return Err(bad("no [[subdomain]]"));
         }
-        let mut order: Vec<usize> = (0..self.subdomain.len()).collect();
-        order.sort_by_key(|&k| self.subdomain[k].origin[2]);
-        let mut z = 0;
-        for &k in &order {
+        let name = |k: usize| {
             let d = &self.subdomain[k];
-            let at = format!(
+            format!(
                 "subdomain {} (origin {:?}, size {:?})",
                 k + 1,
                 d.origin,
                 d.size
-            );
+            )
+        };
+        for (k, d) in self.subdomain.iter().enumerate() {
             if d.size.contains(&0) {
-                return Err(bad(format!("{at}: an empty size")));
+                return Err(bad(format!("{}: an empty size", name(k))));
             }
             if (0..3).any(|a| d.origin[a] + d.size[a] > domain.size[a]) {
                 return Err(bad(format!(
-                    "{at} reaches beyond the domain of {nx}x{ny}x{nz} nodes"
+                    "{} reaches beyond the domain of {nx}x{ny}x{nz} nodes",
+                    name(k)
                 )));
             }
-            if d.origin[..2] != [0, 0] || d.size[..2] != [nx, ny] {
-                return Err(bad(format!(
-                    "{at} cuts x or y: subdomains are slabs of whole x-y planes ({nx}x{ny}), cut \
-                     along z only"
-                )));
-            }
-            match d.origin[2].cmp(&z) {
-                std::cmp::Ordering::Greater => {
-                    return Err(bad(format!(
-                        "planes z {z}..{} are in no subdomain",
-                        d.origin[2]
-                    )))
-                }
-                std::cmp::Ordering::Less => {
-                    return Err(bad(format!(
-                        "{at} overlaps another subdomain at plane z {}",
-                        d.origin[2]
-                    )))
-                }
-                std::cmp::Ordering::Equal => {}
-            }
-            z += d.size[2];
         }
-        if z != nz {
-            return Err(bad(format!("planes z {z}..{nz} are in no subdomain")));
+        // The grid: every subdomain's faces are cuts, and the cells between cuts are covered once.
+        let cuts: [Vec<usize>; 3] = std::array::from_fn(|a| {
+            let mut c: Vec<usize> = self
+                .subdomain
+                .iter()
+                .flat_map(|d| [d.origin[a], d.origin[a] + d.size[a]])
+                .chain([0, domain.size[a]])
+                .collect();
+            c.sort_unstable();
+            c.dedup();
+            c
+        });
+        let cell = |a: usize, v: usize| cuts[a].binary_search(&v).expect("a cut");
+        let grid: [usize; 3] = std::array::from_fn(|a| cuts[a].len() - 1);
+        let mut owner: Vec<Option<usize>> = vec![None; grid.iter().product()];
+        let slabs_only = grid[0] == 1 && grid[1] == 1;
+        for (k, d) in self.subdomain.iter().enumerate() {
+            let lo: [usize; 3] = std::array::from_fn(|a| cell(a, d.origin[a]));
+            let hi: [usize; 3] = std::array::from_fn(|a| cell(a, d.origin[a] + d.size[a]));
+            for cz in lo[2]..hi[2] {
+                for cy in lo[1]..hi[1] {
+                    for cx in lo[0]..hi[0] {
+                        let c = (cz * grid[1] + cy) * grid[0] + cx;
+                        if owner[c].is_some() {
+                            let at = [cuts[0][cx], cuts[1][cy], cuts[2][cz]];
+                            return Err(bad(if slabs_only {
+                                format!(
+                                    "{} overlaps another subdomain at plane z {}",
+                                    name(k),
+                                    at[2]
+                                )
+                            } else {
+                                format!("{} overlaps another subdomain at node {at:?}", name(k))
+                            }));
+                        }
+                        owner[c] = Some(k);
+                    }
+                }
+            }
         }
-        let count = order.len();
+        if let Some(c) = owner.iter().position(Option::is_none) {
+            let at = [c % grid[0], c / grid[0] % grid[1], c / (grid[0] * grid[1])];
+            let range = |a: usize| format!("{}..{}", cuts[a][at[a]], cuts[a][at[a] + 1]);
+            return Err(bad(if slabs_only {
+                format!("planes z {} are in no subdomain", range(2))
+            } else {
+                format!(
+                    "nodes x {}, y {}, z {} are in no subdomain",
+                    range(0),
+                    range(1),
+                    range(2)
+                )
+            }));
+        }
+        if let Some(k) =
+            (0..self.subdomain.len()).find(|&k| owner.iter().filter(|&&o| o == Some(k)).count() > 1)
+        {
+            return Err(bad(format!(
+                "{} spans several cells of the grid its neighbours cut: subdomains must form a \
+                 grid, each cut running through the whole domain",
+                name(k)
+            )));
+        }
+        let order: Vec<usize> = owner.into_iter().map(|o| o.expect("covered")).collect();
         let ranks: Vec<usize> = order.iter().map(|&k| self.subdomain[k].rank).collect();
         let top = ranks.iter().copied().max().unwrap_or(0);
         if let Some(r) = (0..=top).find(|r| !ranks.contains(r)) {
@@ -357,20 +406,10 @@ impl LayoutFile {
                 "rank {r} holds no subdomain (ranks 0 to {top} are named)"
             )));
         }
+        let ranges: [Vec<std::ops::Range<usize>>; 3] =
+            std::array::from_fn(|a| cuts[a].windows(2).map(|w| w[0]..w[1]).collect());
         Ok(Layout {
-            slabs: order
-                .iter()
-                .enumerate()
-                .map(|(index, &k)| {
-                    let d = &self.subdomain[k];
-                    SlabSpec {
-                        index,
-                        count,
-                        domain,
-                        z: d.origin[2]..d.origin[2] + d.size[2],
-                    }
-                })
-                .collect(),
+            slabs: SlabSpec::cells(domain, &ranges),
             devices: order.iter().map(|&k| self.subdomain[k].device).collect(),
             ranks,
         })
@@ -391,6 +430,41 @@ impl LayoutFile {
                     size: [nx, ny, z.len()],
                     rank: s / gpus,
                     device: s % gpus,
+                })
+                .collect(),
+        })
+    }
+
+    /// A layout of `domain` cut into `grid` subdomains along x, y and z, balanced, for `nodes`
+    /// ranks with `gpus` devices each: subdomain s (x fastest, then y, then z) on rank s / gpus,
+    /// device s % gpus.
+    pub fn grid(
+        domain: Domain,
+        grid: [usize; 3],
+        nodes: usize,
+        gpus: usize,
+    ) -> Result<LayoutFile, UsageError> {
+        let count: usize = grid.iter().product();
+        if count != nodes * gpus {
+            return Err(UsageError::new(
+                "--grid",
+                format!(
+                    "{}x{}x{} = {count} subdomains for {nodes} rank(s) of {gpus} device(s): one \
+                     subdomain per device",
+                    grid[0], grid[1], grid[2]
+                ),
+            ));
+        }
+        let cells =
+            SlabSpec::grid(domain, grid).map_err(|e| UsageError::new("--grid", e.to_string()))?;
+        Ok(LayoutFile {
+            subdomain: cells
+                .iter()
+                .map(|c| Subdomain {
+                    origin: c.origin(),
+                    size: c.size(),
+                    rank: c.index / gpus,
+                    device: c.index % gpus,
                 })
                 .collect(),
         })
@@ -456,6 +530,33 @@ mod tests {
     }
 
     #[test]
+    fn subdomains_cut_along_x_y_and_z_become_a_grid_in_subdomain_order() {
+        let d = Domain::new([8, 6, 20], [true, false, false]);
+        let mut subs = Vec::new();
+        // 2 x 1 x 2, listed in another order, with ranks by z.
+        for (z, nz) in [(12, 8), (0, 12)] {
+            for (x, nx) in [(3, 5), (0, 3)] {
+                subs.push(Subdomain {
+                    origin: [x, 0, z],
+                    size: [nx, 6, nz],
+                    rank: usize::from(z > 0),
+                    device: usize::from(x > 0),
+                });
+            }
+        }
+        let l = LayoutFile { subdomain: subs }.layout(d).unwrap();
+        let boxes: Vec<_> = l.slabs.iter().map(|s| (s.x.clone(), s.z.clone())).collect();
+        assert_eq!(
+            boxes,
+            vec![(0..3, 0..12), (3..8, 0..12), (0..3, 12..20), (3..8, 12..20)]
+        );
+        assert_eq!(l.ranks, vec![0, 0, 1, 1]);
+        assert_eq!(l.devices, vec![0, 1, 0, 1]);
+        assert!(l.slabs.iter().all(|s| s.grid == [2, 1, 2] && s.count == 4));
+        assert_eq!(l.slabs[3].at, [1, 0, 1]);
+    }
+
+    #[test]
     fn a_layout_that_does_not_tile_the_domain_is_refused_naming_the_option() {
         let d = Domain::new([8, 6, 20], [false; 3]);
         let refuse = |subs: Vec<Subdomain>| {
@@ -476,7 +577,18 @@ mod tests {
         assert!(refuse(vec![sub(0, 10, 0, 0), sub(10, 12, 1, 0)]).contains("beyond the domain"));
         let mut cut = sub(0, 20, 0, 0);
         cut.size[0] = 4;
-        assert!(refuse(vec![cut]).contains("cuts x or y"));
+        assert_eq!(
+            refuse(vec![cut.clone()]),
+            "--layout: nodes x 4..8, y 0..6, z 0..20 are in no subdomain"
+        );
+        // Cuts that do not run through the whole domain.
+        let mut low = cut;
+        low.size[2] = 10;
+        let mut right = low.clone();
+        right.origin[0] = 4;
+        let top = sub(10, 10, 0, 0);
+        assert!(refuse(vec![low.clone(), right.clone(), top]).contains("must form a grid"));
+        assert!(refuse(vec![low.clone(), right.clone(), low, right]).contains("overlaps"));
         assert_eq!(
             refuse(vec![sub(0, 10, 0, 0), sub(10, 10, 2, 0)]),
             "--layout: rank 1 holds no subdomain (ranks 0 to 2 are named)"

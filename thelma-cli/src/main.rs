@@ -191,17 +191,31 @@ fn run_in(args: RunArgs, job: Option<&thelma_cli::cluster::Job>) -> anyhow::Resu
                         Ok(b) => b.to_string(),
                         Err(e) => format!("unbound ({e})"),
                     };
-                    say!(
-                        "{}",
-                        wrap(&format!(
-                            "device {:>2}: slab {} z {}..{} ({} planes), {}, {}",
-                            d.device,
+                    let place = if d.slab.cuts_x_or_y() {
+                        format!(
+                            "subdomain {} x {}..{} y {}..{} z {}..{}",
+                            d.slab.index,
+                            d.slab.x.start,
+                            d.slab.x.end,
+                            d.slab.y.start,
+                            d.slab.y.end,
+                            d.slab.z.start,
+                            d.slab.z.end
+                        )
+                    } else {
+                        format!(
+                            "slab {} z {}..{} ({} planes)",
                             d.slab.index,
                             d.slab.z.start,
                             d.slab.z.end,
-                            d.slab.nz(),
-                            d.describe,
-                            binding
+                            d.slab.nz()
+                        )
+                    };
+                    say!(
+                        "{}",
+                        wrap(&format!(
+                            "device {:>2}: {place}, {}, {}",
+                            d.device, d.describe, binding
                         ))
                     );
                 }
@@ -378,12 +392,10 @@ const TAU_WARN: f64 = 0.51;
 /// and writer (`exchange: slab 1 from slab 0 over peer, …`), and whether the messages between
 /// ranks are `overlapped` with the interiors; `None` without channels.
 fn exchange(devices: &[thelma_core::DeviceInfo], overlapped: bool) -> Option<String> {
-    let n = devices.len();
     let channels: Vec<(usize, usize, String)> = devices
         .iter()
         .enumerate()
         .flat_map(|(s, d)| {
-            let [below, above] = d.transports;
             // Channels written by another rank arrive as its messages.
             let over = |t: thelma_core::Transport, side: usize| {
                 if d.across[side] {
@@ -392,12 +404,11 @@ fn exchange(devices: &[thelma_core::DeviceInfo], overlapped: bool) -> Option<Str
                     t.to_string()
                 }
             };
-            [
-                below.map(|t| (s, (s + n - 1) % n, over(t, 0))),
-                above.map(|t| (s, (s + 1) % n, over(t, 1))),
-            ]
+            (0..thelma_core::SIDE_COUNT).filter_map(move |side| {
+                let w = d.slab.neighbour(side)?;
+                d.transports[side].map(|t| (s, w, over(t, side)))
+            })
         })
-        .flatten()
         .collect();
     let (_, _, first) = channels.first()?;
     let overlap = if overlapped {
@@ -407,6 +418,21 @@ fn exchange(devices: &[thelma_core::DeviceInfo], overlapped: bool) -> Option<Str
     };
     if channels.iter().all(|(_, _, t)| t == first) {
         return Some(format!("exchange: {first}{overlap}"));
+    }
+    if devices.iter().any(|d| d.slab.cuts_x_or_y()) {
+        // A grid's subdomains have up to 18 channels each: counted by transport.
+        let mut kinds: Vec<(&str, usize)> = Vec::new();
+        for (_, _, t) in &channels {
+            match kinds.iter_mut().find(|(k, _)| k == t) {
+                Some((_, n)) => *n += 1,
+                None => kinds.push((t, 1)),
+            }
+        }
+        let each: Vec<String> = kinds
+            .iter()
+            .map(|(t, n)| format!("{n} channel{} over {t}", if *n == 1 { "" } else { "s" }))
+            .collect();
+        return Some(format!("exchange: {}{overlap}", each.join(", ")));
     }
     let each: Vec<String> = channels
         .iter()

@@ -4,8 +4,8 @@
 use anyhow::Result;
 use thelma_core::physics::D3Q19;
 use thelma_core::physics::{ImmersedBodies, QT};
-use thelma_core::CaseConfig;
 use thelma_core::{slab_bytes, thermal_slab_bytes, ModuleFactory};
+use thelma_core::{BodyMethod, CaseConfig, Streaming};
 use thelma_core::{Domain, Layout, SlabSpec};
 
 use crate::error::UsageError;
@@ -99,6 +99,40 @@ pub fn check(
         }
     }
     Ok(())
+}
+
+/// Refuses what a partition that cuts x or y (a layout file's grid) does not run yet: any backend
+/// but the CPU module, open faces, a temperature lattice, immersed bodies, in-place streaming,
+/// VTK pieces and the live view. Slabs of whole planes run everything.
+pub fn check_grid(case: &CaseConfig, layout: &Layout, backend: &str, live: bool) -> Result<()> {
+    if !layout.slabs.iter().any(SlabSpec::cuts_x_or_y) {
+        return Ok(());
+    }
+    let refuse = |m: String| Err(UsageError::new("--layout", m).into());
+    if backend != "cpu" {
+        return refuse(format!(
+            "the layout cuts x or y, which the {backend} module does not run yet (it runs slabs \
+             of whole x-y planes): use --backend cpu"
+        ));
+    }
+    let missing = if !case.open_faces().is_empty() {
+        "open faces ([[boundary]] inlets, outlets, free-slip)"
+    } else if case.thermal.is_some() {
+        "a temperature lattice ([thermal])"
+    } else if case.body.iter().any(|b| b.method == BodyMethod::Immersed) {
+        "immersed bodies"
+    } else if case.numerics.streaming == Streaming::InPlace {
+        "in-place streaming"
+    } else if case.output.vtk_pieces {
+        "output.vtk_pieces (the fields are gathered instead)"
+    } else if live {
+        "the live view"
+    } else {
+        return Ok(());
+    };
+    refuse(format!(
+        "the layout cuts x or y, and {missing} cannot run on such a partition yet"
+    ))
 }
 
 /// Whether the immersed bodies' forcing fits beside the lattices: on the one device of a run that

@@ -282,7 +282,7 @@ impl Samples {
         let links: Vec<Vec<BodyLinks>> = if forces_every > 0 {
             slabs
                 .iter()
-                .map(|s| geometry.body_links(s.z.clone()))
+                .map(|s| geometry.body_links_in([s.x.clone(), s.y.clone(), s.z.clone()]))
                 .collect::<Result<_, _>>()
                 .map_err(|e| UsageError::new("--config", e.to_string()))?
         } else {
@@ -298,9 +298,10 @@ impl Samples {
             let p = &case.probe[k];
             let s = slabs
                 .iter()
-                .position(|s| s.z.contains(&z))
-                .expect("the slabs cover the domain");
-            let local = ((z - slabs[s].z.start) * slabs[s].ny() + y) * slabs[s].nx() + x;
+                .position(|s| s.x.contains(&x) && s.y.contains(&y) && s.z.contains(&z))
+                .expect("the subdomains cover the domain");
+            let [x0, y0, z0] = slabs[s].origin();
+            let local = ((z - z0) * slabs[s].ny() + y - y0) * slabs[s].nx() + x - x0;
             probes.push((s, lists[s].len()));
             lists[s].push(local as u32);
             names.push(p.name.clone().unwrap_or_else(|| format!("probe{k}")));

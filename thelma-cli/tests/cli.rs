@@ -596,6 +596,117 @@ fn a_written_layout_runs_in_one_process_as_an_even_split_does() {
 }
 
 #[test]
+fn a_grid_layout_runs_as_one_slab_does_and_refuses_what_it_cannot_run_yet() {
+    let tmp = tempfile::tempdir().unwrap();
+    let layout = tmp.path().join("grid.toml");
+    let l = layout.to_str().unwrap();
+    let (code, out, err) = thelma(&[
+        "layout", "--size", "12,10,20", "--grid", "2,2,1", "--gpus", "4", l,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("wrote"), "{out}");
+    let text = std::fs::read_to_string(&layout).unwrap();
+    assert_eq!(text.matches("[[subdomain]]").count(), 4, "{text}");
+    let (code, _, err) = thelma(&["layout", "--size", "12", "--grid", "2,2,2", "--gpus", "4"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.starts_with("error: --grid: 2x2x2 = 8 subdomains for 1 rank(s) of 4 device(s)"),
+        "{err}"
+    );
+
+    let run = |extra: &[&str], out: &str| {
+        let o = tmp.path().join(out);
+        let mut args = vec![
+            "run",
+            "--backend",
+            "cpu",
+            "--size",
+            "12,10,20",
+            "--steps",
+            "30",
+            "--quiet",
+            "--checkpoint-every",
+            "30",
+            "-o",
+        ];
+        args.push(o.to_str().unwrap());
+        args.extend_from_slice(extra);
+        let (code, stdout, err) = thelma(&args);
+        (code, stdout, err, o)
+    };
+    let (code, _, err, one) = run(&["--devices", "1"], "one");
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err, grid) = run(&["--layout", l], "grid");
+    assert_eq!(code, 0, "{err}");
+    let vti = |o: &std::path::Path| outputs(o, |n| n.ends_with(".vti"));
+    assert!(!vti(&one).is_empty());
+    assert!(
+        vti(&grid) == vti(&one),
+        "the grid's fields differ from one slab's"
+    );
+    // The checkpoint holds whole planes whatever the partition: its populations (after the
+    // header, which names the run's devices, and before the checksum) are one slab's.
+    let populations = |o: &std::path::Path| {
+        let b = std::fs::read(o.join("checkpoint.thelma")).unwrap();
+        let json = u64::from_le_bytes(b[12..20].try_into().unwrap()) as usize;
+        b[20 + json..b.len() - 4].to_vec()
+    };
+    assert_eq!(populations(&one).len(), 19 * 12 * 10 * 20 * 4);
+    assert!(
+        populations(&grid) == populations(&one),
+        "the grid's checkpoint differs from one slab's"
+    );
+
+    // Forces on a body and probes, sampled from the subdomains that hold their nodes.
+    let case = tmp.path().join("body.toml");
+    std::fs::write(
+        &case,
+        "[domain]\ncase = \"box\"\nsize = [16, 10, 10]\nperiodic = [true, false, false]\n\
+         obstacles = [{ shape = \"cylinder\", centre = [6.0, 4.5, 0.0], axis = [0, 0, 1], radius = 2.0 }]\n\
+         [physics]\nviscosity = 0.05\nforce = [1e-5, 0, 0]\n[run]\nsteps = 40\n\
+         [forces]\nevery = 10\narea = 10.0\nvelocity = 0.01\n\
+         [[probe]]\nat = [12.0, 4.0, 5.0]\n[[probe]]\nat = [2.0, 8.0, 1.0]\n[output]\nprobe_every = 20\n",
+    )
+    .unwrap();
+    let body_grid = tmp.path().join("body-grid.toml");
+    let (code, _, err) = thelma(&[
+        "layout",
+        "--size",
+        "16,10,10",
+        "--grid",
+        "3,2,2",
+        "--gpus",
+        "12",
+        body_grid.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let sampled = |extra: &[&str], out: &str| {
+        let o = tmp.path().join(out);
+        let mut args = vec!["run", "--backend", "cpu", "--quiet", "--config"];
+        args.push(case.to_str().unwrap());
+        args.extend_from_slice(&["-o", o.to_str().unwrap()]);
+        args.extend_from_slice(extra);
+        let (code, _, err) = thelma(&args);
+        assert_eq!(code, 0, "{extra:?}: {err}");
+        ["forces.csv", "probes.csv"].map(|f| std::fs::read_to_string(o.join(f)).unwrap())
+    };
+    let slab = sampled(&["--devices", "1"], "body-one");
+    assert_eq!(slab[0].lines().count(), 1 + 5, "{}", slab[0]);
+    assert!(
+        sampled(&["--layout", body_grid.to_str().unwrap()], "body-grid") == slab,
+        "a grid's forces or probes differ from one slab's"
+    );
+
+    let (code, _, err, o) = run(&["--layout", l, "--streaming", "in-place"], "refused");
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--layout: the layout cuts x or y, and in-place streaming cannot run"),
+        "{err}"
+    );
+    assert!(!o.exists());
+}
+
+#[test]
 fn layout_model_prints_the_best_cut_of_each_kind_and_names_a_missing_figure() {
     let figures = [
         "--gpu-mlups",

@@ -135,6 +135,29 @@ fn ranks_write_what_one_process_writes() {
     );
     assert_same(&outputs(&dir("three")), &one, "3 ranks on a layout");
 
+    // A 2 x 2 x 2 grid over 4 ranks of two CPU devices: subdomains cut along x, y and z, their
+    // faces and edges crossing ranks.
+    let grid = tmp.path().join("grid.toml");
+    let (code, _, err) = thelma(&[
+        "layout",
+        "--size",
+        "16,14,24",
+        "--grid",
+        "2,2,2",
+        "--ranks",
+        "4",
+        "--gpus",
+        "2",
+        grid.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let stdout = run(4, &["--layout", grid.to_str().unwrap()], &dir("grid"));
+    assert!(
+        stdout.contains(" channels over zero-copy") && stdout.contains(" channels over mpi"),
+        "{stdout}"
+    );
+    assert_same(&outputs(&dir("grid")), &one, "a 2x2x2 grid on 4 ranks");
+
     // A job's checkpoint at step 20, resumed by one process to step 40.
     run(
         2,

@@ -22,13 +22,13 @@ use thelma_core::physics::{
     smagorinsky_relaxation, Absorption, Arith, Coefficients, CollisionOperator, OperatorVisitor,
     Sponges, D3Q19,
 };
-use thelma_core::SlabSpec;
 use thelma_core::{
     channel_offset, ChangeSums, Channel, ComputeError, ComputeModule, Fields, Health, Links,
     MeanSums, ModuleFactory, Placement, PlaneFields, StepPart, Transport, TransportChoice,
     TransportRefused, WALL_SLOTS,
 };
 use thelma_core::{Half12, Real, ScaledHalf, Stored, Streaming};
+use thelma_core::{SlabSpec, SIDES, SIDE_COUNT};
 use thelma_geometry::{FlagPalette, LinkRule, NodeFlags};
 
 use crate::fields::{
@@ -43,8 +43,12 @@ use thermal::{ThermalLattice, ThermalLinks, THERMAL_SLOT};
 
 #[path = "cpu_inplace.rs"]
 mod inplace;
+
+#[path = "cpu_sides.rs"]
+mod sides;
 use crate::Held;
 use inplace::InPlaceCtx;
+use sides::{SideShapes, Source};
 
 /// Nodes along x collided together as one bundle of lanes (one or two AVX2 registers).
 pub const LANES: usize = 8;
@@ -350,6 +354,8 @@ pub struct CpuModule<T: Real + Arith<Scalar = T>, S: Stored<Arith = T> = T> {
     held: Option<Held>,
     /// The channels read and written.
     links: Links,
+    /// Where the partition cuts x or y: the shapes of the channels across the box's sides.
+    sides: Option<SideShapes>,
     pool: rayon::ThreadPool,
     threads: usize,
     /// 512-bit bundles with AVX-512 (when the CPU has it) rather than [`LANES`].
@@ -377,7 +383,7 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> CpuModule<T, S> {
     pub fn new(params: &ModelParams, slab: SlabSpec, threads: usize) -> Result<Self, ComputeError> {
         let flags = params
             .geometry
-            .slab(slab.z.clone())
+            .part([slab.x.clone(), slab.y.clone(), slab.z.clone()])
             .map_err(|e| ComputeError::Geometry(e.to_string()))?;
         let palette: Vec<Entry<T>> = flags
             .palette
@@ -419,6 +425,19 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> CpuModule<T, S> {
                     .into(),
             ));
         }
+        if slab.cuts_x_or_y()
+            && (in_place
+                || open
+                || !params.sponges.is_empty()
+                || params.thermal.is_some()
+                || params.immersed)
+        {
+            return Err(ComputeError::Invalid(
+                "a partition that cuts x or y steps walls, periodic axes and obstacles: not yet \
+                 open faces, a temperature lattice, immersed bodies or in-place streaming"
+                    .into(),
+            ));
+        }
         let a = AlignedBuf::zeroed(len, LATTICE_PAD, "a lattice")?;
         let b = if in_place {
             AlignedBuf::zeroed(0, 0, "a lattice")?
@@ -446,6 +465,7 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> CpuModule<T, S> {
             b,
             held: in_place.then_some(Held::Own),
             links: Links::default(),
+            sides: None,
             pool,
             threads,
             wide: avx512_available(),
@@ -458,6 +478,9 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> CpuModule<T, S> {
                 .as_ref()
                 .map(|t| ThermalLattice::new(t, n, params.model.force)),
         };
+        if m.slab.cuts_x_or_y() {
+            m.sides = Some(SideShapes::new(m.slab.size()));
+        }
         if m.thermal.is_some() && std::mem::size_of::<S>() != std::mem::size_of::<T>() {
             // The interface buffers carry the temperature's plane in the flow's storage.
             return Err(ComputeError::Invalid(format!(
@@ -487,6 +510,15 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> CpuModule<T, S> {
         self.slab.interface_values(&D3Q19) + thermal
     }
 
+    /// Values in one buffer of the channel across `side`: a z face's [`Self::interface_values`],
+    /// the crossing populations of an x or y side's face or edge.
+    fn side_values(&self, side: usize) -> usize {
+        match &self.sides {
+            Some(sh) if side >= 2 => sh.values(side),
+            _ => self.interface_values(),
+        }
+    }
+
     /// The thermal slot of buffer `parity` of a channel.
     fn thermal_ptr(&self, m: &Option<Arc<dyn Channel>>, parity: usize) -> Option<SyncPtr<T>> {
         let vals = self.interface_values();
@@ -505,10 +537,10 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> CpuModule<T, S> {
         let (rin, rout) = (((t + 1) % 2) as usize, (t % 2) as usize);
         let l = &self.links;
         ThermalLinks {
-            below_in: self.thermal_ptr(&l.from_below, rin),
-            above_in: self.thermal_ptr(&l.from_above, rin),
-            above_out: self.thermal_ptr(&l.to_above, rout),
-            below_out: self.thermal_ptr(&l.to_below, rout),
+            below_in: self.thermal_ptr(l.from_below(), rin),
+            above_in: self.thermal_ptr(l.from_above(), rin),
+            above_out: self.thermal_ptr(l.to_above(), rout),
+            below_out: self.thermal_ptr(l.to_below(), rout),
         }
     }
 
@@ -520,11 +552,11 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> CpuModule<T, S> {
         let plane = nx * ny;
         let off = channel_offset(self.interface_values(), parity);
         if let Some(th) = &self.thermal {
-            let up = self.thermal_ptr(&self.links.to_above, parity);
-            let down = self.thermal_ptr(&self.links.to_below, parity);
+            let up = self.thermal_ptr(self.links.to_above(), parity);
+            let down = self.thermal_ptr(self.links.to_below(), parity);
             th.publish(&self.slab, up, down);
         }
-        if let Some(above) = &self.links.to_above {
+        if let Some(above) = self.links.to_above() {
             let out = above.address() as *mut S;
             for (k, &i) in UP.iter().enumerate() {
                 let src = &self.a[i * n + (nz - 1) * plane..i * n + nz * plane];
@@ -534,13 +566,34 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> CpuModule<T, S> {
                 }
             }
         }
-        if let Some(below) = &self.links.to_below {
+        if let Some(below) = self.links.to_below() {
             let out = below.address() as *mut S;
             for (k, &i) in DOWN.iter().enumerate() {
                 let src = &self.a[i * n..i * n + plane];
                 // SAFETY: as above.
                 unsafe {
                     std::ptr::copy_nonoverlapping(src.as_ptr(), out.add(off + k * plane), plane)
+                }
+            }
+        }
+        let Some(sh) = &self.sides else { return };
+        for s in 2..SIDE_COUNT {
+            let Some(c) = &self.links.writes[s] else {
+                continue;
+            };
+            // SAFETY: the channel holds 2 buffers of `values(s)` values (checked at attach).
+            let out = unsafe { (c.address() as *mut S).add(channel_offset(sh.values(s), parity)) };
+            for z in 0..nz {
+                for y in 0..ny {
+                    for x in 0..nx {
+                        let p = [x, y, z];
+                        if !sh.layer_sides(p).any(|t| t == s) {
+                            continue;
+                        }
+                        let at = (z * ny + y) * nx + x;
+                        // SAFETY: `out` holds values(s) values.
+                        unsafe { sh.store(s, p, out, |i| self.a[i * n + at]) };
+                    }
                 }
             }
         }
@@ -649,11 +702,31 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> CpuModule<T, S> {
         };
         let l = &self.links;
         [
-            ptr_at(&l.from_below, rin),
-            ptr_at(&l.from_above, rin),
-            ptr_at(&l.to_above, rout),
-            ptr_at(&l.to_below, rout),
+            ptr_at(l.from_below(), rin),
+            ptr_at(l.from_above(), rin),
+            ptr_at(l.to_above(), rout),
+            ptr_at(l.to_below(), rout),
         ]
+    }
+
+    /// The channels across the x and y sides step `t` reads and writes, where the partition cuts
+    /// x or y.
+    fn side_ctx(&self, t: u64) -> Option<SideCtx<'_, S>> {
+        let sh = self.sides.as_ref()?;
+        let (rin, rout) = (((t + 1) % 2) as usize, (t % 2) as usize);
+        let ptr = |c: &Option<Arc<dyn Channel>>, s: usize, parity: usize| {
+            c.as_ref().map(|c| {
+                // SAFETY: the channel holds 2 buffers of `values(s)` values (checked at attach).
+                SyncPtr(unsafe {
+                    (c.address() as *mut S).add(channel_offset(self.side_values(s), parity))
+                })
+            })
+        };
+        Some(SideCtx {
+            shapes: sh,
+            reads: std::array::from_fn(|s| ptr(&self.links.reads[s], s, rin)),
+            writes: std::array::from_fn(|s| ptr(&self.links.writes[s], s, rout)),
+        })
     }
 
     /// What step `t` of in-place streaming reads and writes.
@@ -709,6 +782,14 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> CpuModule<T, S> {
         self.held = Some(Held::Own);
     }
 
+    /// Which axes wrap onto the box itself: periodic x and y the partition does not cut, and z
+    /// (whose ring of slabs, one or more, exchanges through channels; the step never wraps z).
+    fn wraps(&self) -> [bool; 3] {
+        let p = self.slab.domain.periodic;
+        let g = self.slab.grid;
+        [p[0] && g[0] == 1, p[1] && g[1] == 1, p[2]]
+    }
+
     /// What step `t` reads and writes: lattices, this step's interface buffers, per-node forces.
     fn ctx(&self, t: u64, coupling: Option<Coupling<T>>) -> StepCtx<'_, T, S> {
         let [below_in, above_in, above_out, below_out] = self.step_buffers(t);
@@ -716,7 +797,7 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> CpuModule<T, S> {
             nx: self.slab.nx(),
             ny: self.slab.ny(),
             nz: self.slab.nz(),
-            periodic: self.slab.domain.periodic,
+            periodic: self.wraps(),
             a: &self.a,
             a_raw: SyncPtr(self.a.ptr),
             b: SyncPtr(self.b.ptr),
@@ -731,6 +812,7 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> CpuModule<T, S> {
             amplitude: self.params.inlets.amplitudes(t).map(T::of),
             z0: self.slab.z.start,
             size: self.slab.domain.size,
+            sides: self.side_ctx(t),
             coupling,
             sponges: (!self.params.sponges.is_empty()).then_some(&self.params.sponges),
         }
@@ -929,6 +1011,43 @@ struct StepCtx<'a, T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> {
     coupling: Option<Coupling<T>>,
     /// The sponge layers of pressure outlets, when the case has any.
     sponges: Option<&'a Sponges>,
+    /// The channels across the x and y sides, where the partition cuts x or y.
+    sides: Option<SideCtx<'a, S>>,
+}
+
+/// One step's channels across a box's sides ([`sides`]): buffer `(t+1)%2` of those read, `t%2` of
+/// those written, by side (the z faces' are the step's other buffers).
+#[derive(Clone, Copy)]
+struct SideCtx<'a, S> {
+    shapes: &'a SideShapes,
+    reads: [Option<SyncPtr<S>>; SIDE_COUNT],
+    writes: [Option<SyncPtr<S>>; SIDE_COUNT],
+}
+
+impl<S: Copy> SideCtx<'_, S> {
+    /// Direction `i`'s value pulled from box position `src` beyond an x or y side: from the
+    /// channel across that side, or `None` at a wall.
+    #[inline]
+    fn pulled(&self, i: usize, src: [isize; 3], wrap: [bool; 2]) -> Option<S> {
+        match self
+            .shapes
+            .resolve(src, wrap, |s| self.reads[s].is_some())?
+        {
+            Source::Inside(_) => unreachable!("a pull across a side from inside the box"),
+            Source::Across(s, p) => {
+                let buf = self.reads[s].expect("resolved to a channel");
+                // SAFETY: the offset lies in the buffer (values(s) values); the neighbour wrote it
+                // in the previous step, ordered before this one by the barrier.
+                Some(unsafe { *buf.0.add(self.shapes.offset(s, i, p)) })
+            }
+        }
+    }
+
+    /// Whether row (z, y) pulls across a y side with a channel (the gather path).
+    #[inline]
+    fn y_row(&self, y: usize, ny: usize) -> bool {
+        (y == 0 && self.reads[4].is_some()) || (y + 1 == ny && self.reads[5].is_some())
+    }
 }
 
 /// The flow step's per-node force: per-axis arrays of one value per node, the force read and, with a
@@ -969,6 +1088,30 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> StepCtx<'_, T, S> {
     #[inline]
     fn source_row(&self, i: usize, z: usize, y: usize) -> Option<&[S]> {
         let (nx, ny) = (self.nx, self.ny);
+        if let Some(sc) = &self.sides {
+            // Rows pulled across an x or y side's channel too; a whole row lies along x in every
+            // channel whose side does not cross x.
+            let src = [
+                0,
+                y as isize - C[i][1] as isize,
+                z as isize - C[i][2] as isize,
+            ];
+            let wrap = [self.periodic[0], self.periodic[1]];
+            return match sc.shapes.resolve(src, wrap, |s| sc.reads[s].is_some())? {
+                Source::Inside(p) => {
+                    let start = i * nx * ny * self.nz + (p[2] * ny + p[1]) * nx;
+                    Some(&self.a[start..start + nx])
+                }
+                Source::Across(s, p) => {
+                    let buf = sc.reads[s].expect("resolved to a channel");
+                    // SAFETY: the row's nx values lie in the buffer (x is a free axis of the
+                    // side, with stride 1); written in the previous step, ordered by the barrier.
+                    Some(unsafe {
+                        std::slice::from_raw_parts(buf.0.add(sc.shapes.offset(s, i, p)), nx)
+                    })
+                }
+            };
+        }
         let plane = nx * ny;
         let ys = match self.source(i, z, y)? {
             Ok(start) => return Some(&self.a[start..start + nx]),
@@ -1026,7 +1169,7 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> StepCtx<'_, T, S> {
                     if self.periodic[0] {
                         src[xs.rem_euclid(nx as isize) as usize].load()
                     } else {
-                        T::zero()
+                        self.across_x(i, xs, row0)
                     }
                 };
                 if lo < 0 {
@@ -1038,6 +1181,24 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> StepCtx<'_, T, S> {
             }
         }
         self.bounce_back(f, row0, x0, len)
+    }
+
+    /// Direction `i`'s value pulled from x = `xs` (−1 or nx) by the node of row `row0` at the x
+    /// boundary: from the channel across the x side where the partition cuts x, otherwise zero (a
+    /// wall; the node bounces back there).
+    #[inline]
+    fn across_x(&self, i: usize, xs: isize, row0: usize) -> T {
+        let Some(sc) = &self.sides else {
+            return T::zero();
+        };
+        let (y, z) = (row0 / self.nx % self.ny, row0 / (self.nx * self.ny));
+        let src = [
+            xs,
+            y as isize - C[i][1] as isize,
+            z as isize - C[i][2] as isize,
+        ];
+        sc.pulled(i, src, [self.periodic[0], self.periodic[1]])
+            .map_or(T::zero(), |v| v.load())
     }
 
     /// Bounce-back of the `len` nodes of the bundle at x0: f_i(x) = f̃_ī(x) + 6 w_i ρ_w (c_i · u_w)
@@ -1176,6 +1337,46 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> StepCtx<'_, T, S> {
                 }
             }
         }
+        if let Some(sc) = &self.sides {
+            self.put_sides(sc, f, z, y, x0, len);
+        }
+    }
+
+    /// Stores the nodes of a collided bundle on an x or y layer into the channels across those
+    /// sides: lanes at x = 0 and x = nx − 1 across x, the whole bundle across y.
+    #[cold]
+    fn put_sides<const L: usize>(
+        &self,
+        sc: &SideCtx<'_, S>,
+        f: &[Lanes<T, L>; Q],
+        z: usize,
+        y: usize,
+        x0: usize,
+        len: usize,
+    ) {
+        let (nx, ny, nz) = (self.nx, self.ny, self.nz);
+        let on = |d: i32, v: usize, n: usize| d == 0 || (d < 0 && v == 0) || (d > 0 && v + 1 == n);
+        for s in 2..SIDE_COUNT {
+            let Some(out) = sc.writes[s] else { continue };
+            let d = SIDES[s];
+            if !on(d[2], z, nz) || !on(d[1], y, ny) {
+                continue;
+            }
+            let lanes = match d[0] {
+                0 => 0..len,
+                -1 if x0 == 0 => 0..1,
+                1 if x0 + len == nx => len - 1..len,
+                _ => continue,
+            };
+            for lane in lanes {
+                // SAFETY: `out` is buffer t%2 of the channel across s (values(s) values); this
+                // node's values there are written by this task alone.
+                unsafe {
+                    sc.shapes
+                        .store(s, [x0 + lane, y, z], out.0, |i| S::store(f[i].0[lane]))
+                };
+            }
+        }
     }
 
     /// Corrects the bundle at x0 of row (z, y), loaded whole from its source rows, where that load
@@ -1199,14 +1400,14 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> StepCtx<'_, T, S> {
                 f[i].0[0] = if self.periodic[0] {
                     self.a[start + nx - 1].load()
                 } else {
-                    T::zero()
+                    self.across_x(i, -1, row0)
                 };
             }
             if x0 + len == nx && C[i][0] == -1 {
                 f[i].0[len - 1] = if self.periodic[0] {
                     self.a[start].load()
                 } else {
-                    T::zero()
+                    self.across_x(i, nx as isize, row0)
                 };
             }
         }
@@ -1344,8 +1545,9 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> StepCtx<'_, T, S> {
         let (k, force) = lane_constants::<T, EXTRA, L>(self.coeff, self.force);
         let row0 = (z * ny + y) * nx;
         let flags = &self.index[row0..row0 + nx];
-        let from_neighbour =
-            (z == 0 && self.below_in.is_some()) || (z + 1 == nz && self.above_in.is_some());
+        let from_neighbour = (z == 0 && self.below_in.is_some())
+            || (z + 1 == nz && self.above_in.is_some())
+            || self.sides.is_some_and(|sc| sc.y_row(y, ny));
         if from_neighbour {
             let sources: [Option<&[S]>; Q] = std::array::from_fn(|i| self.source_row(i, z, y));
             let mut x0 = 0;
@@ -1459,13 +1661,17 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> ComputeModule for CpuMod
         )
     }
 
-    fn allocate_channel(&mut self, transport: Transport) -> Result<Arc<dyn Channel>, ComputeError> {
+    fn allocate_channel(
+        &mut self,
+        side: usize,
+        transport: Transport,
+    ) -> Result<Arc<dyn Channel>, ComputeError> {
         if transport != Transport::ZeroCopy {
             return Err(ComputeError::Invalid(format!(
                 "the CPU module's slabs share host memory, not {transport} memory"
             )));
         }
-        let bytes = 2 * self.interface_values() * std::mem::size_of::<S>();
+        let bytes = 2 * self.side_values(side) * std::mem::size_of::<S>();
         Ok(Arc::new(HostChannel(AlignedBuf::zeroed(
             bytes,
             0,
@@ -1475,10 +1681,10 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> ComputeModule for CpuMod
 
     fn attach(&mut self, links: Links) -> Result<(), ComputeError> {
         self.own();
-        links.check(2 * self.interface_values() * std::mem::size_of::<S>())?;
-        if let Some((c, _)) = links
+        links.check(|side| 2 * self.side_values(side) * std::mem::size_of::<S>())?;
+        if let Some((_, c, _)) = links
             .all()
-            .find(|(c, _)| c.transport() != Transport::ZeroCopy)
+            .find(|(_, c, _)| c.transport() != Transport::ZeroCopy)
         {
             return Err(ComputeError::Invalid(format!(
                 "the CPU module cannot reach a channel in {} memory",
@@ -1945,25 +2151,29 @@ mod tests {
                             .collect();
                         // Slab s reads the channels it allocates; periodic z closes the ring.
                         let n = slabs;
-                        let mut own = |s: usize, side: bool| {
-                            side.then(|| ms[s].allocate_channel(Transport::ZeroCopy).unwrap())
+                        let mut own = |s: usize, side: usize, has: bool| {
+                            has.then(|| ms[s].allocate_channel(side, Transport::ZeroCopy).unwrap())
                         };
                         let channels: Vec<_> = (0..n)
-                            .map(|s| (own(s, specs[s].has_below()), own(s, specs[s].has_above())))
+                            .map(|s| {
+                                (
+                                    own(s, 0, specs[s].has_below()),
+                                    own(s, 1, specs[s].has_above()),
+                                )
+                            })
                             .collect();
                         for s in 0..n {
-                            let links = Links {
-                                from_below: channels[s].0.clone(),
-                                from_above: channels[s].1.clone(),
-                                to_above: channels[(s + 1) % n]
-                                    .0
-                                    .clone()
-                                    .filter(|_| specs[s].has_above()),
-                                to_below: channels[(s + n - 1) % n]
-                                    .1
-                                    .clone()
-                                    .filter(|_| specs[s].has_below()),
-                            };
+                            let mut links = Links::default();
+                            links.reads[0] = channels[s].0.clone();
+                            links.reads[1] = channels[s].1.clone();
+                            links.writes[1] = channels[(s + 1) % n]
+                                .0
+                                .clone()
+                                .filter(|_| specs[s].has_above());
+                            links.writes[0] = channels[(s + n - 1) % n]
+                                .1
+                                .clone()
+                                .filter(|_| specs[s].has_below());
                             ms[s].attach(links).unwrap();
                         }
                         for (m, spec) in ms.iter_mut().zip(&specs) {

@@ -22,7 +22,7 @@ pub(crate) fn initial_populations<T: Real + Arith<Scalar = T>, S: Stored<Arith =
         for y in 0..ny {
             for x in 0..nx {
                 let (drho, u) = init
-                    .check(x, y, slab.z.start + z)
+                    .check(slab.x.start + x, slab.y.start + y, slab.z.start + z)
                     .map_err(|e| ComputeError::Invalid(format!("initial: {}", e.message)))?;
                 let geq = equilibrium(T::of(drho), u.map(T::of));
                 let p = (z * ny + y) * nx + x;
@@ -35,10 +35,17 @@ pub(crate) fn initial_populations<T: Real + Arith<Scalar = T>, S: Stored<Arith =
     Ok(g)
 }
 
+/// Zero fields over `slab`'s nodes, at its place in the domain.
+fn zero_fields(slab: &SlabSpec) -> Fields {
+    let mut f = Fields::zeros(slab.size(), slab.z.start);
+    f.xy0 = [slab.x.start, slab.y.start];
+    f
+}
+
 /// The running sums of a slab's time average before its first sample: zeros over the slab's
 /// nodes (θ's too with a temperature lattice), its solid nodes marked.
 pub(crate) fn no_means(slab: &SlabSpec, solid: impl Fn(usize) -> bool, thermal: bool) -> MeanSums {
-    let mut f = Fields::zeros([slab.nx(), slab.ny(), slab.nz()], slab.z.start);
+    let mut f = zero_fields(slab);
     for (p, s) in f.solid.iter_mut().enumerate() {
         *s = solid(p);
     }
@@ -61,7 +68,11 @@ pub(crate) fn check_mean_shape(
     let b = &got.sums;
     let size = [slab.nx(), slab.ny(), slab.nz()];
     let theta = if thermal { slab.nodes() } else { 0 };
-    if b.size != size || b.z0 != slab.z.start || b.temperature.len() != theta {
+    if b.size != size
+        || b.z0 != slab.z.start
+        || b.xy0 != [slab.x.start, slab.y.start]
+        || b.temperature.len() != theta
+    {
         return Err(ComputeError::Invalid(format!(
             "time-average sums of a slab {:?} at z {} (θ: {}) for a slab {size:?} at z {} (θ: {thermal})",
             b.size,
@@ -88,7 +99,7 @@ pub(crate) fn fields_from_populations<T: Real + Arith<Scalar = T>, S: Stored<Ari
 ) -> Fields {
     const RUN: usize = 4096;
     let n = slab.nodes();
-    let mut out = Fields::zeros([slab.nx(), slab.ny(), slab.nz()], slab.z.start);
+    let mut out = zero_fields(slab);
     out.rho
         .par_chunks_mut(RUN)
         .zip(out.ux.par_chunks_mut(RUN))
@@ -242,7 +253,11 @@ pub(crate) fn health_of_populations<S: Stored>(
             drho += v;
         }
         if !finite && h.non_finite.is_none() {
-            h.non_finite = Some([p % nx, (p / nx) % ny, slab.z.start + p / (nx * ny)]);
+            h.non_finite = Some([
+                slab.x.start + p % nx,
+                slab.y.start + (p / nx) % ny,
+                slab.z.start + p / (nx * ny),
+            ]);
         }
         if finite {
             h.rho_min = h.rho_min.min(1.0 + drho);

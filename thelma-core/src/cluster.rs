@@ -16,16 +16,17 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
-use crate::domain::{Domain, PartitionError, SlabSpec};
+use crate::domain::{Domain, PartitionError, SlabSpec, SIDE_COUNT};
 use parking_lot::{Condvar, Mutex};
 
 /// A message tag. Commands and replies of slab `s` travel under `s`; the exchange under
 /// [`exchange_tag`].
 pub type Tag = i32;
 
-/// The tag of the channel slab `reader` reads from below (`side` 0) or from above (`side` 1).
+/// The tag of the channel subdomain `reader` reads across `side` ([`SIDES`]; a slab's are 0, from
+/// below, and 1, from above).
 pub fn exchange_tag(reader: usize, side: usize) -> Tag {
-    EXCHANGE_TAGS + (2 * reader + side) as Tag
+    EXCHANGE_TAGS + (SIDE_COUNT * reader + side) as Tag
 }
 
 /// The first exchange tag; slab indices (command tags) stay below it. MPI guarantees tags up to
@@ -36,8 +37,9 @@ const EXCHANGE_TAGS: Tag = 16_384;
 /// above any slab's.
 pub(crate) const SETUP_TAG: Tag = EXCHANGE_TAGS - 1;
 
-/// The most slabs a job may have: every slab's two exchange tags must be valid MPI tags.
-pub const MAX_SLABS: usize = 8_191;
+/// The most subdomains a job may have: every subdomain's exchange tags (one per side) must be
+/// valid MPI tags.
+pub const MAX_SLABS: usize = (32_768 - EXCHANGE_TAGS as usize) / SIDE_COUNT;
 
 /// A failed message, collective or job.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

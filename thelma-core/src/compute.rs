@@ -52,6 +52,10 @@ pub struct Fields {
     pub size: [usize; 3],
     /// First global z-plane held.
     pub z0: usize,
+    /// First global x and y node held: zero but for the subdomains of a partition that cuts x or
+    /// y.
+    #[serde(default)]
+    pub xy0: [usize; 2],
     pub rho: Vec<f64>,
     pub ux: Vec<f64>,
     pub uy: Vec<f64>,
@@ -71,6 +75,7 @@ impl Fields {
         Self {
             size,
             z0,
+            xy0: [0, 0],
             rho: vec![0.0; n],
             ux: vec![0.0; n],
             uy: vec![0.0; n],
@@ -85,8 +90,14 @@ impl Fields {
     pub fn idx(&self, x: usize, y: usize, z: usize) -> usize {
         (z * self.size[1] + y) * self.size[0] + x
     }
-    /// Concatenates slabs given in z order into the whole domain.
+    /// Joins the parts of a partition into the whole domain: slabs given in z order are
+    /// concatenated, the subdomains of a partition that cuts x or y are copied into place.
     pub fn concat(slabs: Vec<Fields>) -> Fields {
+        if slabs.iter().any(|s| s.xy0 != [0, 0])
+            || slabs.windows(2).any(|w| w[0].size[..2] != w[1].size[..2])
+        {
+            return Self::assemble(slabs);
+        }
         let mut it = slabs.into_iter();
         let mut all = it.next().unwrap_or_default();
         // The slabs' averages, concatenated once at the end (all or none).
@@ -108,6 +119,54 @@ impl Fields {
         all.mean = means.map(|v| Box::new(Fields::concat(v)));
         all
     }
+    /// The parts of a partition, in any order, copied into one array over the box they tile.
+    fn assemble(parts: Vec<Fields>) -> Fields {
+        let lo = |a: usize, p: &Fields| if a == 2 { p.z0 } else { p.xy0[a] };
+        let origin: [usize; 3] =
+            std::array::from_fn(|a| parts.iter().map(|p| lo(a, p)).min().unwrap_or(0));
+        let size: [usize; 3] = std::array::from_fn(|a| {
+            parts
+                .iter()
+                .map(|p| lo(a, p) + p.size[a] - origin[a])
+                .max()
+                .unwrap_or(0)
+        });
+        let mut all = Fields::zeros(size, origin[2]);
+        all.xy0 = [origin[0], origin[1]];
+        let theta = parts.iter().any(|p| !p.temperature.is_empty());
+        if theta {
+            all.temperature = vec![0.0; all.rho.len()];
+        }
+        let mut means = Vec::new();
+        for mut p in parts {
+            let at = [p.xy0[0] - origin[0], p.xy0[1] - origin[1], p.z0 - origin[2]];
+            let nx = p.size[0];
+            for z in 0..p.size[2] {
+                for y in 0..p.size[1] {
+                    let from = p.idx(0, y, z);
+                    let to = all.idx(at[0], at[1] + y, at[2] + z);
+                    let row = |dst: &mut Vec<f64>, src: &Vec<f64>| {
+                        dst[to..to + nx].copy_from_slice(&src[from..from + nx])
+                    };
+                    row(&mut all.rho, &p.rho);
+                    row(&mut all.ux, &p.ux);
+                    row(&mut all.uy, &p.uy);
+                    row(&mut all.uz, &p.uz);
+                    if theta {
+                        row(&mut all.temperature, &p.temperature);
+                    }
+                    all.solid[to..to + nx].copy_from_slice(&p.solid[from..from + nx]);
+                }
+            }
+            means.push(p.mean.take());
+        }
+        if means.iter().all(Option::is_some) && !means.is_empty() {
+            let m = means.into_iter().map(|m| *m.expect("all")).collect();
+            all.mean = Some(Box::new(Fields::assemble(m)));
+        }
+        all
+    }
+
     /// Total mass over fluid nodes, summed in f64.
     pub fn mass(&self) -> f64 {
         self.rho
@@ -193,6 +252,7 @@ impl MeanSums {
     /// No samples yet, over a slab shaped like `f` (θ's sum where `f` has a temperature).
     pub fn empty(f: &Fields) -> Self {
         let mut sums = Fields::zeros(f.size, f.z0);
+        sums.xy0 = f.xy0;
         sums.solid.clone_from(&f.solid);
         if !f.temperature.is_empty() {
             sums.temperature = vec![0.0; f.rho.len()];
@@ -306,11 +366,6 @@ pub enum ComputeError {
     Geometry(String),
 }
 
-/// Bytes that cross one interface per step (both directions) for a lattice on `stencil`.
-pub fn interface_bytes_per_step(slab: &SlabSpec, stencil: &Stencil, precision: Precision) -> usize {
-    2 * slab.interface_values(stencil) * precision.bytes()
-}
-
 /// Which planes of a step a module runs at once ([`ComputeModule::step_overlapped`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StepPart {
@@ -365,10 +420,15 @@ pub trait ComputeModule {
     /// One line naming the device (`cpu (8 threads)`, `cuda:0 NVIDIA H200`).
     fn describe(&self) -> String;
 
-    /// Allocates a channel this slab reads from (populations from one neighbour), in `transport`
-    /// (which the module's factory chose), sized for the crossing populations of the lattices the
-    /// module exchanges.
-    fn allocate_channel(&mut self, transport: Transport) -> Result<Arc<dyn Channel>, ComputeError>;
+    /// Allocates the channel this subdomain reads across `side` ([`crate::SIDES`]: populations
+    /// from one neighbour), in `transport` (which the module's factory chose), sized for the
+    /// populations of the lattices the module exchanges that cross that side. (An outbox written
+    /// across `side` has the same size, and is allocated here too.)
+    fn allocate_channel(
+        &mut self,
+        side: usize,
+        transport: Transport,
+    ) -> Result<Arc<dyn Channel>, ComputeError>;
 
     /// Connects the channels it reads and writes (a periodic single slab writes its own) and
     /// publishes this slab's boundary layers of the current state into the buffers of parity 1 of

@@ -22,9 +22,9 @@ pub use cluster::{
     exchange_tag, Cluster, ClusterError, Incoming, Layout, LocalCluster, Outgoing, Tag, MAX_SLABS,
 };
 pub use compute::{
-    check_node_forces, check_nodes, interface_bytes_per_step, plane_axes, slab_bytes,
-    thermal_slab_bytes, ChangeSums, ComputeError, ComputeModule, Fields, Health, MeanSums,
-    MemoryInfo, ModuleFactory, Placement, PlaneFields, PointForces, StepPart,
+    check_node_forces, check_nodes, plane_axes, slab_bytes, thermal_slab_bytes, ChangeSums,
+    ComputeError, ComputeModule, Fields, Health, MeanSums, MemoryInfo, ModuleFactory, Placement,
+    PlaneFields, PointForces, StepPart,
 };
 pub use config::{
     Axis, BackendName, BodyConfig, BodyMethod, BoundaryConfig, BoundaryKind, CaseConfig,
@@ -35,7 +35,9 @@ pub use config::{
     SlicePlane, SlicePlaneError, SpongeConfig, Streaming, SyntaxError, ThermalConfig, UnitScales,
     ABSOLUTE_ZERO_C, DEFAULT_RETRACTION, MAX_THREADS, WALL_SLOTS,
 };
-pub use domain::{partition, Domain, PartitionError, SlabSpec};
+pub use domain::{
+    partition, side_of, side_populations, Domain, PartitionError, SlabSpec, SIDES, SIDE_COUNT,
+};
 pub use numfmt::{num, num_exact, num_sig, Num};
 pub use real::{Half12, Precision, Real, ScaledHalf, Stored};
 pub use runtime::{

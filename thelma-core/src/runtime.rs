@@ -22,7 +22,7 @@ use crate::compute::{
     ChangeSums, ComputeError, ComputeModule, Fields, Health, MeanSums, ModuleFactory, PlaneFields,
     PointForces,
 };
-use crate::domain::{Domain, PartitionError, SlabSpec};
+use crate::domain::{Domain, PartitionError, SlabSpec, SIDE_COUNT};
 use crate::physics::{BodyLoad, ImmersedBodies, LeavesDomain};
 use crate::transport::{
     plan as plan_transports, Channel, Links, SlabTransports, Transport, TransportRefused,
@@ -268,16 +268,15 @@ enum Command {
     SetHeld(Arc<Vec<f64>>),
     // What never leaves its rank comes last: a variant serde skips must not shift the indices of
     // the others.
-    /// Allocate the channels the slab reads from below and from above, in these transports, and
-    /// the outboxes (host memory) it writes for readers on other ranks, above and below.
+    /// Allocate the channels the subdomain reads across each side, in these transports, and the
+    /// outboxes (host memory) it writes for readers on other ranks across each side.
     #[serde(skip)]
     Allocate {
-        below: Option<Transport>,
-        above: Option<Transport>,
-        outboxes: [bool; 2],
+        reads: SlabTransports,
+        outboxes: [bool; SIDE_COUNT],
     },
     #[serde(skip)]
-    Attach(Links),
+    Attach(Box<Links>),
     #[serde(skip)]
     HoldImmersed(Arc<ImmersedBodies>),
 }
@@ -308,12 +307,15 @@ enum Reply {
     Aborted,
     // Last, as in `Command`.
     #[serde(skip)]
-    Channels {
-        below: Option<Arc<dyn Channel>>,
-        above: Option<Arc<dyn Channel>>,
-        /// Outboxes above and below.
-        outboxes: [Option<Arc<dyn Channel>>; 2],
-    },
+    Channels(Box<SideChannels>),
+}
+
+/// What a module allocated for its subdomain's sides ([`Reply::Channels`]).
+struct SideChannels {
+    /// The channels read across each side.
+    reads: [Option<Arc<dyn Channel>>; SIDE_COUNT],
+    /// The outboxes written across each side.
+    outboxes: [Option<Arc<dyn Channel>>; SIDE_COUNT],
 }
 
 /// Time one worker spent in a run.
@@ -339,13 +341,14 @@ pub struct DeviceInfo {
     pub describe: String,
     /// The thread binding, or why there is none.
     pub binding: Result<Binding, AffinityError>,
-    /// The transports of the channels the slab reads from below and from above.
+    /// The transports of the channels the subdomain reads, by side (for a slab: from below and
+    /// from above).
     pub transports: SlabTransports,
     /// The rank running the slab (0 outside a cluster job).
     pub rank: usize,
-    /// Whether the channels it reads from below and from above are written by another rank
-    /// (their contents then arrive as messages after each step).
-    pub across: [bool; 2],
+    /// Whether the channel it reads across each side is written by another rank (its contents
+    /// then arrive as messages after each step).
+    pub across: [bool; SIDE_COUNT],
 }
 
 /// Which states the time average samples: those at steps `from`, `from + every`, … (the state at
@@ -516,7 +519,7 @@ impl Runtime {
             rt.barrier.set_hook(Box::new(RankExchange::new(
                 c.clone(),
                 exchange,
-                overlap_wanted(),
+                overlaps(layout),
             )));
             // What the modules published on attaching, for step 0 to read.
             rt.flush(1)?;
@@ -576,7 +579,7 @@ impl Runtime {
                 rt.barrier.set_hook(Box::new(RankExchange::new(
                     cluster.clone(),
                     exchange,
-                    overlap_wanted(),
+                    overlaps(layout),
                 )));
                 created
             }
@@ -715,10 +718,12 @@ impl Runtime {
         Ok((rt, transports))
     }
 
-    /// Allocates and attaches the channels of this process's slabs: each slab allocates the ones
-    /// it reads, in the planned transports, and an outbox for each neighbour on another rank; slab
-    /// s writes up into what slab s + 1 reads from below, and down into what slab s − 1 reads from
-    /// above (around the ring when z is periodic). Returns the messages of each step's exchange.
+    /// Allocates and attaches the channels of this process's subdomains: each allocates the ones
+    /// it reads, in the planned transports, and an outbox for each neighbour on another rank; a
+    /// subdomain writes across each side into what its neighbour there reads across the opposite
+    /// side (for slabs: slab s writes up into what slab s + 1 reads from below, and down into what
+    /// slab s − 1 reads from above, around the ring when z is periodic). Returns the messages of
+    /// each step's exchange.
     fn connect(
         &mut self,
         layout: &Layout,
@@ -726,84 +731,62 @@ impl Runtime {
     ) -> Result<Exchange, RuntimeError> {
         let n = layout.slabs.len();
         let local = self.local.clone();
-        let (up, down) = (|s: usize| (s + 1) % n, |s: usize| (s + n - 1) % n);
         for &s in &local {
-            let [below, above] = transports[s];
-            // An outbox for each neighbour on another rank (above, below): it reads this slab's
-            // layer across.
-            let [from_below, from_above] = across(layout, s);
-            let outboxes = [from_above, from_below];
+            // An outbox for each neighbour on another rank: it reads this subdomain's layer
+            // across the side between them.
+            let slab = &layout.slabs[s];
+            let outboxes = std::array::from_fn(|side| {
+                slab.neighbour(side)
+                    .is_some_and(|w| layout.ranks[w] != layout.ranks[s])
+            });
             self.send(
                 s,
                 Command::Allocate {
-                    below,
-                    above,
+                    reads: transports[s],
                     outboxes,
                 },
             )?;
         }
         let allocated = self.collect_from(&local, |_, r| match r {
-            Reply::Channels {
-                below,
-                above,
-                outboxes,
-            } => Ok((below, above, outboxes)),
+            Reply::Channels(c) => Ok((c.reads, c.outboxes)),
             other => Err(other),
         })?;
         let mut channels = vec![None; n];
         for (&s, c) in local.iter().zip(allocated) {
             channels[s] = Some(c);
         }
-        let reads = |s: usize, side: usize| {
-            channels[s]
-                .as_ref()
-                .and_then(|c| if side == 0 { c.0.clone() } else { c.1.clone() })
-        };
+        let reads = |s: usize, side: usize| channels[s].as_ref().and_then(|c| c.0[side].clone());
         let mut exchange = Exchange::default();
         for &s in &local {
             let slab = &layout.slabs[s];
-            let (from_below, from_above, [out_above, out_below]) =
-                channels[s].clone().expect("allocated");
-            let to_above = match out_above {
-                Some(out) => {
-                    let tag = exchange_tag(up(s), 0);
-                    exchange.sends.push((out.clone(), layout.ranks[up(s)], tag));
-                    Some(out)
-                }
-                None if slab.has_above() => reads(up(s), 0),
-                None => None,
+            let (from, outboxes) = channels[s].clone().expect("allocated");
+            let mut links = Links {
+                reads: from,
+                writes: Default::default(),
             };
-            let to_below = match out_below {
-                Some(out) => {
-                    let tag = exchange_tag(down(s), 1);
+            for side in 0..SIDE_COUNT {
+                let Some(w) = slab.neighbour(side) else {
+                    continue;
+                };
+                // The neighbour across `side` reads this layer across the opposite side.
+                links.writes[side] = match &outboxes[side] {
+                    Some(out) => {
+                        let tag = exchange_tag(w, side ^ 1);
+                        exchange.sends.push((out.clone(), layout.ranks[w], tag));
+                        Some(out.clone())
+                    }
+                    None => reads(w, side ^ 1),
+                };
+                if layout.ranks[w] != layout.ranks[s] {
+                    let c = links.reads[side]
+                        .clone()
+                        .expect("a channel across the side");
                     exchange
-                        .sends
-                        .push((out.clone(), layout.ranks[down(s)], tag));
-                    Some(out)
+                        .recvs
+                        .push((c, layout.ranks[w], exchange_tag(s, side)));
                 }
-                None if slab.has_below() => reads(down(s), 1),
-                None => None,
-            };
-            let [across_below, across_above] = across(layout, s);
-            if across_below {
-                let c = from_below.clone().expect("a channel from below");
-                exchange
-                    .recvs
-                    .push((c, layout.ranks[down(s)], exchange_tag(s, 0)));
             }
-            if across_above {
-                let c = from_above.clone().expect("a channel from above");
-                exchange
-                    .recvs
-                    .push((c, layout.ranks[up(s)], exchange_tag(s, 1)));
-            }
-            let links = Links {
-                from_below,
-                from_above,
-                to_above,
-                to_below,
-            };
-            self.send(s, Command::Attach(links))?;
+            self.send(s, Command::Attach(Box::new(links)))?;
         }
         drop(channels);
         self.collect_from(&local, |_, r| match r {
@@ -1415,7 +1398,7 @@ const SETUP_TAG: Tag = crate::cluster::SETUP_TAG;
 struct LayoutSummary {
     size: [usize; 3],
     periodic: [bool; 3],
-    slabs: Vec<(usize, usize, usize)>,
+    slabs: Vec<([usize; 3], [usize; 3], usize)>,
 }
 
 impl LayoutSummary {
@@ -1428,7 +1411,7 @@ impl LayoutSummary {
                 .slabs
                 .iter()
                 .zip(&layout.ranks)
-                .map(|(s, &r)| (s.z.start, s.z.end, r))
+                .map(|(s, &r)| (s.origin(), s.size(), r))
                 .collect(),
         }
     }
@@ -1437,24 +1420,33 @@ impl LayoutSummary {
 impl std::fmt::Display for LayoutSummary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let [x, y, z] = self.size;
-        write!(f, "{x}x{y}x{z} in {} slab(s)", self.slabs.len())?;
+        write!(f, "{x}x{y}x{z} in {} subdomain(s)", self.slabs.len())?;
         let cuts: Vec<String> = self
             .slabs
             .iter()
-            .map(|(a, b, r)| format!("z {a}..{b} on rank {r}"))
+            .map(|(o, n, r)| {
+                let range = |a: usize| format!("{}..{}", o[a], o[a] + n[a]);
+                if n[0] == x && n[1] == y {
+                    format!("z {} on rank {r}", range(2))
+                } else {
+                    format!(
+                        "{} on rank {r}",
+                        (0..3).map(range).collect::<Vec<_>>().join(" x ")
+                    )
+                }
+            })
             .collect();
         write!(f, " ({})", cuts.join(", "))
     }
 }
 
-/// Whether the channels slab `s` reads from below and from above are written by another rank.
-fn across(layout: &Layout, s: usize) -> [bool; 2] {
-    let n = layout.slabs.len();
+/// Whether the channel subdomain `s` reads across each side is written by another rank.
+fn across(layout: &Layout, s: usize) -> [bool; SIDE_COUNT] {
     let slab = &layout.slabs[s];
-    [
-        slab.has_below() && layout.ranks[(s + n - 1) % n] != layout.ranks[s],
-        slab.has_above() && layout.ranks[(s + 1) % n] != layout.ranks[s],
-    ]
+    std::array::from_fn(|side| {
+        slab.neighbour(side)
+            .is_some_and(|w| layout.ranks[w] != layout.ranks[s])
+    })
 }
 
 /// Refuses a layout the job cannot run: ranks it does not have, a rank without a slab, more slabs
@@ -1556,6 +1548,14 @@ struct Carrier {
     /// The step whose messages are under way.
     pending: Mutex<Option<u64>>,
     thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Whether the ranks of a job over `layout` overlap their messages with the interiors: where
+/// [`overlap_wanted`], and the partition does not cut x or y (a step's parts are ranges of
+/// z-planes, and where it cuts x or y every plane holds a boundary layer, so such a job sends
+/// after whole steps).
+fn overlaps(layout: &Layout) -> bool {
+    overlap_wanted() && !layout.slabs.iter().any(SlabSpec::cuts_x_or_y)
 }
 
 /// Whether a cluster job's ranks overlap their messages with the interiors (`THELMA_OVERLAP=0`,
@@ -1781,26 +1781,25 @@ fn serve(
     stop: &AtomicBool,
 ) -> Reply {
     let r = match cmd {
-        Command::Allocate {
-            below,
-            above,
-            outboxes,
-        } => (|| {
-            let below = below.map(|t| module.allocate_channel(t)).transpose()?;
-            let above = above.map(|t| module.allocate_channel(t)).transpose()?;
-            // Outboxes are host memory, which the exchange's messages read.
-            let mut outbox = |want: bool| {
-                want.then(|| module.allocate_channel(Transport::ZeroCopy))
-                    .transpose()
-            };
-            let outboxes = [outbox(outboxes[0])?, outbox(outboxes[1])?];
-            Ok(Reply::Channels {
-                below,
-                above,
-                outboxes,
-            })
+        Command::Allocate { reads, outboxes } => (|| {
+            let mut channels: [Option<Arc<dyn Channel>>; SIDE_COUNT] = Default::default();
+            let mut out: [Option<Arc<dyn Channel>>; SIDE_COUNT] = Default::default();
+            for side in 0..SIDE_COUNT {
+                channels[side] = reads[side]
+                    .map(|t| module.allocate_channel(side, t))
+                    .transpose()?;
+                // Outboxes are host memory, which the exchange's messages read. The neighbour's
+                // channel across the opposite side has the extent of this side's.
+                if outboxes[side] {
+                    out[side] = Some(module.allocate_channel(side, Transport::ZeroCopy)?);
+                }
+            }
+            Ok(Reply::Channels(Box::new(SideChannels {
+                reads: channels,
+                outboxes: out,
+            })))
         })(),
-        Command::Attach(links) => module.attach(links).map(|_| Reply::Attached),
+        Command::Attach(links) => module.attach(*links).map(|_| Reply::Attached),
         Command::Run {
             t0,
             steps,
@@ -1958,7 +1957,7 @@ mod tests {
         let nodes = Command::ReadNodes(Arc::new(vec![4, 1 << 30]));
         assert!(matches!(round(&nodes), Command::ReadNodes(n) if *n == vec![4, 1 << 30]));
         assert!(matches!(round(&Command::Shutdown), Command::Shutdown));
-        let attach = Command::Attach(Links::default());
+        let attach = Command::Attach(Box::default());
         assert!(postcard::to_allocvec(&attach).is_err());
         let reply = Reply::Failed(ComputeError::OutOfMemory("12 GiB".into()));
         let b = postcard::to_allocvec(&reply).unwrap();

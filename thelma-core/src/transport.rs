@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::domain::SlabSpec;
+use crate::domain::{SlabSpec, SIDE_COUNT};
 
 /// Where a channel's memory lives, and so how its writer reaches it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -198,37 +198,55 @@ pub fn channel_offset(values_per_buffer: usize, parity: usize) -> usize {
     parity * values_per_buffer
 }
 
-/// The four channels a slab uses: the two it reads (its own) and the two it writes (its
-/// neighbours'). A periodic single slab is its own neighbour: it writes upward into the channel it
-/// reads from below, and downward into the one it reads from above.
+/// The channels a subdomain uses, by side ([`crate::domain::SIDES`]): those it reads (its own) and
+/// those it writes (its neighbours'). A slab uses sides 0 and 1 only, four channels; a periodic
+/// single slab is its own neighbour: it writes upward into the channel it reads from below, and
+/// downward into the one it reads from above.
 #[derive(Clone, Default)]
 pub struct Links {
-    /// Populations arriving from the slab below (going up).
-    pub from_below: Option<Arc<dyn Channel>>,
-    /// Populations arriving from the slab above (going down).
-    pub from_above: Option<Arc<dyn Channel>>,
-    /// This slab's top layer going up, into the slab above's channel.
-    pub to_above: Option<Arc<dyn Channel>>,
-    /// This slab's bottom layer going down, into the slab below's channel.
-    pub to_below: Option<Arc<dyn Channel>>,
+    /// What arrives from the neighbour across each side (written by it).
+    pub reads: [Option<Arc<dyn Channel>>; SIDE_COUNT],
+    /// This subdomain's layer going across each side: the neighbour's channel, which it reads from
+    /// the opposite side.
+    pub writes: [Option<Arc<dyn Channel>>; SIDE_COUNT],
 }
 
 impl Links {
-    /// Every channel held, with whether this slab writes it.
-    pub fn all(&self) -> impl Iterator<Item = (&Arc<dyn Channel>, bool)> {
-        [
-            (&self.from_below, false),
-            (&self.from_above, false),
-            (&self.to_above, true),
-            (&self.to_below, true),
-        ]
-        .into_iter()
-        .filter_map(|(c, w)| c.as_ref().map(|c| (c, w)))
+    /// Populations arriving from the slab below (going up).
+    pub fn from_below(&self) -> &Option<Arc<dyn Channel>> {
+        &self.reads[0]
+    }
+    /// Populations arriving from the slab above (going down).
+    pub fn from_above(&self) -> &Option<Arc<dyn Channel>> {
+        &self.reads[1]
+    }
+    /// This slab's top layer going up, into the slab above's channel.
+    pub fn to_above(&self) -> &Option<Arc<dyn Channel>> {
+        &self.writes[1]
+    }
+    /// This slab's bottom layer going down, into the slab below's channel.
+    pub fn to_below(&self) -> &Option<Arc<dyn Channel>> {
+        &self.writes[0]
     }
 
-    /// Checks that every channel holds `need` bytes.
-    pub fn check(&self, need: usize) -> Result<(), crate::ComputeError> {
-        for (c, _) in self.all() {
+    /// Every channel held, with its side and whether this subdomain writes it.
+    pub fn all(&self) -> impl Iterator<Item = (usize, &Arc<dyn Channel>, bool)> {
+        let reads = self.reads.iter().enumerate().map(|(s, c)| (s, c, false));
+        let writes = self.writes.iter().enumerate().map(|(s, c)| (s, c, true));
+        reads
+            .chain(writes)
+            .filter_map(|(s, c, w)| c.as_ref().map(|c| (s, c, w)))
+    }
+
+    /// Whether a channel crosses a side other than the two z faces (the partition cuts x or y).
+    pub fn crosses_x_or_y(&self) -> bool {
+        self.all().any(|(s, _, _)| s >= 2)
+    }
+
+    /// Checks that every channel holds `need(side)` bytes.
+    pub fn check(&self, need: impl Fn(usize) -> usize) -> Result<(), crate::ComputeError> {
+        for (side, c, _) in self.all() {
+            let need = need(side);
             if c.bytes() < need {
                 return Err(crate::ComputeError::Invalid(format!(
                     "a {} channel of {} bytes, {need} needed",
@@ -241,16 +259,17 @@ impl Links {
     }
 }
 
-/// The transports of one slab's two channels (from below, from above; `None` where the slab has no
-/// neighbour on that side).
-pub type SlabTransports = [Option<Transport>; 2];
+/// The transports of the channels one subdomain reads, by side (`None` where it has no neighbour
+/// across that side).
+pub type SlabTransports = [Option<Transport>; SIDE_COUNT];
 
-/// The transport of every channel of rank `rank`'s slabs, for slabs on `devices` and `ranks` (slab
-/// order; all on rank 0 in one process), asked of `transport(reader, writer)`: slab s reads from
-/// below what slab s − 1 writes (slab n − 1 when z is periodic), and from above what slab s + 1
-/// writes. Each other rank's slab gets `[None, None]` (that rank plans it on its own host). A
-/// channel whose writer is on another rank is host memory ([`Transport::ZeroCopy`]), which that
-/// rank's messages fill after each step.
+/// The transport of every channel of rank `rank`'s subdomains, for subdomains on `devices` and
+/// `ranks` (subdomain order; all on rank 0 in one process), asked of `transport(reader, writer)`:
+/// a subdomain reads across each side what its neighbour there writes ([`SlabSpec::neighbour`];
+/// for slabs, slab s reads from below what slab s − 1 writes, slab n − 1 when z is periodic, and
+/// from above what slab s + 1 writes). Each other rank's subdomain gets no channels (that rank
+/// plans it on its own host). A channel whose writer is on another rank is host memory
+/// ([`Transport::ZeroCopy`]), which that rank's messages fill after each step.
 pub fn plan<E>(
     slabs: &[SlabSpec],
     devices: &[usize],
@@ -258,29 +277,24 @@ pub fn plan<E>(
     rank: usize,
     mut transport: impl FnMut(usize, usize) -> Result<Transport, E>,
 ) -> Result<Vec<SlabTransports>, E> {
-    let n = slabs.len();
-    let mut ask = |s: usize, w: usize| {
-        if ranks[s] == ranks[w] {
-            transport(devices[s], devices[w])
-        } else {
-            Ok(Transport::ZeroCopy)
-        }
-    };
-    slabs
-        .iter()
-        .enumerate()
-        .map(|(s, slab)| {
-            if ranks[s] != rank {
-                return Ok([None, None]);
+    let mut out = Vec::with_capacity(slabs.len());
+    for (s, slab) in slabs.iter().enumerate() {
+        let mut t = [None; SIDE_COUNT];
+        if ranks[s] == rank {
+            for (side, t) in t.iter_mut().enumerate() {
+                let Some(w) = slab.neighbour(side) else {
+                    continue;
+                };
+                *t = Some(if ranks[w] == ranks[s] {
+                    transport(devices[s], devices[w])?
+                } else {
+                    Transport::ZeroCopy
+                });
             }
-            let below = slab
-                .has_below()
-                .then(|| ask(s, (s + n - 1) % n))
-                .transpose()?;
-            let above = slab.has_above().then(|| ask(s, (s + 1) % n)).transpose()?;
-            Ok([below, above])
-        })
-        .collect()
+        }
+        out.push(t);
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -351,10 +365,14 @@ mod tests {
             Ok::<_, ()>(Transport::Peer)
         })
         .unwrap();
-        assert_eq!(p[0], [None, None]);
-        assert_eq!(p[1], [None, None]);
-        assert_eq!(p[2], [Some(Transport::ZeroCopy), Some(Transport::Peer)]);
-        assert_eq!(p[3], [Some(Transport::Peer), Some(Transport::ZeroCopy)]);
+        let z = |p: &SlabTransports| {
+            assert!(p[2..].iter().all(Option::is_none), "slabs cross z only");
+            [p[0], p[1]]
+        };
+        assert_eq!(z(&p[0]), [None, None]);
+        assert_eq!(z(&p[1]), [None, None]);
+        assert_eq!(z(&p[2]), [Some(Transport::ZeroCopy), Some(Transport::Peer)]);
+        assert_eq!(z(&p[3]), [Some(Transport::Peer), Some(Transport::ZeroCopy)]);
         // Only this rank's pairs reach the factory (slab 2 reads slab 3, slab 3 reads slab 2).
         assert_eq!(asked, vec![(0, 1), (1, 0)]);
     }
@@ -384,10 +402,13 @@ mod tests {
                 Transport::Peer
             })
         };
+        let z = |p: Vec<SlabTransports>| -> Vec<[Option<Transport>; 2]> {
+            p.iter().map(|t| [t[0], t[1]]).collect()
+        };
         let slabs = SlabSpec::split(open, 3).unwrap();
         let p = plan(&slabs, &[0, 0, 1], &[0; 3], 0, ask).unwrap();
         assert_eq!(
-            p,
+            z(p),
             vec![
                 [None, Some(Transport::Device)],
                 [Some(Transport::Device), Some(Transport::Peer)],
@@ -400,7 +421,7 @@ mod tests {
         assert_eq!(p[2][1], Some(Transport::Peer), "slab 2 reads slab 0 above");
         let one = SlabSpec::split(ring, 1).unwrap();
         assert_eq!(
-            plan(&one, &[0], &[0], 0, ask).unwrap(),
+            z(plan(&one, &[0], &[0], 0, ask).unwrap()),
             vec![[Some(Transport::Device); 2]]
         );
         // The first refusal ends the plan: slab 0 reads from slab 2, on GPU 1.

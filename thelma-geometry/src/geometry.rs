@@ -671,13 +671,20 @@ impl Geometry {
     /// The flags of the planes `z` of the lattice, palette-compressed.
     pub fn slab(&self, z: Range<usize>) -> Result<SlabFlags, GeometryError> {
         let [nx, ny, _] = self.domain.size;
+        self.part([0..nx, 0..ny, z])
+    }
+
+    /// The flags of the box of nodes `r` (global ranges along x, y and z), as [`Self::slab`]'s.
+    pub fn part(&self, r: [Range<usize>; 3]) -> Result<SlabFlags, GeometryError> {
+        let [xs, ys, z] = r;
+        let (nx, ny) = (xs.len(), ys.len());
         let mut lookup: HashMap<NodeFlags, u16> = HashMap::new();
         let mut flags = vec![NodeFlags::FLUID];
         lookup.insert(NodeFlags::FLUID, 0);
         let mut index = Vec::with_capacity(nx * ny * z.len());
         for zz in z.clone() {
-            for y in 0..ny {
-                for x in 0..nx {
+            for y in ys.clone() {
+                for x in xs.clone() {
                     let f = self.node_flags(x, y, zz)?;
                     let k = match lookup.get(&f) {
                         Some(&k) => k,
@@ -737,11 +744,20 @@ impl Geometry {
     /// bodies: per fluid node beside one (slab-local index, ascending), per obstacle it touches (the
     /// [`Self::solid_owner`] index), the directions `i` whose `x − c_i` lies in it.
     pub fn body_links(&self, z: Range<usize>) -> Result<Vec<BodyLinks>, GeometryError> {
+        let [nx, ny, _] = self.domain.size;
+        self.body_links_in([0..nx, 0..ny, z])
+    }
+
+    /// [`Self::body_links`] of the box of nodes `r` (global ranges along x, y and z), indexed in
+    /// the box.
+    pub fn body_links_in(&self, r: [Range<usize>; 3]) -> Result<Vec<BodyLinks>, GeometryError> {
         let [nx, ny, nz] = self.domain.size;
+        let [xs, ys, z] = r;
+        let (bx, by) = (xs.len(), ys.len());
         let mut out = Vec::new();
         for (zl, zz) in z.enumerate() {
-            for y in 0..ny {
-                for x in 0..nx {
+            for (yl, y) in ys.clone().enumerate() {
+                for (xl, x) in xs.clone().enumerate() {
                     let f = self.node_flags(x, y, zz)?;
                     if f.is_solid() || f.bounce_mask() == 0 {
                         continue;
@@ -776,7 +792,7 @@ impl Geometry {
                             }
                         }
                     }
-                    let node = ((zl * ny + y) * nx + x) as u32;
+                    let node = ((zl * by + yl) * bx + xl) as u32;
                     out.extend(per.into_iter().map(|(body, links)| BodyLinks {
                         node,
                         body,

@@ -16,7 +16,9 @@ pub struct DeviceSummary {
     pub device: usize,
     pub describe: String,
     pub binding: String,
-    /// Global z-planes owned.
+    /// Global nodes owned along x and y (the whole axis but where the partition cuts it) and z.
+    pub x: [usize; 2],
+    pub y: [usize; 2],
     pub z: [usize; 2],
     pub nodes: usize,
     /// Seconds in compute (step and synchronisation).
@@ -30,7 +32,8 @@ pub struct DeviceSummary {
     /// Bytes crossing this device's interfaces per step (both directions, both faces).
     pub exchange_bytes_per_step: usize,
     /// The transports of the channels this slab reads from below and from above (`null` where it
-    /// has no neighbour): `zero-copy`, `device` or `peer`.
+    /// has no neighbour): `zero-copy`, `device` or `peer`. (Across x and y sides, where the
+    /// partition cuts them, the CPU module's channels are host memory.)
     pub transports: [Option<String>; 2],
 }
 
@@ -237,7 +240,14 @@ impl RunSummary {
         );
         // A device's figures on one line, what it is and where it runs on the next: a GPU's name
         // and its cores would take the first past the width.
+        let boxes = self.devices.iter().any(|d| d.x[0] > 0 || d.y[0] > 0);
         for d in &self.devices {
+            if boxes {
+                s += &format!(
+                    "  device {:>2} x {}..{} y {}..{}\n",
+                    d.device, d.x[0], d.x[1], d.y[0], d.y[1]
+                );
+            }
             s += &format!(
                 "  device {:>2} z {:>4}..{:<4} {:>8.1} MLUPS  compute {:>7.2} s ({:.3} ms/step)  wait {:>6.2} s\n",
                 d.device, d.z[0], d.z[1], d.mlups, d.compute_s, d.step_ms, d.wait_s
@@ -580,6 +590,8 @@ mod tests {
                 device: 0,
                 describe: "CPU".into(),
                 binding: "cores 0-1".into(),
+                x: [0, 48],
+                y: [0, 48],
                 z: [0, 48],
                 nodes: 48 * 48 * 48,
                 compute_s: 3.9,

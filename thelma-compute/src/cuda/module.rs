@@ -292,6 +292,13 @@ where
                 shape.block_x
             )));
         }
+        if slab.cuts_x_or_y() {
+            return Err(ComputeError::Invalid(
+                "the CUDA module runs slabs of whole x-y planes: a partition that cuts x or y \
+                 runs on the CPU module (--backend cpu)"
+                    .into(),
+            ));
+        }
         let info = device::gpu_info(ordinal)?;
         let flags = params
             .geometry
@@ -1040,24 +1047,29 @@ where
         self.describe.clone()
     }
 
-    fn allocate_channel(&mut self, transport: Transport) -> Result<Arc<dyn Channel>, ComputeError> {
+    fn allocate_channel(
+        &mut self,
+        _side: usize,
+        transport: Transport,
+    ) -> Result<Arc<dyn Channel>, ComputeError> {
+        // Slabs only (`new` refuses x and y cuts): both sides are z faces of one size.
         let bytes = 2 * self.interface_values() * std::mem::size_of::<S>();
         channel::allocate(&self.ctx, self.ordinal, transport, bytes)
     }
 
     fn attach(&mut self, links: Links) -> Result<(), ComputeError> {
         self.own()?;
-        links.check(2 * self.interface_values() * std::mem::size_of::<S>())?;
+        links.check(|_| 2 * self.interface_values() * std::mem::size_of::<S>())?;
         let addr = |c: &Option<Arc<dyn Channel>>| {
             c.as_ref().map_or(Ok(0), |c| {
                 channel::address(&self.ctx, self.ordinal, c.as_ref())
             })
         };
         let link_addr = LinkAddresses {
-            from_below: addr(&links.from_below)?,
-            from_above: addr(&links.from_above)?,
-            to_above: addr(&links.to_above)?,
-            to_below: addr(&links.to_below)?,
+            from_below: addr(links.from_below())?,
+            from_above: addr(links.from_above())?,
+            to_above: addr(links.to_above())?,
+            to_below: addr(links.to_below())?,
         };
         self.sync()?;
         self.links = links;

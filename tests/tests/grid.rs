@@ -1,0 +1,128 @@
+//! Partitions that cut x and y as well as z (a grid of subdomains, TheLMA on GPU clusters): each
+//! subdomain exchanges across its 6 faces and 12 edges, and the whole equals one slab bit for bit,
+//! in one process and over the ranks of a cluster job, with walls, a moving lid, periodic axes and
+//! obstacles.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use thelma_compute::CpuFactory;
+use thelma_core::physics::Collision;
+use thelma_core::{CaseConfig, Layout, Precision, Runtime, SlabSpec};
+use thelma_tests::{
+    cpu_factory, domain, local_job, model, run_from_vortex, variant_case, Module, VARIANTS,
+};
+
+/// The case's domain cut into `parts` along x, y and z, subdomain s on rank `ranks(s)`.
+fn grid_layout(case: &CaseConfig, parts: [usize; 3], ranks: impl Fn(usize) -> usize) -> Layout {
+    let slabs = SlabSpec::grid(domain(case), parts).unwrap();
+    Layout {
+        devices: vec![0; slabs.len()],
+        ranks: (0..slabs.len()).map(ranks).collect(),
+        slabs,
+    }
+}
+
+/// `case` on the CPU module over the subdomains of `layout`, all in this process.
+fn one_process(case: &CaseConfig, layout: &Layout, steps: u64) -> Vec<u8> {
+    let n = layout.slabs.len();
+    let factory = Arc::new(CpuFactory::new(model(case), n, n));
+    let rt = Runtime::start_layout(factory, layout, Arc::new(AtomicBool::new(false)))
+        .expect("the grid starts");
+    run_from_vortex(rt, case, steps)
+}
+
+/// Runs `f` on a thread and fails the test if it takes longer than a minute (a hung job).
+fn within_a_minute<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(Duration::from_secs(60))
+        .expect("the job hung")
+}
+
+/// Grids of every shape the cluster issue names (2 × 1 × 1, 1 × 2 × 2, 2 × 2 × 2) and some
+/// uneven ones, with subdomains one node thick.
+const GRIDS: [[usize; 3]; 6] = [
+    [2, 1, 1],
+    [1, 2, 2],
+    [2, 2, 2],
+    [3, 2, 1],
+    [1, 3, 1],
+    [5, 1, 2],
+];
+
+#[test]
+fn grids_equal_one_slab_bit_for_bit_in_one_process() {
+    for periodic_z in [false, true] {
+        for (k, variant) in VARIANTS.iter().enumerate() {
+            let precision = [Precision::F32, Precision::F16, Precision::F64][k % 3];
+            // x is 7 nodes: cut into 5 parts, some subdomains are one node wide.
+            let c = variant_case([7, 9, 8], periodic_z, *variant, precision);
+            let reference = run_from_vortex(Module::Cpu.runtime(&c, 1), &c, 25);
+            for parts in GRIDS {
+                let got = one_process(&c, &grid_layout(&c, parts, |_| 0), 25);
+                assert!(
+                    got == reference,
+                    "grid {parts:?} differs from one slab (periodic z {periodic_z}, {variant:?}, \
+                     {precision:?})"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn grids_periodic_on_every_axis_equal_one_slab() {
+    // Periodic x, y and z cut in two: both x sides of a subdomain lead to the same neighbour,
+    // and every edge channel wraps around the domain.
+    let mut c = variant_case([6, 6, 6], true, (Collision::MRT, true), Precision::F64);
+    c.domain.periodic = [true, true, true];
+    c.domain.obstacles.clear();
+    let reference = run_from_vortex(Module::Cpu.runtime(&c, 1), &c, 20);
+    for parts in [[2, 2, 2], [2, 3, 1], [1, 2, 3]] {
+        let got = one_process(&c, &grid_layout(&c, parts, |_| 0), 20);
+        assert!(got == reference, "grid {parts:?} differs from one slab");
+    }
+}
+
+#[test]
+fn grids_over_ranks_equal_one_slab_bit_for_bit() {
+    // 1, 2, 4 and 8 ranks: 1 x 1 x 1, 2 x 1 x 1, 1 x 2 x 2 and 2 x 2 x 2, one subdomain per rank,
+    // and a 2 x 2 x 2 grid over 3 ranks (every other subdomain's neighbours on other ranks).
+    let runs: [([usize; 3], usize); 5] = [
+        ([1, 1, 1], 1),
+        ([2, 1, 1], 2),
+        ([1, 2, 2], 4),
+        ([2, 2, 2], 8),
+        ([2, 2, 2], 3),
+    ];
+    for periodic_z in [false, true] {
+        let c = variant_case(
+            [8, 7, 9],
+            periodic_z,
+            (Collision::TRT, true),
+            Precision::F32,
+        );
+        let reference = run_from_vortex(Module::Cpu.runtime(&c, 1), &c, 30);
+        for (parts, ranks) in runs {
+            let layout = grid_layout(&c, parts, |s| s % ranks);
+            let c2 = c.clone();
+            let got = within_a_minute(move || {
+                let per_rank = |r: usize| layout.ranks.iter().filter(|&&x| x == r).count();
+                let (rt, servers) = local_job(&layout, |r| cpu_factory(&c2, per_rank(r)));
+                let out = run_from_vortex(rt.expect("the job starts"), &c2, 30);
+                for s in servers {
+                    s.join().unwrap().expect("a rank served to the end");
+                }
+                out
+            });
+            assert!(
+                got == reference,
+                "grid {parts:?} over {ranks} ranks differs from one slab (periodic z {periodic_z})"
+            );
+        }
+    }
+}
