@@ -13,7 +13,8 @@ use thelma_core::physics::Collision;
 use thelma_core::Domain;
 use thelma_core::ModuleFactory;
 use thelma_core::{
-    CaseConfig, CaseKind, Half12, Obstacle, Precision, ScaledHalf, Stored, TransportChoice,
+    BoundaryConfig, BoundaryKind, CaseConfig, CaseKind, Face, Half12, Obstacle, Precision,
+    ScaledHalf, SpongeConfig, Stored, TransportChoice,
 };
 use thelma_core::{Cluster, Layout, LocalCluster, Runtime, RuntimeError};
 use thelma_geometry::Geometry;
@@ -398,3 +399,66 @@ pub fn vortex_populations(domain: Domain, amplitude: f64) -> Vec<f64> {
     }
     f
 }
+
+/// Every open kind at once across slabs: an inlet on x−, a pressure outlet or an outflow on x+, a
+/// free-slip y+, an outflow z− (its shifted pulls cross the slab interfaces) and an obstacle.
+pub fn open_case(outlet: BoundaryKind, c: Collision, p: Precision) -> CaseConfig {
+    let mut case = box_case([20, 14, 23], [false; 3], 0.03, c, p);
+    case.boundary = vec![
+        BoundaryConfig {
+            velocity: [0.04, 0.01, -0.005],
+            ..BoundaryConfig::new(Face::XMinus, BoundaryKind::Velocity)
+        },
+        BoundaryConfig {
+            density: (outlet == BoundaryKind::Pressure).then_some(1.005),
+            ..BoundaryConfig::new(Face::XPlus, outlet)
+        },
+        BoundaryConfig::new(Face::YPlus, BoundaryKind::FreeSlip),
+        BoundaryConfig::new(Face::ZMinus, BoundaryKind::Outflow),
+    ];
+    case.domain.obstacles = vec![Obstacle::Sphere {
+        centre: [8.0, 6.0, 11.0],
+        radius: 3.0,
+    }];
+    case
+}
+
+/// [`open_case`] with sponge layers in front of its x+ pressure outlet and of a second one on z+,
+/// whose layer spans slab interfaces and meets the first along an edge.
+pub fn sponge_case(c: Collision, p: Precision) -> CaseConfig {
+    let mut case = open_case(BoundaryKind::Pressure, c, p);
+    case.boundary[1].sponge = Some(SpongeConfig {
+        width: 6.0,
+        strength: 0.45,
+    });
+    case.boundary.push(BoundaryConfig {
+        // Pressure faces meeting along an edge share their density.
+        density: Some(1.005),
+        sponge: Some(SpongeConfig {
+            width: 10.0,
+            strength: 0.3,
+        }),
+        ..BoundaryConfig::new(Face::ZPlus, BoundaryKind::Pressure)
+    });
+    case
+}
+
+/// The open cases of the invariance tests: every kind, and the sponge layers.
+pub fn open_cases() -> Vec<(String, CaseConfig)> {
+    let kinds =
+        OPEN.map(|(outlet, c, p)| (format!("{outlet:?}, {c}, {p:?}"), open_case(outlet, c, p)));
+    let sponges = [
+        (Collision::MRT, Precision::F32),
+        (Collision::TRT, Precision::F64),
+    ]
+    .map(|(c, p)| (format!("sponges, {c}, {p:?}"), sponge_case(c, p)));
+    kinds.into_iter().chain(sponges).collect()
+}
+
+pub const OPEN: [(BoundaryKind, Collision, Precision); 5] = [
+    (BoundaryKind::Pressure, Collision::MRT, Precision::F32),
+    (BoundaryKind::Outflow, Collision::BGK, Precision::F64),
+    (BoundaryKind::Pressure, Collision::TRT, Precision::F64),
+    (BoundaryKind::Outflow, Collision::MRT, Precision::F32),
+    (BoundaryKind::Pressure, Collision::BGK, Precision::F16),
+];

@@ -1,7 +1,7 @@
 //! Partitions that cut x and y as well as z (a grid of subdomains, TheLMA on GPU clusters): each
 //! subdomain exchanges across its 6 faces and 12 edges, and the whole equals one slab bit for bit,
-//! in one process and over the ranks of a cluster job, with walls, a moving lid, periodic axes and
-//! obstacles.
+//! in one process and over the ranks of a cluster job, with walls, a moving lid, periodic axes,
+//! obstacles and open faces.
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -11,7 +11,8 @@ use thelma_compute::CpuFactory;
 use thelma_core::physics::Collision;
 use thelma_core::{CaseConfig, Layout, Precision, Runtime, SlabSpec};
 use thelma_tests::{
-    cpu_factory, domain, local_job, model, run_from_vortex, variant_case, Module, VARIANTS,
+    cpu_factory, domain, local_job, model, open_cases, run_from_vortex, variant_case, Module,
+    VARIANTS,
 };
 
 /// The case's domain cut into `parts` along x, y and z, subdomain s on rank `ranks(s)`.
@@ -70,6 +71,22 @@ fn grids_equal_one_slab_bit_for_bit_in_one_process() {
                      {precision:?})"
                 );
             }
+        }
+    }
+}
+
+#[test]
+fn grids_with_open_faces_and_sponges_equal_one_slab_bit_for_bit() {
+    // An inlet, a pressure outlet or an outflow, a free-slip wall, an outflow whose shifted pulls
+    // cross the cuts, sponge layers spanning subdomains, and an obstacle on a cut.
+    for (what, c) in open_cases() {
+        let reference = run_from_vortex(Module::Cpu.runtime(&c, 1), &c, 40);
+        for parts in [[2, 2, 1], [3, 1, 2], [1, 2, 3]] {
+            let got = one_process(&c, &grid_layout(&c, parts, |_| 0), 40);
+            assert!(
+                got == reference,
+                "grid {parts:?} differs from one slab ({what})"
+            );
         }
     }
 }

@@ -8,12 +8,12 @@
 
 use thelma_core::physics::Collision;
 use thelma_core::{
-    BoundaryConfig, BoundaryKind, CaseConfig, Expression, Face, Fields, InitialConfig, Obstacle,
-    Precision, SpongeConfig,
+    BoundaryConfig, BoundaryKind, CaseConfig, Expression, Face, Fields, InitialConfig, Precision,
+    SpongeConfig,
 };
 use thelma_tests::{
-    agreement_tolerance, assert_slabs_equal_one_slab, box_case, cpu_runtime, domain, per_module,
-    run_from_vortex, values, vortex_populations, Module,
+    agreement_tolerance, assert_slabs_equal_one_slab, box_case, cpu_runtime, domain, open_cases,
+    per_module, run_from_vortex, values, vortex_populations, Module,
 };
 
 fn face(face: Face, kind: BoundaryKind) -> BoundaryConfig {
@@ -206,69 +206,6 @@ fn free_slip(m: Module) {
         }
     }
 }
-
-/// Every open kind at once across slabs: an inlet on x−, a pressure outlet or an outflow on x+, a
-/// free-slip y+, an outflow z− (its shifted pulls cross the slab interfaces) and an obstacle.
-fn open_case(outlet: BoundaryKind, c: Collision, p: Precision) -> CaseConfig {
-    let mut case = box_case([20, 14, 23], [false; 3], 0.03, c, p);
-    case.boundary = vec![
-        BoundaryConfig {
-            velocity: [0.04, 0.01, -0.005],
-            ..inlet(0.0)
-        },
-        BoundaryConfig {
-            density: (outlet == BoundaryKind::Pressure).then_some(1.005),
-            ..face(Face::XPlus, outlet)
-        },
-        face(Face::YPlus, BoundaryKind::FreeSlip),
-        face(Face::ZMinus, BoundaryKind::Outflow),
-    ];
-    case.domain.obstacles = vec![Obstacle::Sphere {
-        centre: [8.0, 6.0, 11.0],
-        radius: 3.0,
-    }];
-    case
-}
-
-/// [`open_case`] with sponge layers in front of its x+ pressure outlet and of a second one on z+,
-/// whose layer spans slab interfaces and meets the first along an edge.
-fn sponge_case(c: Collision, p: Precision) -> CaseConfig {
-    let mut case = open_case(BoundaryKind::Pressure, c, p);
-    case.boundary[1].sponge = Some(SpongeConfig {
-        width: 6.0,
-        strength: 0.45,
-    });
-    case.boundary.push(BoundaryConfig {
-        // Pressure faces meeting along an edge share their density.
-        density: Some(1.005),
-        sponge: Some(SpongeConfig {
-            width: 10.0,
-            strength: 0.3,
-        }),
-        ..face(Face::ZPlus, BoundaryKind::Pressure)
-    });
-    case
-}
-
-/// The open cases of the invariance tests: every kind, and the sponge layers.
-fn open_cases() -> Vec<(String, CaseConfig)> {
-    let kinds =
-        OPEN.map(|(outlet, c, p)| (format!("{outlet:?}, {c}, {p:?}"), open_case(outlet, c, p)));
-    let sponges = [
-        (Collision::MRT, Precision::F32),
-        (Collision::TRT, Precision::F64),
-    ]
-    .map(|(c, p)| (format!("sponges, {c}, {p:?}"), sponge_case(c, p)));
-    kinds.into_iter().chain(sponges).collect()
-}
-
-const OPEN: [(BoundaryKind, Collision, Precision); 5] = [
-    (BoundaryKind::Pressure, Collision::MRT, Precision::F32),
-    (BoundaryKind::Outflow, Collision::BGK, Precision::F64),
-    (BoundaryKind::Pressure, Collision::TRT, Precision::F64),
-    (BoundaryKind::Outflow, Collision::MRT, Precision::F32),
-    (BoundaryKind::Pressure, Collision::BGK, Precision::F16),
-];
 
 per_module!(open_slabs => open_faces_keep_slabs_equal_to_one_slab,
     open_faces_keep_slabs_equal_to_one_slab_on_cuda);

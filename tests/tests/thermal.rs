@@ -40,19 +40,19 @@ fn setup(alpha: f64, beta_g: [f64; 3], faces: [ThermalFace; 6]) -> ThermalSetup 
 /// Writes the state `f(x, y, z) = (u, θ)` (flow at unit density and equilibrium, θ at its
 /// equilibrium) into every slab of `rt`.
 fn start(rt: &mut Runtime, p: Precision, f: impl Fn(usize, usize, usize) -> ([f64; 3], f64)) {
-    let d = rt.domain();
-    let [nx, ny, _] = d.size;
     let parts = rt
         .devices()
         .iter()
         .map(|dev| {
             let s = &dev.slab;
             let n = s.nodes();
+            let (nx, ny) = (s.nx(), s.ny());
+            let o = s.origin();
             let mut vals = vec![0.0; (Q + QT) * n];
             for z in 0..s.nz() {
                 for y in 0..ny {
                     for x in 0..nx {
-                        let (u, theta) = f(x, y, s.z.start + z);
+                        let (u, theta) = f(o[0] + x, o[1] + y, o[2] + z);
                         let p = (z * ny + y) * nx + x;
                         let g = equilibrium(0.0, u);
                         for i in 0..Q {
@@ -290,6 +290,25 @@ fn mixed_case(
     slabs: usize,
     steps: u64,
 ) -> thelma_core::Fields {
+    mixed_case_on(m, c, p, v, Parts::Slabs(slabs), steps)
+}
+
+/// How [`mixed_case_on`] splits the domain.
+#[derive(Clone, Copy, Debug)]
+enum Parts {
+    Slabs(usize),
+    /// A grid of subdomains cut along x, y and z (the CPU module).
+    Grid([usize; 3]),
+}
+
+fn mixed_case_on(
+    m: Module,
+    c: Collision,
+    p: Precision,
+    v: Mixed,
+    parts: Parts,
+    steps: u64,
+) -> thelma_core::Fields {
     use thelma_core::{BoundaryConfig, BoundaryKind, Face, FacePatch, PatchConfig};
     let open = matches!(v, Mixed::Open | Mixed::Patches);
     let mut case = box_case([7, 6, 15], [!open, false, false], 0.05, c, p);
@@ -353,7 +372,25 @@ fn mixed_case(
         case.numerics.smagorinsky = Some(0.2);
         s.model.turbulent_prandtl = Some(0.85);
     }
-    let mut rt = runtime_on(m, &case, &s, slabs);
+    let mut rt = match parts {
+        Parts::Slabs(slabs) => runtime_on(m, &case, &s, slabs),
+        Parts::Grid(g) => {
+            let params = ModelParams {
+                thermal: Some(s.clone()),
+                ..model(&case)
+            };
+            let cells = thelma_core::SlabSpec::grid(thelma_tests::domain(&case), g).unwrap();
+            let n = cells.len();
+            let layout = thelma_core::Layout {
+                devices: vec![0; n],
+                ranks: vec![0; n],
+                slabs: cells,
+            };
+            let factory = std::sync::Arc::new(thelma_compute::CpuFactory::new(params, n, n));
+            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            Runtime::start_layout(factory, &layout, stop).unwrap()
+        }
+    };
     start(&mut rt, p, |x, y, z| {
         let a = x as f64 * 0.9 + y as f64 * 0.3 - z as f64 * 0.2;
         (
@@ -377,6 +414,21 @@ fn thermal_slabs_equal_one_slab_bit_for_bit(m: Module) {
             for slabs in [2, 3, 5] {
                 let got = mixed_case(m, Collision::MRT, p, v, slabs, 120);
                 assert!(got == one, "{p:?} {v:?}: {slabs} slabs differ from one");
+            }
+        }
+    }
+}
+
+/// Grids cut along x, y and z equal one slab bit for bit, flow and temperature, on the CPU
+/// module: held, adiabatic and outflow faces, patches, open faces with a sponge, LES.
+#[test]
+fn thermal_grids_equal_one_slab_bit_for_bit() {
+    for p in [Precision::F32, Precision::F64] {
+        for v in MIXED {
+            let one = mixed_case(Module::Cpu, Collision::MRT, p, v, 1, 60);
+            for g in [[2, 2, 1], [3, 1, 2], [1, 2, 3]] {
+                let got = mixed_case_on(Module::Cpu, Collision::MRT, p, v, Parts::Grid(g), 60);
+                assert!(got == one, "{p:?} {v:?}: grid {g:?} differs from one slab");
             }
         }
     }

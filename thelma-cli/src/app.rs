@@ -501,18 +501,17 @@ struct SteerContext<'a> {
     steered: &'a mut Steered,
 }
 
-/// Between two runs of steps: hands the live view its picture and figures, then applies the
-/// viewers' commands, waiting while paused (Ctrl-C still ends a pause). `true` when a viewer
-/// stopped the run. `done`: the run ends here anyway, so it does not wait in a pause.
 /// Bytes crossing a subdomain's channels per step, both ways: each side with a neighbour carries
-/// its crossing populations (the temperature lattice's plane too across z faces).
+/// its crossing populations (and the temperature lattice's across faces).
 fn exchange_bytes(slab: &SlabSpec, case: &CaseConfig) -> usize {
     let bytes = case.numerics.precision.bytes();
     (0..SIDE_COUNT)
         .filter(|&s| slab.neighbour(s).is_some())
         .map(|s| {
-            let thermal = if case.thermal.is_some() && s < 2 {
-                slab.nx() * slab.ny()
+            // The temperature lattice's crossing population across every face (none across an
+            // edge): one value per face node.
+            let thermal = if case.thermal.is_some() && s < 6 {
+                slab.side_nodes(s)
             } else {
                 0
             };
@@ -521,6 +520,9 @@ fn exchange_bytes(slab: &SlabSpec, case: &CaseConfig) -> usize {
         .sum()
 }
 
+/// Between two runs of steps: hands the live view its picture and figures, then applies the
+/// viewers' commands, waiting while paused (Ctrl-C still ends a pause). `true` when a viewer
+/// stopped the run. `done`: the run ends here anyway, so it does not wait in a pause.
 fn steer(
     live: &mut LiveServer,
     figures: &live::Figures,

@@ -102,8 +102,8 @@ pub fn check(
 }
 
 /// Refuses what a partition that cuts x or y (a layout file's grid) does not run yet: any backend
-/// but the CPU module, open faces, a temperature lattice, immersed bodies, in-place streaming,
-/// VTK pieces and the live view. Slabs of whole planes run everything.
+/// but the CPU module, immersed bodies, in-place streaming, VTK pieces and the live view. Slabs of
+/// whole planes run everything.
 pub fn check_grid(case: &CaseConfig, layout: &Layout, backend: &str, live: bool) -> Result<()> {
     if !layout.slabs.iter().any(SlabSpec::cuts_x_or_y) {
         return Ok(());
@@ -115,11 +115,7 @@ pub fn check_grid(case: &CaseConfig, layout: &Layout, backend: &str, live: bool)
              of whole x-y planes): use --backend cpu"
         ));
     }
-    let missing = if !case.open_faces().is_empty() {
-        "open faces ([[boundary]] inlets, outlets, free-slip)"
-    } else if case.thermal.is_some() {
-        "a temperature lattice ([thermal])"
-    } else if case.body.iter().any(|b| b.method == BodyMethod::Immersed) {
+    let missing = if case.body.iter().any(|b| b.method == BodyMethod::Immersed) {
         "immersed bodies"
     } else if case.numerics.streaming == Streaming::InPlace {
         "in-place streaming"

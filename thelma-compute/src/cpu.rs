@@ -39,7 +39,7 @@ use crate::params::ModelParams;
 
 #[path = "cpu_thermal.rs"]
 mod thermal;
-use thermal::{ThermalLattice, ThermalLinks, THERMAL_SLOT};
+use thermal::{ThermalFaces, ThermalLattice, ThermalLinks, THERMAL_SLOT};
 
 #[path = "cpu_inplace.rs"]
 mod inplace;
@@ -425,16 +425,10 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> CpuModule<T, S> {
                     .into(),
             ));
         }
-        if slab.cuts_x_or_y()
-            && (in_place
-                || open
-                || !params.sponges.is_empty()
-                || params.thermal.is_some()
-                || params.immersed)
-        {
+        if slab.cuts_x_or_y() && (in_place || params.immersed) {
             return Err(ComputeError::Invalid(
-                "a partition that cuts x or y steps walls, periodic axes and obstacles: not yet \
-                 open faces, a temperature lattice, immersed bodies or in-place streaming"
+                "a partition that cuts x or y steps walls, open faces, periodic axes, obstacles \
+                 and a temperature lattice: not yet immersed bodies or in-place streaming"
                     .into(),
             ));
         }
@@ -514,9 +508,35 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> CpuModule<T, S> {
     /// the crossing populations of an x or y side's face or edge.
     fn side_values(&self, side: usize) -> usize {
         match &self.sides {
-            Some(sh) if side >= 2 => sh.values(side),
+            // A temperature lattice's crossing population after the flow's across x and y faces.
+            Some(sh) if side >= 2 => {
+                let (nodes, _) = sh.slot_shape(side);
+                let thermal = self.thermal.is_some() && side < 6;
+                sh.values(side) + if thermal { nodes } else { 0 }
+            }
             _ => self.interface_values(),
         }
+    }
+
+    /// The thermal slots of buffers `rin` (read) and `rout` (written) of the channels across the
+    /// x and y faces, where the partition cuts x or y and a temperature lattice is coupled.
+    fn thermal_faces(&self, rin: usize, rout: usize) -> Option<ThermalFaces<T>> {
+        let sh = self.sides.as_ref()?;
+        self.thermal.as_ref()?;
+        let ptr = |c: &Option<Arc<dyn Channel>>, s: usize, parity: usize| {
+            c.as_ref().map(|c| {
+                let (nodes, _) = sh.slot_shape(s);
+                let at = channel_offset(self.side_values(s), parity) + THERMAL_SLOT * nodes;
+                // SAFETY: the channel holds 2 buffers of side_values(s) values, each ending with
+                // the thermal slot (checked at attach).
+                SyncPtr(unsafe { (c.address() as *mut T).add(at) })
+            })
+        };
+        Some(ThermalFaces {
+            reads: std::array::from_fn(|f| ptr(&self.links.reads[f + 2], f + 2, rin)),
+            writes: std::array::from_fn(|f| ptr(&self.links.writes[f + 2], f + 2, rout)),
+            stride: std::array::from_fn(|f| sh.slot_shape(f + 2).1),
+        })
     }
 
     /// The thermal slot of buffer `parity` of a channel.
@@ -541,6 +561,7 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> CpuModule<T, S> {
             above_in: self.thermal_ptr(l.from_above(), rin),
             above_out: self.thermal_ptr(l.to_above(), rout),
             below_out: self.thermal_ptr(l.to_below(), rout),
+            faces: self.thermal_faces(rin, rout),
         }
     }
 
@@ -554,7 +575,7 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> CpuModule<T, S> {
         if let Some(th) = &self.thermal {
             let up = self.thermal_ptr(self.links.to_above(), parity);
             let down = self.thermal_ptr(self.links.to_below(), parity);
-            th.publish(&self.slab, up, down);
+            th.publish(&self.slab, up, down, self.thermal_faces(parity, parity));
         }
         if let Some(above) = self.links.to_above() {
             let out = above.address() as *mut S;
@@ -581,8 +602,9 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> CpuModule<T, S> {
             let Some(c) = &self.links.writes[s] else {
                 continue;
             };
-            // SAFETY: the channel holds 2 buffers of `values(s)` values (checked at attach).
-            let out = unsafe { (c.address() as *mut S).add(channel_offset(sh.values(s), parity)) };
+            // SAFETY: the channel holds 2 buffers of `side_values(s)` values (checked at attach).
+            let off = channel_offset(self.side_values(s), parity);
+            let out = unsafe { (c.address() as *mut S).add(off) };
             for z in 0..nz {
                 for y in 0..ny {
                     for x in 0..nx {
@@ -811,6 +833,7 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> CpuModule<T, S> {
             below_out,
             amplitude: self.params.inlets.amplitudes(t).map(T::of),
             z0: self.slab.z.start,
+            xy0: [self.slab.x.start, self.slab.y.start],
             size: self.slab.domain.size,
             sides: self.side_ctx(t),
             coupling,
@@ -1005,6 +1028,8 @@ struct StepCtx<'a, T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> {
     /// The slab's first plane in the domain, and the domain's size (inlet profiles are in global
     /// coordinates).
     z0: usize,
+    /// The box's first node along x and y (zero but in a grid that cuts them).
+    xy0: [usize; 2],
     size: [usize; 3],
     /// With a temperature lattice: each node's force from this step's θ, and where the velocity
     /// that advects θ is kept.
@@ -1281,7 +1306,7 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> StepCtx<'_, T, S> {
     /// where the link crosses the face (`x − c_i/2`).
     fn inlet_scale(&self, word: u32, mut s: T, i: usize, p: [usize; 3]) -> T {
         let bits = NodeFlags::SLOT_BITS;
-        let q = [p[0], p[1], p[2] + self.z0];
+        let q = [p[0] + self.xy0[0], p[1] + self.xy0[1], p[2] + self.z0];
         for a in 0..3 {
             if word >> (bits + a as u32) & 1 != 0 {
                 let at = T::of(q[a] as f64) - T::of(0.5 * C[i][a] as f64);
@@ -1296,6 +1321,20 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> StepCtx<'_, T, S> {
     /// crosses that face, as every shifted pull's source does).
     fn value_at(&self, j: usize, x: isize, y: isize, z: isize) -> T {
         let (nx, ny, nz) = (self.nx, self.ny, self.nz);
+        if let Some(sc) = &self.sides {
+            // A grid's subdomain: beyond an x or y side the value comes through its channel.
+            let wrap = [self.periodic[0], self.periodic[1]];
+            let has = |s: usize| sc.reads[s].is_some();
+            return match sc.shapes.resolve([x, y, z], wrap, has) {
+                Some(Source::Inside(p)) => {
+                    self.a[j * nx * ny * nz + (p[2] * ny + p[1]) * nx + p[0]].load()
+                }
+                Some(Source::Across(..)) => {
+                    sc.pulled(j, [x, y, z], wrap).expect("a channel").load()
+                }
+                None => panic!("a shifted pull across a side without a neighbour"),
+            };
+        }
         let x = x.rem_euclid(nx as isize) as usize;
         let y = y.rem_euclid(ny as isize) as usize;
         if z >= 0 && (z as usize) < nz {
@@ -1499,7 +1538,8 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> StepCtx<'_, T, S> {
     ) {
         let Some(sp) = self.sponges else { return };
         let z = self.z0 + z;
-        if !sp.touches(x0, x0 + len, y, z) {
+        let [gx, y] = [self.xy0[0] + x0, self.xy0[1] + y];
+        if !sp.touches(gx, gx + len, y, z) {
             return;
         }
         let zero = Lanes::splat(T::zero());
@@ -1510,7 +1550,7 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> StepCtx<'_, T, S> {
         };
         let mut hit = [false; L];
         for x in 0..len {
-            if let Some(a) = sp.at::<T>([x0 + x, y, z]) {
+            if let Some(a) = sp.at::<T>([gx + x, y, z]) {
                 lanes.sigma.0[x] = a.sigma;
                 lanes.drho_w.0[x] = a.drho_w;
                 for k in 0..3 {

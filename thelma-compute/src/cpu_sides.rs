@@ -71,6 +71,11 @@ impl SideShapes {
         }
     }
 
+    /// Nodes of one slot of side `s`, and a node's offset in it per box coordinate.
+    pub(crate) fn slot_shape(&self, s: usize) -> (usize, [usize; 3]) {
+        (self.nodes[s], self.stride[s])
+    }
+
     /// Values in one buffer of the channel of side `s`.
     pub(crate) fn values(&self, s: usize) -> usize {
         self.out_len[s] as usize * self.nodes[s]

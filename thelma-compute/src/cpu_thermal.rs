@@ -48,6 +48,27 @@ pub(super) struct ThermalLinks<T> {
     pub(super) above_in: Option<SyncPtr<T>>,
     pub(super) above_out: Option<SyncPtr<T>>,
     pub(super) below_out: Option<SyncPtr<T>>,
+    /// Where the partition cuts x or y: the thermal slots of the channels across the x and y
+    /// faces.
+    pub(super) faces: Option<ThermalFaces<T>>,
+}
+
+/// The thermal slots of the channels across a grid subdomain's x and y faces (sides 2–5: x−, x+,
+/// y−, y+), read (`(t+1)%2`) and written (`t%2`), each one value per face node at offset
+/// `stride · p` for box node p.
+#[derive(Clone, Copy)]
+pub(super) struct ThermalFaces<T> {
+    pub(super) reads: [Option<SyncPtr<T>>; 4],
+    pub(super) writes: [Option<SyncPtr<T>>; 4],
+    pub(super) stride: [[usize; 3]; 4],
+}
+
+impl<T> ThermalFaces<T> {
+    /// The offset of box node p in the slot of face `f` (0–3).
+    #[inline]
+    fn at(&self, f: usize, p: [usize; 3]) -> usize {
+        (0..3).map(|a| p[a] * self.stride[f][a]).sum()
+    }
 }
 
 impl<T: Real + Arith<Scalar = T>> ThermalLattice<T> {
@@ -97,12 +118,19 @@ impl<T: Real + Arith<Scalar = T>> ThermalLattice<T> {
     ) {
         let (nx, ny, nz) = (slab.nx(), slab.ny(), slab.nz());
         let n = slab.nodes();
+        // x and y wrap onto the box where they are periodic and uncut.
+        let g = slab.grid;
         let periodic = slab.domain.periodic;
+        let periodic = [
+            periodic[0] && g[0] == 1,
+            periodic[1] && g[1] == 1,
+            periodic[2],
+        ];
         let ha = &self.ha;
         let hb = SyncPtr(self.hb.as_mut_ptr());
         let force = self.force.each_mut().map(|f| SyncPtr(f.as_mut_ptr()));
         let (k, setup, uniform) = (&self.k, &self.setup, self.uniform);
-        let z0 = slab.z.start;
+        let o = slab.origin();
         part_rows(part, nz, ny).for_each(|(z, y)| {
             for x in 0..nx {
                 let p = (z * ny + y) * nx + x;
@@ -114,17 +142,23 @@ impl<T: Real + Arith<Scalar = T>> ThermalLattice<T> {
                         let q = [x, y, z][a] as isize - C[i][a] as isize;
                         let size = [nx, ny, nz][a] as isize;
                         let outside = q < 0 || q >= size;
-                        // Beyond the slab along z there is a neighbour where its buffer exists;
-                        // beyond the box elsewhere, a face (or a periodic wrap along x and y).
-                        let across = a == 2 && outside;
-                        let buf = if q < 0 {
-                            links.below_in
-                        } else {
-                            links.above_in
+                        // Beyond the slab along z there is a neighbour where its buffer exists,
+                        // and beyond a grid's x or y side where its channel does; beyond the box
+                        // elsewhere, a face (or a periodic wrap along x and y).
+                        let across = outside && (a == 2 || g[a] > 1);
+                        let f = 2 * a + usize::from(q >= 0);
+                        let buf = match (a, links.faces) {
+                            (2, _) if q < 0 => links.below_in,
+                            (2, _) => links.above_in,
+                            (_, Some(tf)) => tf.reads[f].map(|b| {
+                                // SAFETY: the slot holds one value per face node.
+                                SyncPtr(unsafe { b.get().add(tf.at(f, [x, y, z])) })
+                            }),
+                            _ => None,
                         };
                         let face =
                             if outside && !(a < 2 && periodic[a]) && !(across && buf.is_some()) {
-                                Some(setup.face_at(2 * a + usize::from(q >= 0), [x, y, z + z0]))
+                                Some(setup.face_at(f, [x + o[0], y + o[1], z + o[2]]))
                             } else {
                                 None
                             };
@@ -137,10 +171,10 @@ impl<T: Real + Arith<Scalar = T>> ThermalLattice<T> {
                             None if mask & (1 << i) != 0 => ha[OPP[i] * n + p],
                             None if across => {
                                 let b = buf.expect("a neighbour's buffer");
-                                // SAFETY: the buffer's thermal slot holds one plane; y < ny, x < nx.
-                                // The neighbour wrote it in the previous step, ordered by the
-                                // barrier.
-                                unsafe { *b.get().add(y * nx + x) }
+                                // SAFETY: the buffer's thermal slot holds one plane (a side's: the
+                                // pointer is the node's own value); y < ny, x < nx. The neighbour
+                                // wrote it in the previous step, ordered by the barrier.
+                                unsafe { *b.get().add(if a == 2 { y * nx + x } else { 0 }) }
                             }
                             None => {
                                 let mut s = [x as isize, y as isize, z as isize];
@@ -205,6 +239,18 @@ impl<T: Real + Arith<Scalar = T>> ThermalLattice<T> {
                         unsafe { *out.get().add(q) = h[6] };
                     }
                 }
+                if let Some(tf) = links.faces {
+                    // Across x−, x+, y−, y+: directions 2, 1, 4, 3 leave the box there.
+                    let on = [x == 0, x + 1 == nx, y == 0, y + 1 == ny];
+                    for f in 0..4 {
+                        if let (true, Some(out)) = (on[f], tf.writes[f]) {
+                            let i = [2, 1, 4, 3][f];
+                            // SAFETY: the slot holds one value per face node; this node's is
+                            // written by this task alone.
+                            unsafe { *out.get().add(tf.at(f, [x, y, z])) = h[i] };
+                        }
+                    }
+                }
             }
         });
         if part.closes() {
@@ -219,7 +265,27 @@ impl<T: Real + Arith<Scalar = T>> ThermalLattice<T> {
         slab: &SlabSpec,
         up: Option<SyncPtr<T>>,
         down: Option<SyncPtr<T>>,
+        faces: Option<ThermalFaces<T>>,
     ) {
+        if let Some(tf) = faces {
+            let (nx, ny) = (slab.nx(), slab.ny());
+            let n = slab.nodes();
+            for z in 0..slab.nz() {
+                for y in 0..ny {
+                    for x in 0..nx {
+                        let on = [x == 0, x + 1 == nx, y == 0, y + 1 == ny];
+                        let p = (z * ny + y) * nx + x;
+                        for f in 0..4 {
+                            if let (true, Some(out)) = (on[f], tf.writes[f]) {
+                                let i = [2, 1, 4, 3][f];
+                                // SAFETY: the slot holds one value per face node.
+                                unsafe { *out.get().add(tf.at(f, [x, y, z])) = self.ha[i * n + p] };
+                            }
+                        }
+                    }
+                }
+            }
+        }
         let plane = slab.nx() * slab.ny();
         let n = slab.nodes();
         let top = (slab.nz() - 1) * plane;

@@ -1123,7 +1123,8 @@ impl Runtime {
     }
 
     /// The plane of the whole domain normal to `axis` at `index` (global), from the slabs that hold
-    /// part of it ([`ComputeModule::read_plane`]), joined in z order.
+    /// part of it ([`ComputeModule::read_plane`]), joined in z order. Slabs only: a grid that cuts
+    /// x or y is refused where planes are read (the live view's preflight).
     pub fn plane(&mut self, axis: usize, index: usize) -> Result<PlaneFields, RuntimeError> {
         let held: Vec<(usize, usize)> = self
             .devices
