@@ -1421,7 +1421,9 @@ impl LayoutSummary {
 impl std::fmt::Display for LayoutSummary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let [x, y, z] = self.size;
-        write!(f, "{x}x{y}x{z} in {} subdomain(s)", self.slabs.len())?;
+        let slabs = self.slabs.iter().all(|(_, n, _)| n[0] == x && n[1] == y);
+        let what = if slabs { "slab(s)" } else { "subdomain(s)" };
+        write!(f, "{x}x{y}x{z} in {} {what}", self.slabs.len())?;
         let cuts: Vec<String> = self
             .slabs
             .iter()
