@@ -81,10 +81,10 @@ __device__ __forceinline__ void thelma_ib_pull(real* f, const store_t* __restric
                                                int z, size_t p, int z0, int nz_domain, int open) {
     if (open)
         pull_node<store_t, true>(f, a, k, mask, pal_term, pal_link, below_in, above_in, nx, ny,
-                                 nz, periodic, x, y, z, p, z0, nz_domain);
+                                 nz, periodic, x, y, z, p, z0, nz_domain, 0);
     else
         pull_node<store_t, false>(f, a, k, mask, pal_term, pal_link, below_in, above_in, nx, ny,
-                                  nz, periodic, x, y, z, p, z0, nz_domain);
+                                  nz, periodic, x, y, z, p, z0, nz_domain, 0);
 }
 
 // What every kernel pulling nodes as the step does takes first (thelma_compute's
@@ -319,7 +319,7 @@ THELMA_NAME(ib_collide)(THELMA_IB_PULL_ARGS, store_t* __restrict__ b, store_t* a
 #ifdef THELMA_SPONGE
     if (open) thelma_sponge_absorb(f, x, y, z0 + z);
 #endif
-    store_node(f, b, above_out, below_out, nx, ny, nz, x, y, z, p);
+    store_node(f, b, above_out, below_out, nx, ny, nz, x, y, z, p, 0);
 }
 
 // The live view's plane at the listed nodes (the band, or the nodes the host forced) that lie in

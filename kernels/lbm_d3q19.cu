@@ -22,6 +22,113 @@
 // their outgoing populations straight into the neighbours' and load theirs from their own, so no copy
 // is ever enqueued between steps.
 
+// A grid's subdomain (a partition that cuts x or y, THELMA_GRID): every side of the box, its z
+// faces included, reads and writes through the channel tables below, which the module fills when
+// it attaches its channels (thelma_compute::cuda::CudaModule): the address of buffer b of the
+// channel read across side s (thelma_core::SIDES) in thelma_side_in[b][s], of the one written in
+// thelma_side_out[b][s], 0 where the side has none (a wall). A step of parity t % 2 (the kernels'
+// `parity`) reads buffers 1 − parity and writes buffers parity. A channel across side s holds the
+// populations pulled across it (the prelude's thelma_side_slot, thelma_side_out_dir), each over the
+// nodes of the side's face or edge with x fastest along its free axes: the CPU module's layout
+// (thelma_compute's cpu_sides.rs), so that both modules' subdomains exchange alike. thelma_box holds
+// the box's first node along x and y and the domain's size along them (inlet profiles and sponges
+// are in the domain's coordinates). Slabs compile none of this: their kernels are unchanged.
+#ifdef THELMA_GRID
+__constant__ unsigned long long thelma_side_in[2][THELMA_SIDES];
+__constant__ unsigned long long thelma_side_out[2][THELMA_SIDES];
+__constant__ int thelma_box[4];
+#define THELMA_GRID_PARAM , int parity
+#define THELMA_PARITY parity
+#define THELMA_GX(x) (thelma_box[0] + (x))
+#define THELMA_GY(y) (thelma_box[1] + (y))
+#define THELMA_NX_DOMAIN(nx) thelma_box[2]
+#define THELMA_NY_DOMAIN(ny) thelma_box[3]
+
+// Whether the box reads across side s (a channel, not a wall).
+__device__ __forceinline__ bool thelma_has_side(int s) { return thelma_side_in[0][s] != 0ull; }
+
+// Population j at box position (xs, ys, zs), possibly beyond the box: inside it (wrapped along an
+// x or y the partition leaves periodic and uncut: bit 0 and 1 of `periodic`), across the side the
+// position lies beyond, or zero beyond a wall (bounce-back then replaces it). The CPU module's
+// SideShapes::resolve.
+template <typename S>
+__device__ __forceinline__ real grid_value(const S* __restrict__ a, int j, int xs, int ys, int zs,
+                                           int nx, int ny, int nz, int periodic, int parity,
+                                           size_t n) {
+    int ox = 0, oy = 0, oz = 0;
+    if (xs < 0 || xs >= nx) {
+        if (periodic & 1) xs = (xs + nx) % nx;
+        else ox = xs < 0 ? -1 : 1;
+    }
+    if (ys < 0 || ys >= ny) {
+        if (periodic & 2) ys = (ys + ny) % ny;
+        else oy = ys < 0 ? -1 : 1;
+    }
+    if (zs < 0 || zs >= nz) oz = zs < 0 ? -1 : 1;
+    if ((ox | oy | oz) == 0)
+        return thelma_load(a[(size_t)j * n + ((size_t)zs * ny + ys) * nx + xs]);
+    const int s = thelma_side_at[(ox + 1) + 3 * (oy + 1) + 9 * (oz + 1)];
+    const S* buf = reinterpret_cast<const S*>(thelma_side_in[parity ^ 1][s]);
+    if (buf == nullptr) return real(0.0);
+    size_t off = 0, m = 1;
+    if (ox == 0) {
+        off = xs;
+        m = nx;
+    }
+    if (oy == 0) {
+        off += (size_t)ys * m;
+        m *= ny;
+    }
+    if (oz == 0) {
+        off += (size_t)zs * m;
+        m *= nz;
+    }
+    return thelma_load(buf[(size_t)thelma_side_slot[s][j] * m + off]);
+}
+
+// Stores the populations of box node (x, y, z) that cross each side whose layer holds it into this
+// step's buffer written across that side (the sides fold at compile time; a node inside the box
+// tests six coordinates).
+template <typename S>
+__device__ __forceinline__ void store_sides(const real* f, int nx, int ny, int nz, int x, int y,
+                                            int z, int parity) {
+    if (x > 0 && x < nx - 1 && y > 0 && y < ny - 1 && z > 0 && z < nz - 1) return;
+#pragma unroll
+    for (int s = 0; s < THELMA_SIDES; s++) {
+        const int dx = side_dx(s), dy = side_dy(s), dz = side_dz(s);
+        const bool on = (dx == 0 || x == (dx < 0 ? 0 : nx - 1)) &&
+                        (dy == 0 || y == (dy < 0 ? 0 : ny - 1)) &&
+                        (dz == 0 || z == (dz < 0 ? 0 : nz - 1));
+        S* out = reinterpret_cast<S*>(thelma_side_out[parity][s]);
+        if (!on || out == nullptr) continue;
+        size_t off = 0, m = 1;
+        if (dx == 0) {
+            off = x;
+            m = nx;
+        }
+        if (dy == 0) {
+            off += (size_t)y * m;
+            m *= ny;
+        }
+        if (dz == 0) {
+            off += (size_t)z * m;
+            m *= nz;
+        }
+#pragma unroll
+        for (int k = 0; k < THELMA_CROSSING; k++)
+            if (k < side_out_len(s))
+                out[(size_t)k * m + off] = thelma_store<S>(f[side_out_dir(s * THELMA_CROSSING + k)]);
+    }
+}
+#else
+#define THELMA_GRID_PARAM
+#define THELMA_PARITY 0
+#define THELMA_GX(x) (x)
+#define THELMA_GY(y) (y)
+#define THELMA_NX_DOMAIN(nx) (nx)
+#define THELMA_NY_DOMAIN(ny) (ny)
+#endif
+
 // The value direction i pulls into row (y, z) at source column xs near a y or z edge of the slab
 // (uniform over a block): wrapped on a periodic y axis, zero beyond a y wall (bounce-back then
 // replaces it), and from the neighbour's interface buffer beyond the slab's z faces.
@@ -45,11 +152,15 @@ __device__ __forceinline__ real pull_edge(const S* __restrict__ a, const S* belo
 
 // Population j of lattice a at node (xs, ys, zs) of the slab, wrapped on periodic x and y (an open
 // link's source is inside the box, so only those axes wrap); a plane beyond the slab's z faces is
-// read from the neighbour's interface buffer, where j crosses that face.
+// read from the neighbour's interface buffer, where j crosses that face. In a grid's subdomain,
+// grid_value.
 template <typename S>
 __device__ __forceinline__ real value_at(const S* __restrict__ a, const S* below_in,
                                          const S* above_in, int j, int xs, int ys, int zs, int nx,
-                                         int ny, int nz, size_t n) {
+                                         int ny, int nz, int periodic, int parity, size_t n) {
+#ifdef THELMA_GRID
+    return grid_value(a, j, xs, ys, zs, nx, ny, nz, periodic, parity, n);
+#endif
     xs = (xs + nx) % nx;
     ys = (ys + ny) % ny;
     const size_t plane = (size_t)nx * ny;
@@ -98,8 +209,9 @@ template <typename S>
 __device__ __forceinline__ void open_links(real* f, const S* __restrict__ a, const S* below_in,
                                            const S* above_in, const unsigned int* __restrict__ link,
                                            const real* __restrict__ term, int x, int y, int z,
-                                           int nx, int ny, int nz, size_t n, size_t p,
-                                           const thelma_node<S>& node, int z0, int nz_domain) {
+                                           int nx, int ny, int nz, int periodic, int parity,
+                                           size_t n, size_t p, const thelma_node<S>& node, int z0,
+                                           int nz_domain) {
     real t[9];
     bool have = false;
     real rho = real(0.0), scale = real(0.0);
@@ -121,11 +233,12 @@ __device__ __forceinline__ void open_links(real* f, const S* __restrict__ a, con
             }
             f[i] = node[opp(i)] +
                    rho * term[i] *
-                       thelma_inlet_scale(link[0], scale, i, x, y, z0 + z, nx, ny, nz_domain);
+                       thelma_inlet_scale(link[0], scale, i, THELMA_GX(x), THELMA_GY(y), z0 + z,
+                                          THELMA_NX_DOMAIN(nx), THELMA_NY_DOMAIN(ny), nz_domain);
         } else if (THELMA_LINK_KIND(c) == THELMA_LINK_SHIFT) {
             f[i] = value_at(a, below_in, above_in, THELMA_LINK_DIR(c), x + THELMA_LINK_OFFSET(c, 0),
                             y + THELMA_LINK_OFFSET(c, 1), z + THELMA_LINK_OFFSET(c, 2), nx, ny, nz,
-                            n);
+                            periodic, parity, n);
         }
     }
 }
@@ -138,7 +251,7 @@ __device__ __forceinline__ void pull_node(
     real* f, const S* __restrict__ a, unsigned int k, unsigned int mask,
     const real* __restrict__ pal_term, const unsigned int* __restrict__ pal_link,
     const S* below_in, const S* above_in, int nx, int ny, int nz, int periodic, int x, int y,
-    int z, size_t p, int z0, int nz_domain) {
+    int z, size_t p, int z0, int nz_domain, int parity) {
     const size_t plane = (size_t)nx * ny;
     const size_t n = plane * nz;
     // The source column of the three possible x offsets: wrapped across a periodic edge, clamped
@@ -150,7 +263,13 @@ __device__ __forceinline__ void pull_node(
     const bool okxm = x > 0 || px, okxp = x < nx - 1 || px;
     // y and z are uniform over a block: rows away from the y and z edges take the fast path,
     // whole blocks at once.
+#ifdef THELMA_GRID
+    // In a grid's subdomain, the nodes on an x side with a channel too (a warp's one or two).
+    const bool inner = y > 0 && y < ny - 1 && z > 0 && z < nz - 1 &&
+                       (x > 0 || !thelma_has_side(2)) && (x < nx - 1 || !thelma_has_side(3));
+#else
     const bool inner = y > 0 && y < ny - 1 && z > 0 && z < nz - 1;
+#endif
     if (inner) {
 #pragma unroll
         for (int i = 0; i < THELMA_Q; i++) {
@@ -167,8 +286,13 @@ __device__ __forceinline__ void pull_node(
             const int dx = cx(i);
             const int xs = dx == 0 ? x : (dx == 1 ? xm : xp);
             const bool okx = dx == 0 ? true : (dx == 1 ? okxm : okxp);
+#ifdef THELMA_GRID
+            (void)okx;
+            f[i] = grid_value(a, i, x - dx, y - cy(i), z - cz(i), nx, ny, nz, periodic, parity, n);
+#else
             const real v = pull_edge(a, below_in, above_in, i, xs, y, z, nx, ny, nz, periodic, n);
             f[i] = okx ? v : real(0.0);
+#endif
         }
     }
     if (mask != 0) {
@@ -179,21 +303,26 @@ __device__ __forceinline__ void pull_node(
         }
         if (OPEN && (mask & THELMA_OPEN_BIT)) {
             open_links(f, a, below_in, above_in, pal_link + k * THELMA_Q, pal_term + k * THELMA_Q,
-                       x, y, z, nx, ny, nz, n, p, thelma_node<S>{a + p, n}, z0, nz_domain);
+                       x, y, z, nx, ny, nz, periodic, parity, n, p, thelma_node<S>{a + p, n}, z0,
+                       nz_domain);
         }
     }
 }
 
 // Stores node p's populations to lattice b and, on a boundary layer, the crossing ones to this
-// step's outgoing interface buffers.
+// step's outgoing interface buffers (in a grid's subdomain, across every side: store_sides).
 template <typename S>
 __device__ __forceinline__ void store_node(const real* f, S* __restrict__ b, S* above_out,
                                            S* below_out, int nx, int ny, int nz, int x, int y,
-                                           int z, size_t p) {
+                                           int z, size_t p, int parity) {
     const size_t plane = (size_t)nx * ny;
     const size_t n = plane * nz;
 #pragma unroll
     for (int i = 0; i < THELMA_Q; i++) b[(size_t)i * n + p] = thelma_store<S>(f[i]);
+#ifdef THELMA_GRID
+    store_sides<S>(f, nx, ny, nz, x, y, z, parity);
+    return;
+#endif
     const size_t q = (size_t)y * nx + x;
     if (z == nz - 1 && above_out != nullptr) {
 #pragma unroll
@@ -215,7 +344,7 @@ __device__ __forceinline__ void collide_propagate(
     const unsigned int* __restrict__ pal_mask, const real* __restrict__ pal_term,
     const unsigned int* __restrict__ pal_link, const S* below_in, const S* above_in, S* above_out,
     S* below_out, int nx, int ny, int nz, int periodic, int x, int y, int z, int z0,
-    int nz_domain) {
+    int nz_domain, int parity) {
     const size_t plane = (size_t)nx * ny;
     const size_t n = plane * nz;
     const size_t p = (size_t)z * plane + (size_t)y * nx + x;
@@ -227,14 +356,14 @@ __device__ __forceinline__ void collide_propagate(
         for (int i = 0; i < THELMA_Q; i++) f[i] = thelma_load(a[(size_t)i * n + p]);
     } else {
         pull_node<S, OPEN>(f, a, k, mask, pal_term, pal_link, below_in, above_in, nx, ny, nz,
-                           periodic, x, y, z, p, z0, nz_domain);
+                           periodic, x, y, z, p, z0, nz_domain, parity);
         thelma_collide(f);
 #ifdef THELMA_SPONGE
         // The sponge layers of pressure outlets (a case with one steps with the open kernel).
-        if (OPEN) thelma_sponge_absorb(f, x, y, z0 + z);
+        if (OPEN) thelma_sponge_absorb(f, THELMA_GX(x), THELMA_GY(y), z0 + z);
 #endif
     }
-    store_node(f, b, above_out, below_out, nx, ny, nz, x, y, z, p);
+    store_node(f, b, above_out, below_out, nx, ny, nz, x, y, z, p, parity);
 }
 
 // A step's grid runs plane slots: slot 0 is plane 0, 1 plane nz − 1, and k ≥ 2 plane k − 1 (the
@@ -257,7 +386,8 @@ __device__ __forceinline__ void collide_propagate(
     const store_t *__restrict__ a, store_t *__restrict__ b,                                        \
         const thelma_index *__restrict__ index, const unsigned int *__restrict__ pal_mask,         \
         const real *__restrict__ pal_term, const store_t *below_in, const store_t *above_in,       \
-        store_t *above_out, store_t *below_out, int nx, int ny, int nz, int periodic THELMA_SLOT_PARAM
+        store_t *above_out, store_t *below_out, int nx, int ny, int nz,                           \
+        int periodic THELMA_SLOT_PARAM THELMA_GRID_PARAM
 
 extern "C" __global__ void __launch_bounds__(THELMA_BLOCK_X, THELMA_MIN_BLOCKS)
 THELMA_COLLIDE_NAME(THELMA_COLLIDE_ARGS) {
@@ -267,7 +397,8 @@ THELMA_COLLIDE_NAME(THELMA_COLLIDE_ARGS) {
     const int z = bz == 0 ? 0 : (bz == 1 ? nz - 1 : bz - 1);
     if (x >= nx) return;
     collide_propagate<store_t, false>(a, b, index, pal_mask, pal_term, nullptr, below_in, above_in,
-                                   above_out, below_out, nx, ny, nz, periodic, x, y, z, 0, nz);
+                                   above_out, below_out, nx, ny, nz, periodic, x, y, z, 0, nz,
+                                   THELMA_PARITY);
 }
 
 // The step of a case with open faces: the same grid and order, with the open-face links where the
@@ -286,7 +417,7 @@ THELMA_COLLIDE_OPEN_NAME(THELMA_COLLIDE_ARGS, const unsigned int *__restrict__ p
     if (x >= nx) return;
     collide_propagate<store_t, true>(a, b, index, pal_mask, pal_term, pal_link, below_in,
                                   above_in, above_out, below_out, nx, ny, nz, periodic, x, y, z, z0,
-                                  nz_domain);
+                                  nz_domain, THELMA_PARITY);
 }
 
 #ifdef THELMA_IN_PLACE
@@ -438,7 +569,7 @@ THELMA_PULL_IN_PLACE_NAME(THELMA_IN_PLACE_ARGS) {
     if (mask & THELMA_SOLID_BIT) return;
     real f[THELMA_Q];
     pull_node<store_t, false>(f, a, k, mask, pal_term, nullptr, below_in, above_in, nx, ny, nz,
-                              periodic, x, y, z, p, 0, nz);
+                              periodic, x, y, z, p, 0, nz, 0);
     thelma_collide(f);
     scatter_node(f, a, mask, above_out, below_out, nx, ny, nz, periodic, x, y, z, p);
 }
@@ -460,7 +591,7 @@ THELMA_LOCAL_IN_PLACE_NAME(THELMA_IN_PLACE_ARGS) {
     real f[THELMA_Q];
     arrive_node(f, a, k, mask, pal_term, below_in, above_in, nx, ny, nz, periodic, x, y, z, p);
     thelma_collide(f);
-    store_node(f, a, above_out, below_out, nx, ny, nz, x, y, z, p);
+    store_node(f, a, above_out, below_out, nx, ny, nz, x, y, z, p, 0);
 }
 
 // Swaps each fluid node's slot i with slot ī of node x + c_i, for the directions with ī > i,
@@ -518,6 +649,25 @@ extern "C" __global__ void THELMA_NAME(export_faces_d3q19)(const store_t *__rest
         }
     }
 }
+
+#ifdef THELMA_GRID
+// A grid subdomain's export: the crossing populations of every node on a side of the box into the
+// buffers `parity` of the channels written across its sides, as the step stores them.
+extern "C" __global__ void THELMA_NAME(export_sides_d3q19)(const store_t *__restrict__ a, int nx,
+                                                           int ny, int nz, int parity) {
+    const size_t plane = (size_t)nx * ny;
+    const size_t n = plane * nz;
+    for (size_t p = blockIdx.x * (size_t)blockDim.x + threadIdx.x; p < n;
+         p += (size_t)gridDim.x * blockDim.x) {
+        const int x = (int)(p % nx), y = (int)((p / nx) % ny), z = (int)(p / plane);
+        if (x > 0 && x < nx - 1 && y > 0 && y < ny - 1 && z > 0 && z < nz - 1) continue;
+        real f[THELMA_Q];
+#pragma unroll
+        for (int i = 0; i < THELMA_Q; i++) f[i] = thelma_load(a[(size_t)i * n + p]);
+        store_sides<store_t>(f, nx, ny, nz, x, y, z, parity);
+    }
+}
+#endif
 
 // The NQ populations of lattice a (NQ per node, stride n) at each of `count` slab-local nodes into
 // out[k·NQ + i], one thread per node: the gather kernels of the flow and the temperature lattice.

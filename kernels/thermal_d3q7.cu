@@ -130,7 +130,7 @@ THELMA_COLLIDE_THERMAL_NAME(THELMA_COLLIDE_ARGS, const unsigned int *__restrict_
             real F[3];
             thelma_coupled_force(theta[0], F);
             pull_node<real, true>(f, a, k, mask, pal_term, pal_link, below_in, above_in, nx, ny,
-                                  nz, periodic, x, y, z, p, z0, nz_domain);
+                                  nz, periodic, x, y, z, p, z0, nz_domain, THELMA_PARITY);
             real u[3];
             thelma_advecting_velocity(f, F, u);
             // The eddy viscosity's relaxation time, evaluated once for both collisions.
@@ -144,7 +144,7 @@ THELMA_COLLIDE_THERMAL_NAME(THELMA_COLLIDE_ARGS, const unsigned int *__restrict_
 #endif
         }
     }
-    store_node(f, b, above_out, below_out, nx, ny, nz, x, y, z, p);
+    store_node(f, b, above_out, below_out, nx, ny, nz, x, y, z, p, THELMA_PARITY);
 }
 
 // Copies the crossing thermal populations of lattice h's top layer (direction 5) and bottom layer

@@ -138,12 +138,17 @@ impl Module {
     /// A runtime of the module with `params` (a case's model, or one with something added, such
     /// as a temperature lattice) over `case`'s domain, one slab per entry of `ids`.
     pub fn runtime_with(self, params: ModelParams, case: &CaseConfig, ids: &[usize]) -> Runtime {
-        let factory: Arc<dyn ModuleFactory> = match self {
-            Module::Cpu => Arc::new(CpuFactory::new(params, ids.len(), ids.len())),
-            Module::Cuda => Arc::new(CudaFactory::new(params).expect("CUDA is present")),
-        };
+        let factory = self.factory(params, ids.len());
         Runtime::start(factory, domain(case), ids, Arc::new(AtomicBool::new(false)))
             .unwrap_or_else(|e| panic!("{} runtime starts: {e}", self.name()))
+    }
+
+    /// The module's factory with `params` for `slabs` subdomains (on the CPU, one thread each).
+    pub fn factory(self, params: ModelParams, slabs: usize) -> Arc<dyn ModuleFactory> {
+        match self {
+            Module::Cpu => Arc::new(CpuFactory::new(params, slabs, slabs)),
+            Module::Cuda => Arc::new(CudaFactory::new(params).expect("CUDA is present")),
+        }
     }
 
     /// A runtime with one slab per entry of `ids` (CPU devices are virtual: only the count counts).

@@ -1,18 +1,18 @@
 //! Partitions that cut x and y as well as z (a grid of subdomains, TheLMA on GPU clusters): each
 //! subdomain exchanges across its 6 faces and 12 edges, and the whole equals one slab bit for bit,
 //! in one process and over the ranks of a cluster job, with walls, a moving lid, periodic axes,
-//! obstacles and open faces.
+//! obstacles and open faces, on the CPU module and (in one process, subdomains sharing a GPU) on
+//! the CUDA module.
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
-use thelma_compute::CpuFactory;
 use thelma_core::physics::Collision;
 use thelma_core::{CaseConfig, Layout, Precision, Runtime, SlabSpec};
 use thelma_tests::{
-    cpu_factory, domain, local_job, model, open_cases, run_from_vortex, variant_case, Module,
-    VARIANTS,
+    cpu_factory, domain, local_job, model, open_cases, per_module, run_from_vortex, variant_case,
+    Module, VARIANTS,
 };
 
 /// The case's domain cut into `parts` along x, y and z, subdomain s on rank `ranks(s)`.
@@ -25,10 +25,9 @@ fn grid_layout(case: &CaseConfig, parts: [usize; 3], ranks: impl Fn(usize) -> us
     }
 }
 
-/// `case` on the CPU module over the subdomains of `layout`, all in this process.
-fn one_process(case: &CaseConfig, layout: &Layout, steps: u64) -> Vec<u8> {
-    let n = layout.slabs.len();
-    let factory = Arc::new(CpuFactory::new(model(case), n, n));
+/// `case` on module `m` over the subdomains of `layout`, all in this process (on GPU 0).
+fn one_process(m: Module, case: &CaseConfig, layout: &Layout, steps: u64) -> Vec<u8> {
+    let factory = m.factory(model(case), layout.slabs.len());
     let rt = Runtime::start_layout(factory, layout, Arc::new(AtomicBool::new(false)))
         .expect("the grid starts");
     run_from_vortex(rt, case, steps)
@@ -55,55 +54,68 @@ const GRIDS: [[usize; 3]; 6] = [
     [5, 1, 2],
 ];
 
-#[test]
-fn grids_equal_one_slab_bit_for_bit_in_one_process() {
+fn grids_equal_one_slab(m: Module) {
     for periodic_z in [false, true] {
         for (k, variant) in VARIANTS.iter().enumerate() {
             let precision = [Precision::F32, Precision::F16, Precision::F64][k % 3];
             // x is 7 nodes: cut into 5 parts, some subdomains are one node wide.
             let c = variant_case([7, 9, 8], periodic_z, *variant, precision);
-            let reference = run_from_vortex(Module::Cpu.runtime(&c, 1), &c, 25);
+            let reference = run_from_vortex(m.runtime(&c, 1), &c, 25);
             for parts in GRIDS {
-                let got = one_process(&c, &grid_layout(&c, parts, |_| 0), 25);
+                let got = one_process(m, &c, &grid_layout(&c, parts, |_| 0), 25);
                 assert!(
                     got == reference,
-                    "grid {parts:?} differs from one slab (periodic z {periodic_z}, {variant:?}, \
-                     {precision:?})"
+                    "{} grid {parts:?} differs from one slab (periodic z {periodic_z}, \
+                     {variant:?}, {precision:?})",
+                    m.name()
                 );
             }
         }
     }
 }
 
-#[test]
-fn grids_with_open_faces_and_sponges_equal_one_slab_bit_for_bit() {
+per_module!(grids_equal_one_slab => grids_equal_one_slab_bit_for_bit_in_one_process,
+            grids_equal_one_slab_bit_for_bit_on_the_cuda_module);
+
+fn grids_with_open_faces_equal_one_slab(m: Module) {
     // An inlet, a pressure outlet or an outflow, a free-slip wall, an outflow whose shifted pulls
     // cross the cuts, sponge layers spanning subdomains, and an obstacle on a cut.
     for (what, c) in open_cases() {
-        let reference = run_from_vortex(Module::Cpu.runtime(&c, 1), &c, 40);
+        let reference = run_from_vortex(m.runtime(&c, 1), &c, 40);
         for parts in [[2, 2, 1], [3, 1, 2], [1, 2, 3]] {
-            let got = one_process(&c, &grid_layout(&c, parts, |_| 0), 40);
+            let got = one_process(m, &c, &grid_layout(&c, parts, |_| 0), 40);
             assert!(
                 got == reference,
-                "grid {parts:?} differs from one slab ({what})"
+                "{} grid {parts:?} differs from one slab ({what})",
+                m.name()
             );
         }
     }
 }
 
-#[test]
-fn grids_periodic_on_every_axis_equal_one_slab() {
+per_module!(grids_with_open_faces_equal_one_slab =>
+            grids_with_open_faces_and_sponges_equal_one_slab_bit_for_bit,
+            grids_with_open_faces_and_sponges_equal_one_slab_bit_for_bit_on_the_cuda_module);
+
+fn grids_periodic_on_every_axis(m: Module) {
     // Periodic x, y and z cut in two: both x sides of a subdomain lead to the same neighbour,
     // and every edge channel wraps around the domain.
     let mut c = variant_case([6, 6, 6], true, (Collision::MRT, true), Precision::F64);
     c.domain.periodic = [true, true, true];
     c.domain.obstacles.clear();
-    let reference = run_from_vortex(Module::Cpu.runtime(&c, 1), &c, 20);
+    let reference = run_from_vortex(m.runtime(&c, 1), &c, 20);
     for parts in [[2, 2, 2], [2, 3, 1], [1, 2, 3]] {
-        let got = one_process(&c, &grid_layout(&c, parts, |_| 0), 20);
-        assert!(got == reference, "grid {parts:?} differs from one slab");
+        let got = one_process(m, &c, &grid_layout(&c, parts, |_| 0), 20);
+        assert!(
+            got == reference,
+            "{} grid {parts:?} differs from one slab",
+            m.name()
+        );
     }
 }
+
+per_module!(grids_periodic_on_every_axis => grids_periodic_on_every_axis_equal_one_slab,
+            grids_periodic_on_every_axis_equal_one_slab_on_the_cuda_module);
 
 #[test]
 fn grids_over_ranks_equal_one_slab_bit_for_bit() {

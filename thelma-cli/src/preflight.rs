@@ -101,21 +101,23 @@ pub fn check(
     Ok(())
 }
 
-/// Refuses what a partition that cuts x or y (a layout file's grid) does not run yet: any backend
-/// but the CPU module, immersed bodies, in-place streaming, VTK pieces and the live view. Slabs of
-/// whole planes run everything.
+/// Refuses what a partition that cuts x or y (a layout file's grid) does not run yet: a backend
+/// other than the CPU and CUDA modules, a temperature lattice on the CUDA module, immersed bodies,
+/// in-place streaming, VTK pieces and the live view. Slabs of whole planes run everything.
 pub fn check_grid(case: &CaseConfig, layout: &Layout, backend: &str, live: bool) -> Result<()> {
     if !layout.slabs.iter().any(SlabSpec::cuts_x_or_y) {
         return Ok(());
     }
     let refuse = |m: String| Err(UsageError::new("--layout", m).into());
-    if backend != "cpu" {
+    if backend != "cpu" && backend != "cuda" {
         return refuse(format!(
-            "the layout cuts x or y, which the {backend} module does not run yet (it runs slabs \
-             of whole x-y planes): use --backend cpu"
+            "the layout cuts x or y, which the {backend} module does not run (it runs slabs of \
+             whole x-y planes): use --backend cpu or cuda"
         ));
     }
-    let missing = if case.body.iter().any(|b| b.method == BodyMethod::Immersed) {
+    let missing = if backend == "cuda" && case.thermal.is_some() {
+        "a temperature lattice on the cuda module (--backend cpu runs it)"
+    } else if case.body.iter().any(|b| b.method == BodyMethod::Immersed) {
         "immersed bodies"
     } else if case.numerics.streaming == Streaming::InPlace {
         "in-place streaming"
@@ -283,6 +285,33 @@ mod tests {
         let l = Layout::spread(Domain::new(c.domain.size, [false; 3]), 2, &[0]).unwrap();
         let e = check(&c, &Small, &l, 1, false).unwrap_err();
         assert!(e.to_string().contains("slab z 128..256"), "{e}");
+    }
+
+    #[test]
+    fn grids_run_on_the_cpu_and_cuda_modules_and_refuse_what_they_cannot_run() {
+        let c = case(8);
+        let slabs = SlabSpec::grid(Domain::new(c.domain.size, [false; 3]), [2, 2, 1]).unwrap();
+        let grid = Layout {
+            devices: vec![0; slabs.len()],
+            ranks: vec![0; slabs.len()],
+            slabs,
+        };
+        let refused = |c: &CaseConfig, l: &Layout, backend: &str, live: bool| {
+            let e = check_grid(c, l, backend, live).unwrap_err();
+            let u = e.downcast_ref::<UsageError>().expect("a usage error");
+            assert_eq!(u.flag, "--layout");
+            u.message.clone()
+        };
+        check_grid(&c, &grid, "cpu", false).unwrap();
+        check_grid(&c, &grid, "cuda", false).unwrap();
+        assert!(refused(&c, &grid, "small", false).contains("use --backend cpu or cuda"));
+        assert!(refused(&c, &grid, "cpu", true).contains("the live view"));
+        let mut thermal = c.clone();
+        thermal.thermal = Some(Default::default());
+        check_grid(&thermal, &grid, "cpu", false).unwrap();
+        assert!(refused(&thermal, &grid, "cuda", false).contains("a temperature lattice"));
+        // Slabs of whole planes run everything.
+        check_grid(&thermal, &layout(&c, &[0, 0]), "cuda", true).unwrap();
     }
 
     #[test]

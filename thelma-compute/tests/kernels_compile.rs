@@ -51,7 +51,7 @@ fn every_kernel_variant_compiles_for_sm_90() {
     ];
     let jobs: Vec<(Precision, usize, usize)> = precisions
         .into_iter()
-        .flat_map(|p| (0..OPERATORS.len()).flat_map(move |op| (0..4).map(move |v| (p, op, v))))
+        .flat_map(|p| (0..OPERATORS.len()).flat_map(move |op| (0..5).map(move |v| (p, op, v))))
         // A temperature lattice is refused with 16-bit storage (CaseConfig::validate).
         .filter(|&(p, _, v)| !(p.is_16_bit() && v == 3))
         .collect();
@@ -76,7 +76,7 @@ fn every_kernel_variant_compiles_for_sm_90() {
 fn every_kernel_is_in_a_source_and_the_bandwidth_kernel_compiles() {
     assert_eq!(
         Kernel::all().iter().filter(|k| k.in_lbm_source()).count(),
-        5 * OPERATORS.len() + 9 + Kernel::IMMERSED.len()
+        5 * OPERATORS.len() + 10 + Kernel::IMMERSED.len()
     );
     if !nvrtc_or_skip() {
         return;
@@ -94,7 +94,8 @@ fn every_kernel_is_in_a_source_and_the_bandwidth_kernel_compiles() {
 /// palette index widths, and with a temperature lattice (3: its fused step and export, each face
 /// closure once, under the eddy viscosity and a turbulent Prandtl number, the held terms literals
 /// or, as a run served live reads them, in constant memory); with sponge layers in the open and
-/// coupled steps.
+/// coupled steps; and a grid's subdomain (4: every side through channel tables, with the eddy
+/// viscosity, a force and a sponge layer).
 fn variant_compiles(precision: Precision, op_index: usize, variant: usize) {
     let op = OPERATORS[op_index].0;
     let collision = Collision::parse(op).unwrap();
@@ -143,6 +144,12 @@ fn variant_compiles(precision: Precision, op_index: usize, variant: usize) {
             p.sponges.layers.push(sponge(Face::XMinus, 8, 40));
             p.sponges.layers.push(sponge(Face::ZPlus, 10, 33));
         }
+        4 => {
+            p.grid = true;
+            p.model.smagorinsky = Some(0.1);
+            p.model.force = Some([0.0, 2e-6, 0.0]);
+            p.sponges.layers.push(sponge(Face::YMinus, 6, 30));
+        }
         _ => {}
     }
     // In-place streaming beside the two-lattice kernels of the plain variant.
@@ -176,13 +183,18 @@ fn variant_compiles(precision: Precision, op_index: usize, variant: usize) {
         Kernel::LocalInPlace(collision),
         Kernel::SwapInPlace,
     ];
-    let all = kernels.into_iter().chain(thermal).chain(in_place);
+    let all = kernels
+        .into_iter()
+        .chain(thermal)
+        .chain(in_place)
+        .chain([Kernel::ExportSides]);
     for k in all.chain(Kernel::IMMERSED) {
         let name = k.name(precision);
         // The temperature lattice's, in-place streaming's and the immersed bodies'
         // kernels are compiled only for a case with them.
         let want = (!k.thermal() || p.thermal.is_some())
             && (!k.in_place() || p.in_place)
+            && (!k.grid() || p.grid)
             && (!k.immersed() || p.immersed);
         assert_eq!(contains(&cubin, &name), want, "{name} in variant {variant}");
     }

@@ -52,6 +52,8 @@ pub enum Kernel {
     LocalInPlace(Collision),
     SwapInPlace,
     ExportFaces,
+    /// A grid subdomain's export across every side of its box.
+    ExportSides,
     /// The export of the temperature lattice's crossing populations.
     ExportThermal,
     /// The temperature lattice's populations of listed nodes (probes).
@@ -103,6 +105,7 @@ impl Kernel {
             .chain([
                 Kernel::SwapInPlace,
                 Kernel::ExportFaces,
+                Kernel::ExportSides,
                 Kernel::ExportThermal,
                 Kernel::GatherThermal,
                 Kernel::Health,
@@ -127,6 +130,7 @@ impl Kernel {
             Kernel::LocalInPlace(c) => format!("collide_local_in_place_d3q19_{c}_{suffix}"),
             Kernel::SwapInPlace => format!("swap_in_place_d3q19_{suffix}"),
             Kernel::ExportFaces => format!("export_faces_d3q19_{suffix}"),
+            Kernel::ExportSides => format!("export_sides_d3q19_{suffix}"),
             Kernel::ExportThermal => format!("export_faces_d3q7_{suffix}"),
             Kernel::GatherThermal => format!("gather_nodes_d3q7_{suffix}"),
             Kernel::Health => format!("health_d3q19_{suffix}"),
@@ -158,6 +162,11 @@ impl Kernel {
             self,
             Kernel::CollideThermal(_) | Kernel::ExportThermal | Kernel::GatherThermal
         )
+    }
+
+    /// Whether the kernel is compiled only for a grid's subdomain.
+    pub fn grid(self) -> bool {
+        matches!(self, Kernel::ExportSides)
     }
 
     /// Whether the kernel is compiled only for in-place streaming.
@@ -426,10 +435,13 @@ pub struct StepArgs {
     pub slot0: Option<i32>,
     /// The plane slots the grid runs (its z).
     pub slots: u32,
+    /// In a grid's subdomain (kernels compiled with `THELMA_GRID`), the step's parity t % 2: the
+    /// buffers of its channel tables it writes (it reads the others); `None` for slabs.
+    pub parity: Option<i32>,
 }
 
 /// Pushes THELMA_COLLIDE_ARGS (kernels/lbm_d3q19.cu): nine device addresses, the size, the
-/// periodic axes, and the first plane slot for kernels that take it; or, `in_place`,
+/// periodic axes, the first plane slot for kernels that take it and a grid's parity; or, `in_place`,
 /// THELMA_IN_PLACE_ARGS: the same without lattice b.
 fn step_args<'a>(b: &mut LaunchArgs<'a>, s: &'a StepArgs, in_place: bool) {
     b.arg(&s.a);
@@ -449,6 +461,9 @@ fn step_args<'a>(b: &mut LaunchArgs<'a>, s: &'a StepArgs, in_place: bool) {
         .arg(&s.periodic);
     if let Some(k) = &s.slot0 {
         b.arg(k);
+    }
+    if let Some(p) = &s.parity {
+        b.arg(p);
     }
 }
 
@@ -635,6 +650,31 @@ pub unsafe fn export_faces(
     unsafe { b.launch(cfg) }
         .map(|_| ())
         .map_err(launch_err("export_faces"))
+}
+
+/// Enqueues the export of a grid subdomain's boundary layers from lattice `a` into buffers
+/// `parity` of the channels its kernels' tables name.
+///
+/// # Safety
+/// `f` is export_sides_d3q19 of the lattice's precision, from an image whose channel tables hold
+/// live channels (or 0); `a` is a lattice of 19 values per node of a box of `size`.
+pub unsafe fn export_sides(
+    stream: &CudaStream,
+    f: &CudaFunction,
+    a: u64,
+    size: [i32; 3],
+    parity: i32,
+) -> Result<(), ComputeError> {
+    let [nx, ny, nz] = size;
+    let nodes = size.iter().map(|&v| v as u64).product::<u64>();
+    let cfg = reduction_grid(nodes.div_ceil(256).clamp(1, 65_535) as u32);
+    let mut b = stream.launch_builder(f);
+    b.arg(&a).arg(&nx).arg(&ny).arg(&nz).arg(&parity);
+    // SAFETY: matches export_sides_d3q19 (a lattice, four ints); the threads stride over the
+    // nodes; the buffers are as the caller promises.
+    unsafe { b.launch(cfg) }
+        .map(|_| ())
+        .map_err(launch_err("export_sides"))
 }
 
 /// The grid of a reduction over the nodes: `blocks` blocks of 256 threads striding over them (the

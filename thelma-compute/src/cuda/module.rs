@@ -19,7 +19,7 @@ use thelma_core::physics::{
 use thelma_core::{
     channel_offset, gpu_transport, ChangeSums, Channel, ComputeError, ComputeModule, DevicePair,
     Fields, Health, InletSchedule, Links, MeanSums, MemoryInfo, ModuleFactory, Placement,
-    PlaneFields, StepPart, Transport, TransportChoice, TransportRefused, WALL_SLOTS,
+    PlaneFields, StepPart, Transport, TransportChoice, TransportRefused, SIDE_COUNT, WALL_SLOTS,
 };
 use thelma_core::{Half12, Precision, Real, ScaledHalf, Stored, Streaming};
 use thelma_core::{PointForces, SlabSpec};
@@ -171,6 +171,15 @@ struct LinkAddresses {
     to_below: u64,
 }
 
+/// A grid subdomain's kernel tables (`THELMA_GRID` in kernels/lbm_d3q19.cu, constant memory): the
+/// addresses of its channels' buffers by side, read and written, and what export_sides_d3q19
+/// publishes with.
+struct GridDevice {
+    side_in: u64,
+    side_out: u64,
+    export: CudaFunction,
+}
+
 /// The CUDA module for one slab, colliding in `T` and storing the populations as `S`.
 ///
 /// Field order is drop order: device buffers and interfaces go before the stream and context.
@@ -245,6 +254,8 @@ pub struct CudaModule<T: Real + DeviceRepr, S: DeviceStored<Arith = T> = T> {
     stream: Arc<CudaStream>,
     /// Whether the step kernels take their first plane slot (`ModelParams::overlapped_steps`).
     slotted: bool,
+    /// In a grid's subdomain (a partition that cuts x or y), the kernels' channel tables.
+    grid: Option<GridDevice>,
     /// The faces' stream of overlapped steps, made at the first.
     side: Option<SideStream>,
     ctx: Arc<CudaContext>,
@@ -292,18 +303,35 @@ where
                 shape.block_x
             )));
         }
-        if slab.cuts_x_or_y() {
-            return Err(ComputeError::Invalid(
-                "the CUDA module runs slabs of whole x-y planes: a partition that cuts x or y \
-                 runs on the CPU module (--backend cpu)"
-                    .into(),
-            ));
+        let grid = slab.cuts_x_or_y();
+        if grid {
+            let what = if params.thermal.is_some() {
+                Some("a temperature lattice")
+            } else if params.immersed {
+                Some("immersed bodies")
+            } else if params.streaming == Streaming::InPlace {
+                Some("in-place streaming")
+            } else if params.overlapped_steps {
+                Some("overlapped steps")
+            } else {
+                None
+            };
+            if let Some(what) = what {
+                return Err(ComputeError::Invalid(format!(
+                    "the CUDA module steps {what} on slabs of whole x-y planes only: a partition \
+                     that cuts x or y runs it on the CPU module (--backend cpu)"
+                )));
+            }
         }
         let info = device::gpu_info(ordinal)?;
-        let flags = params
-            .geometry
-            .slab(slab.z.clone())
-            .map_err(|e| ComputeError::Geometry(e.to_string()))?;
+        let flags = if grid {
+            params
+                .geometry
+                .part([slab.x.clone(), slab.y.clone(), slab.z.clone()])
+        } else {
+            params.geometry.slab(slab.z.clone())
+        }
+        .map_err(|e| ComputeError::Geometry(e.to_string()))?;
         // One byte per node while the palette allows it, two otherwise (little-endian on both sides).
         let (index_bytes, index_host) = match flags.byte_index() {
             Some(b) => (1, b),
@@ -335,6 +363,7 @@ where
             sponges: params.sponges.clone(),
             immersed: params.immersed,
             slot_offset: params.overlapped_steps,
+            grid,
         };
         let arch = launch::arch_of(info.compute_capability);
         let source = launch::lbm_source(&pp);
@@ -383,6 +412,9 @@ where
         if params.thermal.is_some() {
             kernels.extend([Kernel::ExportThermal, Kernel::GatherThermal]);
         }
+        if grid {
+            kernels.push(Kernel::ExportSides);
+        }
         if in_place {
             kernels.extend([
                 Kernel::PullInPlace(collision),
@@ -429,6 +461,7 @@ where
         } else {
             None
         };
+        let export_sides = if grid { funcs.pop() } else { None };
         let thermal_kernels = if params.thermal.is_some() {
             let gather = funcs.pop();
             funcs.pop().zip(gather)
@@ -445,6 +478,32 @@ where
                 .map_err(dev_err("the kernels' amplitudes are missing"))?;
             let (p, _guard) = view.device_ptr(&stream);
             p
+        };
+        let symbol = |name: &str| -> Result<u64, ComputeError> {
+            let view = image
+                .get_global(name, &stream)
+                .map_err(dev_err("the kernels' channel tables are missing"))?;
+            let (p, _guard) = view.device_ptr(&stream);
+            Ok(p)
+        };
+        let grid_device = match export_sides {
+            Some(export) => {
+                // The box's first node along x and y and the domain's size along them.
+                let d = slab.domain.size;
+                let at = [slab.x.start, slab.y.start, d[0], d[1]].map(|v| v as i32);
+                let table = symbol("thelma_box")?;
+                // SAFETY: `thelma_box` is four ints; the copy is waited for below (before any
+                // step) by the uploads that follow or by attach.
+                unsafe { result::memcpy_htod_async(table, &at, stream.cu_stream()) }
+                    .map_err(dev_err("cannot set the box's place"))?;
+                sync_stream(&stream)?;
+                Some(GridDevice {
+                    side_in: symbol("thelma_side_in")?,
+                    side_out: symbol("thelma_side_out")?,
+                    export,
+                })
+            }
+            None => None,
         };
         let regs = collide
             .num_regs()
@@ -593,6 +652,7 @@ where
             ),
             stream,
             slotted: params.overlapped_steps,
+            grid: grid_device,
             side: None,
             ctx,
             ordinal,
@@ -630,29 +690,30 @@ where
         Ok(bytemuck::cast_slice::<S::Bits, S>(&bits).to_vec())
     }
 
-    /// Byte offset of the buffer of `parity` inside a channel.
-    fn offset(&self, parity: usize) -> u64 {
-        (channel_offset(self.interface_values(), parity) * std::mem::size_of::<S>()) as u64
+    /// Byte offset of the buffer of `parity` inside a channel across `side`.
+    fn offset(&self, side: usize, parity: usize) -> u64 {
+        (channel_offset(self.channel_values(side), parity) * std::mem::size_of::<S>()) as u64
     }
 
-    /// The address of buffer `parity` of the channel at `base` (0: none).
-    fn at(&self, base: u64, parity: usize) -> u64 {
+    /// The address of buffer `parity` of the channel across `side` at `base` (0: none).
+    fn at(&self, base: u64, side: usize, parity: usize) -> u64 {
         if base == 0 {
             0
         } else {
-            base + self.offset(parity)
+            base + self.offset(side, parity)
         }
     }
 
-    /// Values in one interface buffer: the flow's crossing planes, and the temperature lattice's
-    /// one after them (the CPU module's layout).
-    fn interface_values(&self) -> usize {
-        let thermal = if self.thermal.is_some() {
-            self.slab.nx() * self.slab.ny()
+    /// Values in one buffer of the channel across `side`: the flow's crossing populations over
+    /// the side's nodes, and across a face the temperature lattice's one after them (the CPU
+    /// module's layout).
+    fn channel_values(&self, side: usize) -> usize {
+        let thermal = if self.thermal.is_some() && side < 6 {
+            self.slab.side_nodes(side)
         } else {
             0
         };
-        self.slab.interface_values(&D3Q19) + thermal
+        self.slab.side_values(&D3Q19, side) + thermal
     }
 
     /// The wall-velocity slots' amplitudes of step `t` in the kernels' constant memory, copied when
@@ -682,22 +743,26 @@ where
         let rin = ((t + 1) % 2) as usize;
         let rout = (t % 2) as usize;
         let l = self.link_addr;
+        // The axes that wrap onto the box itself: periodic x and y the partition does not cut.
+        let g = self.slab.grid;
         let p = self.slab.domain.periodic;
+        let p = [p[0] && g[0] == 1, p[1] && g[1] == 1];
         let args = StepArgs {
             a: self.ptrs[self.cur],
             b: self.ptrs[1 - self.cur],
             index: self.addr[0],
             pal_mask: self.addr[1],
             pal_term: self.addr[2],
-            below_in: self.at(l.from_below, rin),
-            above_in: self.at(l.from_above, rin),
-            above_out: self.at(l.to_above, rout),
-            below_out: self.at(l.to_below, rout),
+            below_in: self.at(l.from_below, 0, rin),
+            above_in: self.at(l.from_above, 1, rin),
+            above_out: self.at(l.to_above, 1, rout),
+            below_out: self.at(l.to_below, 0, rout),
             size: self.size(),
             periodic: i32::from(p[0]) | (i32::from(p[1]) << 1),
             block_x: self.shape.block_x,
             slot0: self.slotted.then_some(0),
             slots: self.slab.nz() as u32,
+            parity: self.grid.as_ref().map(|_| rout as i32),
         };
         let inlets = InletArgs {
             z0: self.slab.z.start as i32,
@@ -775,7 +840,7 @@ where
             let h = [th.ptrs[self.cur], th.ptrs[1 - self.cur]];
             // SAFETY: as below, with `collide` the collide-thermal kernel, this module's link words
             // (Q per palette entry) and its two thermal lattices (7 values per node); the
-            // interfaces hold the thermal plane after the flow's (`interface_values`).
+            // interfaces hold the thermal plane after the flow's (`channel_values`).
             unsafe { launch::collide_thermal(stream, &self.collide, args, self.addr[4], inlets, h) }
         } else if self.open {
             // SAFETY: as below, with `collide` the collide-open kernel and this module's link words
@@ -825,8 +890,23 @@ where
 
     /// Publishes the boundary layers of the current lattice into the buffers of `parity`.
     fn publish(&self, parity: usize) -> Result<(), ComputeError> {
-        let up = self.at(self.link_addr.to_above, parity);
-        let down = self.at(self.link_addr.to_below, parity);
+        if let Some(g) = &self.grid {
+            // SAFETY: `export` was loaded for this module's precision from the image whose tables
+            // attach filled with the channels the module holds (0 for none); `ptrs[cur]` is one of
+            // its lattices, 19 values per node of its box.
+            unsafe {
+                launch::export_sides(
+                    &self.stream,
+                    &g.export,
+                    self.ptrs[self.cur],
+                    self.size(),
+                    parity as i32,
+                )
+            }?;
+            return self.sync();
+        }
+        let up = self.at(self.link_addr.to_above, 1, parity);
+        let down = self.at(self.link_addr.to_below, 0, parity);
         if up != 0 || down != 0 {
             // SAFETY: `export` was loaded for this module's precision; `ptrs[cur]` is one of the
             // module's two lattices (19 values per node of its slab) and `up`/`down` are null or
@@ -844,7 +924,7 @@ where
             }?;
             if let Some(th) = &self.thermal {
                 // SAFETY: as above, with the thermal export kernel and lattice (7 values per node);
-                // the interfaces hold the thermal plane after the flow's (`interface_values`).
+                // the interfaces hold the thermal plane after the flow's (`channel_values`).
                 unsafe {
                     launch::export_faces(
                         &self.stream,
@@ -1049,17 +1129,34 @@ where
 
     fn allocate_channel(
         &mut self,
-        _side: usize,
+        side: usize,
         transport: Transport,
     ) -> Result<Arc<dyn Channel>, ComputeError> {
-        // Slabs only (`new` refuses x and y cuts): both sides are z faces of one size.
-        let bytes = 2 * self.interface_values() * std::mem::size_of::<S>();
+        let bytes = 2 * self.channel_values(side) * std::mem::size_of::<S>();
         channel::allocate(&self.ctx, self.ordinal, transport, bytes)
     }
 
     fn attach(&mut self, links: Links) -> Result<(), ComputeError> {
         self.own()?;
-        links.check(|_| 2 * self.interface_values() * std::mem::size_of::<S>())?;
+        links.check(|side| 2 * self.channel_values(side) * std::mem::size_of::<S>())?;
+        if let Some(g) = &self.grid {
+            // Both buffers of every side's channels, read and written, into the kernels' tables.
+            let mut tables = [[[0u64; SIDE_COUNT]; 2]; 2];
+            for (side, chan, writes) in links.all() {
+                let base = channel::address(&self.ctx, self.ordinal, chan.as_ref())?;
+                for parity in 0..2 {
+                    tables[usize::from(writes)][parity][side] = self.at(base, side, parity);
+                }
+            }
+            self.sync()?;
+            for (table, symbol) in tables.iter().zip([g.side_in, g.side_out]) {
+                let flat: Vec<u64> = table.iter().flatten().copied().collect();
+                // SAFETY: each table is `unsigned long long [2][THELMA_SIDES]` in the module's
+                // image; no step runs (synchronised above) and the copy is waited for below.
+                unsafe { result::memcpy_htod_async(symbol, &flat, self.stream.cu_stream()) }
+                    .map_err(dev_err("cannot set the channel tables"))?;
+            }
+        }
         let addr = |c: &Option<Arc<dyn Channel>>| {
             c.as_ref().map_or(Ok(0), |c| {
                 channel::address(&self.ctx, self.ordinal, c.as_ref())

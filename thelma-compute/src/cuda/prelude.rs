@@ -18,6 +18,7 @@ use thelma_core::physics::{
     ThermalCoefficients, ThermalFace, ThermalSetup, D3Q19, HELD_FACES, QT,
 };
 use thelma_core::WALL_SLOTS;
+use thelma_core::{side_of, side_populations, SIDES, SIDE_COUNT};
 use thelma_geometry::{LinkRule, NodeFlags};
 
 /// The bit of a palette entry's mask that marks a solid node (bits 0..19 are the bounce directions).
@@ -62,6 +63,10 @@ pub struct PreludeParams {
     /// the image of a module made for a cluster job's overlapped steps, which launch them on the
     /// faces and on the interior (in place of the plain kernels, which run the whole slab).
     pub slot_offset: bool,
+    /// Whether the module steps a grid's subdomain (a partition that cuts x or y): its kernels
+    /// (`THELMA_GRID`) read and write every side of the box through channel tables
+    /// ([`side_tables`]); slabs compile none of it.
+    pub grid: bool,
 }
 
 impl PreludeParams {
@@ -79,6 +84,7 @@ impl PreludeParams {
             immersed: false,
             in_place: false,
             slot_offset: false,
+            grid: false,
         }
     }
 }
@@ -524,6 +530,53 @@ fn stencil_tables(s: &mut String, st: &Stencil) {
     table(s, "int", "slot_of", &slot);
 }
 
+/// The sides of a grid's subdomain ([`SIDES`]: 6 faces, then 12 edges) for `THELMA_GRID`: each
+/// side's offset (`side_dx`, `side_dy`, `side_dz`), the directions a box writes across side s in
+/// slot order (`side_out_dir(s · THELMA_CROSSING + k)`, `side_out_len(s)`: those its neighbour pulls
+/// across s ^ 1), the slot of direction j in the channel read across side s
+/// (`thelma_side_slot[s][j]`, 255 where j does not cross it) and the side an offset (ox, oy, oz)
+/// lies beyond (`thelma_side_at[(ox + 1) + 3 (oy + 1) + 9 (oz + 1)]`, −1 for none). The last two
+/// are indexed at run time, so they are constant memory, not folded tables.
+fn side_tables(s: &mut String, st: &Stencil) {
+    let per = st.crossing();
+    let _ = writeln!(s, "#define THELMA_GRID 1");
+    let _ = writeln!(s, "#define THELMA_SIDES {SIDE_COUNT}");
+    for (a, name) in ["side_dx", "side_dy", "side_dz"].into_iter().enumerate() {
+        table(s, "int", name, &SIDES.map(|d| d[a]));
+    }
+    let mut out = vec![0usize; SIDE_COUNT * per];
+    let mut len = [0usize; SIDE_COUNT];
+    let mut slot = vec![u8::MAX; SIDE_COUNT * st.q()];
+    for side in 0..SIDE_COUNT {
+        let written = side_populations(st.c, side ^ 1);
+        assert!(
+            written.len() <= per,
+            "a side carries at most a face's populations"
+        );
+        len[side] = written.len();
+        out[side * per..side * per + written.len()].copy_from_slice(&written);
+        for (k, j) in side_populations(st.c, side).into_iter().enumerate() {
+            slot[side * st.q() + j] = k as u8;
+        }
+    }
+    table(s, "int", "side_out_len", &len);
+    table(s, "int", "side_out_dir", &out);
+    let join = |v: Vec<String>| v.join(", ");
+    let _ = writeln!(
+        s,
+        "__constant__ unsigned char thelma_side_slot[{SIDE_COUNT}][{}] = {{{}}};",
+        st.q(),
+        join(slot.iter().map(|v| v.to_string()).collect())
+    );
+    let at: Vec<String> = (0..27)
+        .map(|k| {
+            let d = [k % 3, (k / 3) % 3, k / 9].map(|v: i32| v - 1);
+            side_of(d).map_or(-1, |s| s as i32).to_string()
+        })
+        .collect();
+    let _ = writeln!(s, "__constant__ int thelma_side_at[27] = {{{}}};", join(at));
+}
+
 /// The stored type of the populations, `store_t`, and its conversions (thelma_core::Stored): loads
 /// `thelma_load` (of a value) and `thelma_ldg` (through the read-only cache, where the stored type
 /// allows), stores `thelma_store<S>`. With f16 storage, the binary16 bits of g · SCALE
@@ -697,6 +750,9 @@ pub fn prelude(p: &PreludeParams) -> String {
     let _ = writeln!(s, "#define THELMA_BLOCK_X {}", p.block_x);
     let _ = writeln!(s, "#define THELMA_MIN_BLOCKS {}", p.min_blocks);
     stencil_tables(&mut s, &st);
+    if p.grid {
+        side_tables(&mut s, &st);
+    }
     // The correctly rounded square root of the run's precision (what `Arith::sqrt` is on the CPU).
     let _ = writeln!(
         s,
