@@ -14,9 +14,39 @@
 //
 // Layout: h[i][z][y][x] as the flow's lattice, directions 0–6 those of D3Q19 (rest, ±x, ±y, ±z).
 // The interface buffers carry θ's crossing population (direction 5 up, 6 down) in the plane after
-// the flow's THELMA_CROSSING ones.
+// the flow's THELMA_CROSSING ones; in a grid's subdomain (THELMA_GRID), every face's channel
+// carries it after the flow's (edges carry none: no D3Q7 direction crosses one).
 
 #ifdef THELMA_THERMAL
+
+#ifdef THELMA_GRID
+// The offset of box node (x, y, z) in the thermal slot of the channel across a face of axis `ax`
+// (the face's nodes, x fastest along its free axes, after the flow's THELMA_CROSSING slots).
+__device__ __forceinline__ size_t thermal_face_offset(int ax, int x, int y, int z, int nx, int ny,
+                                                      int nz) {
+    if (ax == 0) return (size_t)THELMA_CROSSING * ny * nz + (size_t)z * ny + y;
+    if (ax == 1) return (size_t)THELMA_CROSSING * nx * nz + (size_t)z * nx + x;
+    return (size_t)THELMA_CROSSING * nx * ny + (size_t)y * nx + x;
+}
+
+// Stores θ's population leaving the box across each face whose layer holds node (x, y, z) into
+// this step's buffer written across it: direction 6, 5, 2, 1, 4, 3 across z−, z+, x−, x+, y−, y+.
+template <typename T>
+__device__ __forceinline__ void store_thermal_sides(const T* h, int nx, int ny, int nz, int x,
+                                                    int y, int z, int parity) {
+#pragma unroll
+    for (int s = 0; s < 6; s++) {
+        const int ax = s < 2 ? 2 : (s - 2) / 2;
+        const bool up = s % 2 == 1;
+        const int coord = ax == 0 ? x : (ax == 1 ? y : z);
+        const int size = ax == 0 ? nx : (ax == 1 ? ny : nz);
+        T* out = reinterpret_cast<T*>(thelma_side_out[parity][s]);
+        if (coord != (up ? size - 1 : 0) || out == nullptr) continue;
+        const int i = s < 2 ? (up ? 5 : 6) : (up ? 2 * ax + 1 : 2 * ax + 2);
+        out[thermal_face_offset(ax, x, y, z, nx, ny, nz)] = h[i];
+    }
+}
+#endif
 
 // Pulls fluid node p's thermal populations h̃_i(x − c_i) from lattice ha into h: across a box
 // face its closure (adiabatic: bounce-back; held: anti-bounce-back to the face's θ; outflow: the
@@ -27,7 +57,7 @@ template <typename T>
 __device__ __forceinline__ void pull_thermal(T* h, const T* __restrict__ ha, const T* below_in,
                                              const T* above_in, unsigned int mask, int nx, int ny,
                                              int nz, int periodic, int x, int y, int z, int z0,
-                                             size_t p) {
+                                             size_t p, int parity) {
     const size_t plane = (size_t)nx * ny;
     const size_t n = plane * nz;
     h[0] = ha[p];
@@ -39,8 +69,16 @@ __device__ __forceinline__ void pull_thermal(T* h, const T* __restrict__ ha, con
         const int size = ax == 0 ? nx : (ax == 1 ? ny : nz);
         const int q = coord - c;
         const bool outside = q < 0 || q >= size;
+#ifdef THELMA_GRID
+        // Across any face with a channel (z−, z+, x−, x+, y−, y+ are sides 0–5).
+        const int side = (ax == 2 ? 0 : 2 * ax + 2) + (q < 0 ? 0 : 1);
+        const T* buf =
+            outside ? reinterpret_cast<const T*>(thelma_side_in[parity ^ 1][side]) : nullptr;
+        const bool across = buf != nullptr;
+#else
         const bool across = ax == 2 && outside;
         const T* buf = q < 0 ? below_in : above_in;
+#endif
         const bool wraps = ax < 2 && ((periodic >> ax) & 1);
         T v;
         if (outside && !wraps && !(across && buf != nullptr)) {
@@ -50,9 +88,9 @@ __device__ __forceinline__ void pull_thermal(T* h, const T* __restrict__ ha, con
             int kind;
             real term;
             if (q < 0) {
-                thelma_tface(2 * ax, x, y, z0 + z, &kind, &term);
+                thelma_tface(2 * ax, THELMA_GX(x), THELMA_GY(y), z0 + z, &kind, &term);
             } else {
-                thelma_tface(2 * ax + 1, x, y, z0 + z, &kind, &term);
+                thelma_tface(2 * ax + 1, THELMA_GX(x), THELMA_GY(y), z0 + z, &kind, &term);
             }
             if (kind == 0) {
                 v = ha[(size_t)opp(i) * n + p];
@@ -65,7 +103,11 @@ __device__ __forceinline__ void pull_thermal(T* h, const T* __restrict__ ha, con
         } else if (mask & (1u << i)) {
             v = ha[(size_t)opp(i) * n + p];
         } else if (across) {
+#ifdef THELMA_GRID
+            v = buf[thermal_face_offset(ax, x, y, z, nx, ny, nz)];
+#else
             v = buf[(size_t)y * nx + x];
+#endif
         } else {
             const int xs = ax == 0 ? (q + nx) % nx : x;
             const int ys = ax == 1 ? (q + ny) % ny : y;
@@ -81,11 +123,15 @@ __device__ __forceinline__ void pull_thermal(T* h, const T* __restrict__ ha, con
 template <typename T>
 __device__ __forceinline__ void store_thermal(const T* h, T* __restrict__ hb, T* above_out,
                                               T* below_out, int nx, int ny, int nz, int x, int y,
-                                              int z, size_t p) {
+                                              int z, size_t p, int parity) {
     const size_t plane = (size_t)nx * ny;
     const size_t n = plane * nz;
 #pragma unroll
     for (int i = 0; i < THELMA_QT; i++) hb[(size_t)i * n + p] = h[i];
+#ifdef THELMA_GRID
+    store_thermal_sides(h, nx, ny, nz, x, y, z, parity);
+    return;
+#endif
     const size_t q = (size_t)y * nx + x;
     if (z == nz - 1 && above_out != nullptr) above_out[q] = h[5];
     if (z == 0 && below_out != nullptr) below_out[q] = h[6];
@@ -120,11 +166,12 @@ THELMA_COLLIDE_THERMAL_NAME(THELMA_COLLIDE_ARGS, const unsigned int *__restrict_
         if (mask & THELMA_SOLID_BIT) {
 #pragma unroll
             for (int i = 0; i < THELMA_QT; i++) h[i] = ha[(size_t)i * n + p];
-            store_thermal(h, hb, tabove_out, tbelow_out, nx, ny, nz, x, y, z, p);
+            store_thermal(h, hb, tabove_out, tbelow_out, nx, ny, nz, x, y, z, p, THELMA_PARITY);
 #pragma unroll
             for (int i = 0; i < THELMA_Q; i++) f[i] = a[(size_t)i * n + p];
         } else {
-            pull_thermal(h, ha, tbelow_in, tabove_in, mask, nx, ny, nz, periodic, x, y, z, z0, p);
+            pull_thermal(h, ha, tbelow_in, tabove_in, mask, nx, ny, nz, periodic, x, y, z, z0, p,
+                         THELMA_PARITY);
             real theta[1];
             thelma_temperature(h, theta);
             real F[3];
@@ -137,10 +184,10 @@ THELMA_COLLIDE_THERMAL_NAME(THELMA_COLLIDE_ARGS, const unsigned int *__restrict_
             real nut[1], tau[1];
             thelma_eddy_viscosity(f, F, nut, tau);
             thelma_collide_thermal(h, u, nut[0]);
-            store_thermal(h, hb, tabove_out, tbelow_out, nx, ny, nz, x, y, z, p);
+            store_thermal(h, hb, tabove_out, tbelow_out, nx, ny, nz, x, y, z, p, THELMA_PARITY);
             thelma_collide_forced(f, F, tau[0]);
 #ifdef THELMA_SPONGE
-            thelma_sponge_absorb(f, x, y, z0 + z);
+            thelma_sponge_absorb(f, THELMA_GX(x), THELMA_GY(y), z0 + z);
 #endif
         }
     }
@@ -162,6 +209,25 @@ extern "C" __global__ void THELMA_NAME(export_faces_d3q7)(const real *__restrict
         if (down_out != nullptr) down_out[thermal + q] = h[6 * n + q];
     }
 }
+
+#ifdef THELMA_GRID
+// A grid subdomain's thermal export: θ's population leaving the box across each face into the
+// buffers `parity` of the channels written across it, as the step stores it.
+extern "C" __global__ void THELMA_NAME(export_sides_d3q7)(const real *__restrict__ h, int nx,
+                                                          int ny, int nz, int parity) {
+    const size_t plane = (size_t)nx * ny;
+    const size_t n = plane * nz;
+    for (size_t p = blockIdx.x * (size_t)blockDim.x + threadIdx.x; p < n;
+         p += (size_t)gridDim.x * blockDim.x) {
+        const int x = (int)(p % nx), y = (int)((p / nx) % ny), z = (int)(p / plane);
+        if (x > 0 && x < nx - 1 && y > 0 && y < ny - 1 && z > 0 && z < nz - 1) continue;
+        real v[THELMA_QT];
+#pragma unroll
+        for (int i = 0; i < THELMA_QT; i++) v[i] = h[(size_t)i * n + p];
+        store_thermal_sides(v, nx, ny, nz, x, y, z, parity);
+    }
+}
+#endif
 
 // The 7 thermal populations of each of `count` slab-local nodes into out[k·7 + i] (probes'
 // temperature), as gather_nodes_d3q19 does for the flow's.

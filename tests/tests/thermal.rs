@@ -297,7 +297,7 @@ fn mixed_case(
 #[derive(Clone, Copy, Debug)]
 enum Parts {
     Slabs(usize),
-    /// A grid of subdomains cut along x, y and z (the CPU module).
+    /// A grid of subdomains cut along x, y and z.
     Grid([usize; 3]),
 }
 
@@ -386,7 +386,7 @@ fn mixed_case_on(
                 ranks: vec![0; n],
                 slabs: cells,
             };
-            let factory = std::sync::Arc::new(thelma_compute::CpuFactory::new(params, n, n));
+            let factory = m.factory(params, n);
             let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
             Runtime::start_layout(factory, &layout, stop).unwrap()
         }
@@ -419,20 +419,27 @@ fn thermal_slabs_equal_one_slab_bit_for_bit(m: Module) {
     }
 }
 
-/// Grids cut along x, y and z equal one slab bit for bit, flow and temperature, on the CPU
-/// module: held, adiabatic and outflow faces, patches, open faces with a sponge, LES.
-#[test]
-fn thermal_grids_equal_one_slab_bit_for_bit() {
+/// Grids cut along x, y and z equal one slab bit for bit, flow and temperature: held, adiabatic
+/// and outflow faces, patches, open faces with a sponge, LES.
+fn thermal_grids_equal_one_slab(m: Module) {
     for p in [Precision::F32, Precision::F64] {
         for v in MIXED {
-            let one = mixed_case(Module::Cpu, Collision::MRT, p, v, 1, 60);
+            let one = mixed_case(m, Collision::MRT, p, v, 1, 60);
             for g in [[2, 2, 1], [3, 1, 2], [1, 2, 3]] {
-                let got = mixed_case_on(Module::Cpu, Collision::MRT, p, v, Parts::Grid(g), 60);
-                assert!(got == one, "{p:?} {v:?}: grid {g:?} differs from one slab");
+                let got = mixed_case_on(m, Collision::MRT, p, v, Parts::Grid(g), 60);
+                assert!(
+                    got == one,
+                    "{} {p:?} {v:?}: grid {g:?} differs from one slab",
+                    m.name()
+                );
             }
         }
     }
 }
+
+per_module!(thermal_grids_equal_one_slab =>
+    thermal_grids_equal_one_slab_bit_for_bit,
+    thermal_grids_equal_one_slab_bit_for_bit_on_the_gpu);
 
 per_module!(thermal_slabs_equal_one_slab_bit_for_bit =>
     thermal_slabs_equal_one_slab_bit_for_bit_on_the_cpu,

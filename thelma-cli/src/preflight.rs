@@ -102,8 +102,8 @@ pub fn check(
 }
 
 /// Refuses what a partition that cuts x or y (a layout file's grid) does not run yet: a backend
-/// other than the CPU and CUDA modules, a temperature lattice on the CUDA module, immersed bodies,
-/// in-place streaming, VTK pieces and the live view. Slabs of whole planes run everything.
+/// other than the CPU and CUDA modules, immersed bodies, in-place streaming, VTK pieces and the
+/// live view. Slabs of whole planes run everything.
 pub fn check_grid(case: &CaseConfig, layout: &Layout, backend: &str, live: bool) -> Result<()> {
     if !layout.slabs.iter().any(SlabSpec::cuts_x_or_y) {
         return Ok(());
@@ -115,9 +115,7 @@ pub fn check_grid(case: &CaseConfig, layout: &Layout, backend: &str, live: bool)
              whole x-y planes): use --backend cpu or cuda"
         ));
     }
-    let missing = if backend == "cuda" && case.thermal.is_some() {
-        "a temperature lattice on the cuda module (--backend cpu runs it)"
-    } else if case.body.iter().any(|b| b.method == BodyMethod::Immersed) {
+    let missing = if case.body.iter().any(|b| b.method == BodyMethod::Immersed) {
         "immersed bodies"
     } else if case.numerics.streaming == Streaming::InPlace {
         "in-place streaming"
@@ -309,7 +307,10 @@ mod tests {
         let mut thermal = c.clone();
         thermal.thermal = Some(Default::default());
         check_grid(&thermal, &grid, "cpu", false).unwrap();
-        assert!(refused(&thermal, &grid, "cuda", false).contains("a temperature lattice"));
+        check_grid(&thermal, &grid, "cuda", false).unwrap();
+        let mut in_place = c.clone();
+        in_place.numerics.streaming = Streaming::InPlace;
+        assert!(refused(&in_place, &grid, "cuda", false).contains("in-place streaming"));
         // Slabs of whole planes run everything.
         check_grid(&thermal, &layout(&c, &[0, 0]), "cuda", true).unwrap();
     }

@@ -54,6 +54,8 @@ pub enum Kernel {
     ExportFaces,
     /// A grid subdomain's export across every side of its box.
     ExportSides,
+    /// A grid subdomain's export of the temperature lattice's crossing populations.
+    ExportThermalSides,
     /// The export of the temperature lattice's crossing populations.
     ExportThermal,
     /// The temperature lattice's populations of listed nodes (probes).
@@ -106,6 +108,7 @@ impl Kernel {
                 Kernel::SwapInPlace,
                 Kernel::ExportFaces,
                 Kernel::ExportSides,
+                Kernel::ExportThermalSides,
                 Kernel::ExportThermal,
                 Kernel::GatherThermal,
                 Kernel::Health,
@@ -131,6 +134,7 @@ impl Kernel {
             Kernel::SwapInPlace => format!("swap_in_place_d3q19_{suffix}"),
             Kernel::ExportFaces => format!("export_faces_d3q19_{suffix}"),
             Kernel::ExportSides => format!("export_sides_d3q19_{suffix}"),
+            Kernel::ExportThermalSides => format!("export_sides_d3q7_{suffix}"),
             Kernel::ExportThermal => format!("export_faces_d3q7_{suffix}"),
             Kernel::GatherThermal => format!("gather_nodes_d3q7_{suffix}"),
             Kernel::Health => format!("health_d3q19_{suffix}"),
@@ -160,13 +164,16 @@ impl Kernel {
     pub fn thermal(self) -> bool {
         matches!(
             self,
-            Kernel::CollideThermal(_) | Kernel::ExportThermal | Kernel::GatherThermal
+            Kernel::CollideThermal(_)
+                | Kernel::ExportThermal
+                | Kernel::ExportThermalSides
+                | Kernel::GatherThermal
         )
     }
 
     /// Whether the kernel is compiled only for a grid's subdomain.
     pub fn grid(self) -> bool {
-        matches!(self, Kernel::ExportSides)
+        matches!(self, Kernel::ExportSides | Kernel::ExportThermalSides)
     }
 
     /// Whether the kernel is compiled only for in-place streaming.
@@ -656,8 +663,9 @@ pub unsafe fn export_faces(
 /// `parity` of the channels its kernels' tables name.
 ///
 /// # Safety
-/// `f` is export_sides_d3q19 of the lattice's precision, from an image whose channel tables hold
-/// live channels (or 0); `a` is a lattice of 19 values per node of a box of `size`.
+/// `f` is export_sides_d3q19 (or export_sides_d3q7) of the lattice's precision, from an image
+/// whose channel tables hold live channels (or 0); `a` is a lattice of 19 (or 7) values per node
+/// of a box of `size`.
 pub unsafe fn export_sides(
     stream: &CudaStream,
     f: &CudaFunction,
@@ -670,7 +678,7 @@ pub unsafe fn export_sides(
     let cfg = reduction_grid(nodes.div_ceil(256).clamp(1, 65_535) as u32);
     let mut b = stream.launch_builder(f);
     b.arg(&a).arg(&nx).arg(&ny).arg(&nz).arg(&parity);
-    // SAFETY: matches export_sides_d3q19 (a lattice, four ints); the threads stride over the
+    // SAFETY: matches export_sides_d3q19 and _d3q7 (a lattice, four ints); the threads stride over the
     // nodes; the buffers are as the caller promises.
     unsafe { b.launch(cfg) }
         .map(|_| ())

@@ -173,11 +173,12 @@ struct LinkAddresses {
 
 /// A grid subdomain's kernel tables (`THELMA_GRID` in kernels/lbm_d3q19.cu, constant memory): the
 /// addresses of its channels' buffers by side, read and written, and what export_sides_d3q19
-/// publishes with.
+/// (and, with a temperature lattice, export_sides_d3q7) publishes with.
 struct GridDevice {
     side_in: u64,
     side_out: u64,
     export: CudaFunction,
+    export_thermal: Option<CudaFunction>,
 }
 
 /// The CUDA module for one slab, colliding in `T` and storing the populations as `S`.
@@ -305,9 +306,7 @@ where
         }
         let grid = slab.cuts_x_or_y();
         if grid {
-            let what = if params.thermal.is_some() {
-                Some("a temperature lattice")
-            } else if params.immersed {
+            let what = if params.immersed {
                 Some("immersed bodies")
             } else if params.streaming == Streaming::InPlace {
                 Some("in-place streaming")
@@ -414,6 +413,9 @@ where
         }
         if grid {
             kernels.push(Kernel::ExportSides);
+            if params.thermal.is_some() {
+                kernels.push(Kernel::ExportThermalSides);
+            }
         }
         if in_place {
             kernels.extend([
@@ -461,6 +463,11 @@ where
         } else {
             None
         };
+        let export_thermal = if grid && params.thermal.is_some() {
+            funcs.pop()
+        } else {
+            None
+        };
         let export_sides = if grid { funcs.pop() } else { None };
         let thermal_kernels = if params.thermal.is_some() {
             let gather = funcs.pop();
@@ -501,6 +508,7 @@ where
                     side_in: symbol("thelma_side_in")?,
                     side_out: symbol("thelma_side_out")?,
                     export,
+                    export_thermal,
                 })
             }
             None => None,
@@ -903,6 +911,19 @@ where
                     parity as i32,
                 )
             }?;
+            if let (Some(th), Some(export)) = (&self.thermal, &g.export_thermal) {
+                // SAFETY: as above, with the thermal export and lattice (7 values per node); the
+                // face channels hold the thermal slot after the flow's (`channel_values`).
+                unsafe {
+                    launch::export_sides(
+                        &self.stream,
+                        export,
+                        th.ptrs[self.cur],
+                        self.size(),
+                        parity as i32,
+                    )
+                }?;
+            }
             return self.sync();
         }
         let up = self.at(self.link_addr.to_above, 1, parity);
