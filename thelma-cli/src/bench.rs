@@ -20,7 +20,7 @@ use thelma_compute::{ModelParams, Tuning};
 use thelma_core::physics::{Collision, D3Q19};
 use thelma_core::slab_bytes;
 use thelma_core::{BackendName, CaseConfig, DeviceSpec, Precision, Streaming, MAX_THREADS};
-use thelma_core::{Domain, SlabSpec};
+use thelma_core::{Domain, Layout, SlabSpec};
 use thelma_core::{Runtime, RuntimeError, Transport, TransportChoice};
 use thelma_geometry::{immersed_bodies, Geometry};
 use thelma_results::wrap;
@@ -56,6 +56,12 @@ pub struct BenchArgs {
         allow_negative_numbers = true
     )]
     pub slabs_per_device: usize,
+    /// Cut each lattice into X × Y × Z subdomains (a partition that cuts x and y, as a layout
+    /// file's grid) spread over the devices in turn, in place of slabs: measures what a grid's
+    /// exchange across faces and edges costs against one slab on one device, the sweep's first
+    /// run.
+    #[arg(long, value_name = "X,Y,Z", value_parser = crate::cli::parse_size, conflicts_with_all = ["slabs_per_device", "case"])]
+    pub grid: Option<[usize; 3]>,
     /// Transports of the channels between slabs, comma-separated: auto, zero-copy, device, peer.
     /// Each multi-slab run is measured in each; the one-slab baseline once.
     #[arg(long, value_name = "NAME,...", value_parser = TransportChoice::parse, value_delimiter = ',', default_value = "auto")]
@@ -159,6 +165,9 @@ pub struct BenchRow {
     /// which had one slab per device.
     #[serde(default)]
     pub slabs: usize,
+    /// With `--grid`, the subdomains along x, y and z (`slabs` is their product).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grid: Option<[usize; 3]>,
     /// The transports the run's channels took (`device`, `peer+zero-copy`), `-` for one slab
     /// without channels; empty in reports written before it was recorded (zero-copy).
     #[serde(default)]
@@ -287,9 +296,10 @@ fn live_cost(rt: &mut Runtime, case: &CaseConfig, steps: u64, rounds: u32) -> Re
 }
 
 impl BenchRow {
-    /// Whether every device held one slab (always so in reports that did not record slabs).
+    /// Whether every device held one slab (always so in reports that did not record slabs; never
+    /// in a grid's run).
     pub fn one_slab_per_device(&self) -> bool {
-        self.slabs == 0 || self.slabs == self.devices
+        self.grid.is_none() && (self.slabs == 0 || self.slabs == self.devices)
     }
 }
 
@@ -450,6 +460,18 @@ const MAX_SLABS: usize = 1024;
 
 /// Checks the options that do not depend on the backend, naming the option at fault.
 fn check_args(args: &BenchArgs) -> Result<()> {
+    if let Some(g) = args.grid {
+        let cells = g.iter().try_fold(1usize, |a, &b| a.checked_mul(b));
+        if !cells.is_some_and(|c| (1..=MAX_SLABS).contains(&c)) {
+            bail!(UsageError::new(
+                "--grid",
+                format!(
+                    "{}x{}x{} is not 1 to {MAX_SLABS} subdomains",
+                    g[0], g[1], g[2]
+                )
+            ));
+        }
+    }
     if args.slabs_per_device == 0 || args.slabs_per_device > MAX_SLABS {
         bail!(UsageError::new(
             "--slabs-per-device",
@@ -684,7 +706,8 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
     // --slabs-per-device slabs each, after one slab on one device when that is not already the
     // first (the efficiency's baseline).
     let mut runs: Vec<Vec<usize>> = Vec::new();
-    if !args.no_sweep && args.slabs_per_device > 1 {
+    let cells = args.grid.map_or(1, |g| g.iter().product::<usize>());
+    if !args.no_sweep && (args.slabs_per_device > 1 || cells > 1) {
         runs.push(vec![ids[0]]);
     }
     let counts: Vec<usize> = if args.no_sweep {
@@ -693,12 +716,14 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
         (1..=ids.len()).collect()
     };
     for &k in &counts {
-        runs.push(
-            ids[..k]
+        runs.push(match args.grid {
+            // Subdomain s (x fastest) on device s mod k.
+            Some(_) => (0..cells).map(|s| ids[s % k]).collect(),
+            None => ids[..k]
                 .iter()
                 .flat_map(|&d| std::iter::repeat_n(d, args.slabs_per_device))
                 .collect(),
-        );
+        });
     }
     let total_threads = if args.threads == 0 {
         thelma_core::core_count()
@@ -743,12 +768,26 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
                         }
                         let slabs = slab_ids.len();
                         let devices = distinct(slab_ids);
+                        // A grid's run (the sweep's one-slab baseline is not): weak scaling
+                        // stacks a cube per device along z.
+                        let grid = args.grid.filter(|_| slabs > 1 || cells == 1);
                         let lattice = match (&base, args.scaling) {
                             (Some((c, ..)), _) => c.domain.size,
+                            (None, Scaling::Weak) if grid.is_some() => {
+                                [s, s, s.saturating_mul(devices)]
+                            }
                             (None, Scaling::Weak) => [s, s, s.saturating_mul(slabs)],
                             (None, Scaling::Strong) => [s, s, s],
                         };
-                        if lattice[2] < slabs {
+                        if let Some(g) = grid {
+                            if (0..3).any(|a| lattice[a] < g[a]) {
+                                skipped.push(format!(
+                                    "{s}: a {}x{}x{} grid of {}x{}x{} nodes",
+                                    g[0], g[1], g[2], lattice[0], lattice[1], lattice[2]
+                                ));
+                                continue;
+                            }
+                        } else if lattice[2] < slabs {
                             skipped.push(format!("{s}: {slabs} slabs for {} planes", lattice[2]));
                             continue;
                         }
@@ -799,7 +838,10 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
                             };
                             let factory = choice.factory(params, devices, &tuning)?;
                             let domain = Domain::new(lattice, case.domain.periodic);
-                            let slab_specs = SlabSpec::split(domain, slabs)?;
+                            let slab_specs = match grid {
+                                Some(g) => SlabSpec::grid(domain, g)?,
+                                None => SlabSpec::split(domain, slabs)?,
+                            };
                             // The flow's lattices and, for a case with [thermal], the temperature's.
                             let lattice_bytes = |sl: &SlabSpec| {
                                 host_bytes(
@@ -841,12 +883,19 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
                                 ));
                                 continue;
                             }
-                            let mut rt = match Runtime::start(
-                                factory,
-                                domain,
-                                slab_ids,
-                                Arc::new(AtomicBool::new(false)),
-                            ) {
+                            let stop = Arc::new(AtomicBool::new(false));
+                            let started_rt = match grid {
+                                Some(_) => {
+                                    let layout = Layout {
+                                        slabs: slab_specs.clone(),
+                                        devices: slab_ids.clone(),
+                                        ranks: vec![0; slabs],
+                                    };
+                                    Runtime::start_layout(factory, &layout, stop)
+                                }
+                                None => Runtime::start(factory, domain, slab_ids, stop),
+                            };
+                            let mut rt = match started_rt {
                                 Ok(rt) => rt,
                                 // A transport these devices cannot take is skipped, said as such.
                                 Err(RuntimeError::Transport(e)) => {
@@ -925,6 +974,7 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
                                 size: s,
                                 devices,
                                 slabs,
+                                grid,
                                 transport: transport_used,
                                 lattice,
                                 steps: st.steps,
@@ -1047,7 +1097,10 @@ pub fn format_row(r: &BenchRow) -> String {
         r.precision,
         r.size,
         r.devices,
-        r.slabs,
+        match r.grid {
+            Some(g) => format!("{}x{}x{}", g[0], g[1], g[2]),
+            None => r.slabs.to_string(),
+        },
         format!("{}x{}x{}", r.lattice[0], r.lattice[1], r.lattice[2]),
         r.mlups,
         r.mlups_per_device,
@@ -1140,6 +1193,11 @@ mod tests {
         .unwrap();
         assert_eq!(row.slabs, 0);
         assert!(row.one_slab_per_device());
+        assert!(!BenchRow {
+            grid: Some([2, 1, 1]),
+            ..row.clone()
+        }
+        .one_slab_per_device());
         assert!(!BenchRow { slabs: 4, ..row }.one_slab_per_device());
     }
 

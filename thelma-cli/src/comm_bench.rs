@@ -859,6 +859,7 @@ mod tests {
             size,
             devices,
             slabs: devices,
+            grid: None,
             transport: String::new(),
             lattice: [size, size, size * devices],
             steps: 10,

@@ -34,8 +34,7 @@ pub struct LayoutArgs {
     #[arg(long, value_name = "G", default_value_t = 1)]
     pub gpus: usize,
     /// Cut the domain into X × Y × Z subdomains, one per device (X·Y·Z = ranks × gpus), each
-    /// exchanging across its faces and edges; default: slabs along z. Cuts along x or y run on
-    /// the CPU module (--backend cpu) for now.
+    /// exchanging across its faces and edges; default: slabs along z.
     #[arg(long, value_name = "X,Y,Z", value_parser = crate::cli::parse_size, conflicts_with = "model")]
     pub grid: Option<[usize; 3]>,
     /// Where to write it (never overwritten); standard output when left out.

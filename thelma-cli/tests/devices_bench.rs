@@ -165,6 +165,66 @@ fn bench_with_two_slabs_per_device_reports_per_device() {
     assert_eq!(rows[0]["parallel_efficiency"], 1.0);
 }
 
+/// `--grid 2,2,1` cuts each lattice into four subdomains spread over the devices in turn: the
+/// one-slab baseline, then the grid on one and on two devices (a cube per device along z), each
+/// row naming its grid, its efficiency against the baseline.
+#[test]
+fn bench_on_a_grid_cuts_each_lattice_into_its_subdomains() {
+    use serde_json::json;
+    let (out, report) = bench_json(
+        "grid",
+        &[
+            "--backend",
+            "cpu",
+            "--sizes",
+            "12",
+            "--devices",
+            "2",
+            "--grid",
+            "2,2,1",
+            "--steps",
+            "3",
+            "--warmup",
+            "1",
+            "--bandwidth-mib",
+            "8",
+        ],
+    );
+    let rows = report["rows"].as_array().unwrap();
+    let shape: Vec<_> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["devices"].clone(),
+                r["slabs"].clone(),
+                r["grid"].clone(),
+                r["lattice"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        shape,
+        [
+            (
+                json!(1),
+                json!(1),
+                serde_json::Value::Null,
+                json!([12, 12, 12])
+            ),
+            (json!(1), json!(4), json!([2, 2, 1]), json!([12, 12, 12])),
+            (json!(2), json!(4), json!([2, 2, 1]), json!([12, 12, 24])),
+        ],
+        "{out}"
+    );
+    assert!(out.contains("2x2x1"), "{out}");
+    let one = rows[0]["mlups"].as_f64().unwrap();
+    for r in rows {
+        let (d, m) = (r["devices"].as_f64().unwrap(), r["mlups"].as_f64().unwrap());
+        let eff = r["parallel_efficiency"].as_f64().unwrap();
+        assert!((eff - m / (d * one)).abs() < 1e-12, "{r}");
+    }
+}
+
 #[test]
 fn bench_rejects_bad_input_with_one_line_naming_the_option() {
     let (code, _, err) = thelma(&["bench", "--backend", "cpu", "--sizes", "2"]);
