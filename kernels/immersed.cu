@@ -20,6 +20,10 @@
 // deterministic whatever the threads' timing, and the band's order (that of the claims) does not
 // matter either.
 
+#ifdef THELMA_GRID
+#error "immersed bodies run on slabs only: their kernels take no grid parity"
+#endif
+
 #define THELMA_IB_EMPTY 0xffffffffu
 #define THELMA_IB_CLAIMED 0xfffffffeu
 #define THELMA_IB_SCALE 1125899906842624.0

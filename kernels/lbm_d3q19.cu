@@ -34,6 +34,9 @@
 // the box's first node along x and y and the domain's size along them (inlet profiles and sponges
 // are in the domain's coordinates). Slabs compile none of this: their kernels are unchanged.
 #ifdef THELMA_GRID
+#if defined(THELMA_IN_PLACE)
+#error "in-place streaming runs on slabs only: its kernels take no grid parity"
+#endif
 __constant__ unsigned long long thelma_side_in[2][THELMA_SIDES];
 __constant__ unsigned long long thelma_side_out[2][THELMA_SIDES];
 __constant__ int thelma_box[4];
@@ -68,6 +71,8 @@ __device__ __forceinline__ real grid_value(const S* __restrict__ a, int j, int x
     if ((ox | oy | oz) == 0)
         return thelma_load(a[(size_t)j * n + ((size_t)zs * ny + ys) * nx + xs]);
     const int s = thelma_side_at[(ox + 1) + 3 * (oy + 1) + 9 * (oz + 1)];
+    // A corner is no side: no D3Q19 pull or shifted pull reaches one (the CPU module panics).
+    if (s < 0) return real(0.0);
     const S* buf = reinterpret_cast<const S*>(thelma_side_in[parity ^ 1][s]);
     if (buf == nullptr) return real(0.0);
     size_t off = 0, m = 1;

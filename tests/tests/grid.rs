@@ -8,6 +8,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
+use thelma_compute::ModelParams;
 use thelma_core::physics::Collision;
 use thelma_core::{CaseConfig, Layout, Precision, Runtime, SlabSpec};
 use thelma_tests::{
@@ -25,9 +26,14 @@ fn grid_layout(case: &CaseConfig, parts: [usize; 3], ranks: impl Fn(usize) -> us
     }
 }
 
-/// `case` on module `m` over the subdomains of `layout`, all in this process (on GPU 0).
+/// `case` on module `m` over the subdomains of `layout`, all in this process (on GPU 0), made as
+/// a cluster job makes them (for overlapped steps, which the runtime runs on slabs only).
 fn one_process(m: Module, case: &CaseConfig, layout: &Layout, steps: u64) -> Vec<u8> {
-    let factory = m.factory(model(case), layout.slabs.len());
+    let params = ModelParams {
+        overlapped_steps: true,
+        ..model(case)
+    };
+    let factory = m.factory(params, layout.slabs.len());
     let rt = Runtime::start_layout(factory, layout, Arc::new(AtomicBool::new(false)))
         .expect("the grid starts");
     run_from_vortex(rt, case, steps)

@@ -59,7 +59,7 @@ pub struct BenchArgs {
     /// Cut each lattice into X × Y × Z subdomains (a partition that cuts x and y, as a layout
     /// file's grid) spread over the devices in turn, in place of slabs: measures what a grid's
     /// exchange across faces and edges costs against one slab on one device, the sweep's first
-    /// run.
+    /// run (the sweep takes the device counts that divide the subdomains).
     #[arg(long, value_name = "X,Y,Z", value_parser = crate::cli::parse_size, conflicts_with_all = ["slabs_per_device", "case"])]
     pub grid: Option<[usize; 3]>,
     /// Transports of the channels between slabs, comma-separated: auto, zero-copy, device, peer.
@@ -471,6 +471,16 @@ fn check_args(args: &BenchArgs) -> Result<()> {
                 )
             ));
         }
+        if args
+            .streaming
+            .iter()
+            .any(|s| matches!(s, StreamingArg::InPlace))
+        {
+            bail!(UsageError::new(
+                "--grid",
+                "in-place streaming runs on slabs of whole x-y planes only",
+            ));
+        }
     }
     if args.slabs_per_device == 0 || args.slabs_per_device > MAX_SLABS {
         bail!(UsageError::new(
@@ -710,10 +720,13 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
     if !args.no_sweep && (args.slabs_per_device > 1 || cells > 1) {
         runs.push(vec![ids[0]]);
     }
-    let counts: Vec<usize> = if args.no_sweep {
-        vec![ids.len()]
-    } else {
-        (1..=ids.len()).collect()
+    let counts: Vec<usize> = match (args.no_sweep, args.grid) {
+        (true, _) => vec![ids.len()],
+        (false, None) => (1..=ids.len()).collect(),
+        // A grid's subdomains shared evenly: device counts that divide them.
+        (false, Some(_)) => (1..=ids.len().min(cells))
+            .filter(|k| cells.is_multiple_of(*k))
+            .collect(),
     };
     for &k in &counts {
         runs.push(match args.grid {

@@ -357,6 +357,10 @@ fn bench_arguments_are_checked_before_anything_is_allocated() {
         (&["--grid", "2,0,1"][..], "--grid"),
         (&["--grid", "64,64,64"][..], "--grid"),
         (&["--grid", "2,2"][..], "--grid"),
+        (
+            &["--grid", "2,1,1", "--streaming", "in-place"][..],
+            "--grid",
+        ),
         (&["--sizes", "2000"][..], "--sizes"),
         (&["--sizes", "100000000"][..], "--sizes"),
         (&["--sizes", "2"][..], "--sizes"),

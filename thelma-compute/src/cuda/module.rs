@@ -305,23 +305,16 @@ where
             )));
         }
         let grid = slab.cuts_x_or_y();
-        if grid {
-            let what = if params.immersed {
-                Some("immersed bodies")
-            } else if params.streaming == Streaming::InPlace {
-                Some("in-place streaming")
-            } else if params.overlapped_steps {
-                Some("overlapped steps")
-            } else {
-                None
-            };
-            if let Some(what) = what {
-                return Err(ComputeError::Invalid(format!(
-                    "the CUDA module steps {what} on slabs of whole x-y planes only: a partition \
-                     that cuts x or y runs it on the CPU module (--backend cpu)"
-                )));
-            }
+        if grid && (params.immersed || params.streaming == Streaming::InPlace) {
+            return Err(ComputeError::Invalid(
+                "immersed bodies and in-place streaming run on slabs of whole x-y planes only, \
+                 not on a partition that cuts x or y"
+                    .into(),
+            ));
         }
+        // A grid's cluster job sends after whole steps (the runtime overlaps slabs only): its
+        // kernels take no plane slot.
+        let overlapped = params.overlapped_steps && !grid;
         let info = device::gpu_info(ordinal)?;
         let flags = if grid {
             params
@@ -361,7 +354,7 @@ where
             steered_temperatures: params.steered_temperatures,
             sponges: params.sponges.clone(),
             immersed: params.immersed,
-            slot_offset: params.overlapped_steps,
+            slot_offset: overlapped,
             grid,
         };
         let arch = launch::arch_of(info.compute_capability);
@@ -659,7 +652,7 @@ where
                     .unwrap_or_default()
             ),
             stream,
-            slotted: params.overlapped_steps,
+            slotted: overlapped,
             grid: grid_device,
             side: None,
             ctx,
@@ -1450,7 +1443,8 @@ where
             }
         }
         let (nx, ny) = (self.slab.nx(), self.slab.ny());
-        h.non_finite = bad.map(|p| [p % nx, (p / nx) % ny, self.slab.z.start + p / (nx * ny)]);
+        let o = self.slab.origin();
+        h.non_finite = bad.map(|p| [o[0] + p % nx, o[1] + (p / nx) % ny, o[2] + p / (nx * ny)]);
         Ok(h)
     }
 
