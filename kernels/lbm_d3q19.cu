@@ -47,8 +47,15 @@ __constant__ int thelma_box[4];
 #define THELMA_NX_DOMAIN(nx) thelma_box[2]
 #define THELMA_NY_DOMAIN(ny) thelma_box[3]
 
-// Whether the box reads across side s (a channel, not a wall).
-__device__ __forceinline__ bool thelma_has_side(int s) { return thelma_side_in[0][s] != 0ull; }
+// The slot of direction i in the channel read across an x face: its rank among the directions
+// that cross it (cx = c: +1 across x−, −1 across x+), increasing (thelma_core::side_populations).
+// Folds at compile time in the unrolled pulls.
+__device__ __forceinline__ int thelma_x_slot(int i, int c) {
+    int k = 0;
+#pragma unroll
+    for (int j = 0; j < THELMA_Q; j++) k += (j < i && cx(j) == c) ? 1 : 0;
+    return k;
+}
 
 // Population j at box position (xs, ys, zs), possibly beyond the box: inside it (wrapped along an
 // x or y the partition leaves periodic and uncut: bit 0 and 1 of `periodic`), across the side the
@@ -268,21 +275,38 @@ __device__ __forceinline__ void pull_node(
     const bool okxm = x > 0 || px, okxp = x < nx - 1 || px;
     // y and z are uniform over a block: rows away from the y and z edges take the fast path,
     // whole blocks at once.
-#ifdef THELMA_GRID
-    // In a grid's subdomain, the nodes on an x side with a channel too (a warp's one or two).
-    const bool inner = y > 0 && y < ny - 1 && z > 0 && z < nz - 1 &&
-                       (x > 0 || !thelma_has_side(2)) && (x < nx - 1 || !thelma_has_side(3));
-#else
     const bool inner = y > 0 && y < ny - 1 && z > 0 && z < nz - 1;
+#ifdef THELMA_GRID
+    // In a grid's subdomain, a node on an x side with a channel takes the fast path too: what it
+    // pulls across that side comes from the channel's face (never an edge, away from the y and z
+    // sides), through the same one load, its address selected, so that the warps holding the x
+    // sides do not diverge (they took the edge path for their one node: a 2 × 1 × 1 grid ran at
+    // 71 % of one slab in f32, 48 % in f16; a fast path of their own, beside the slabs' one, cost
+    // every warp more than it saved them: PERFORMANCE.md).
+    const S* xm_in =
+        x == 0 ? reinterpret_cast<const S*>(thelma_side_in[parity ^ 1][2]) : nullptr;
+    const S* xp_in =
+        x == nx - 1 ? reinterpret_cast<const S*>(thelma_side_in[parity ^ 1][3]) : nullptr;
+    const size_t face = (size_t)ny * nz;
 #endif
     if (inner) {
 #pragma unroll
         for (int i = 0; i < THELMA_Q; i++) {
             const int dx = cx(i);
             const int xs = dx == 0 ? x : (dx == 1 ? xm : xp);
-            const bool okx = dx == 0 ? true : (dx == 1 ? okxm : okxp);
-            const real v = thelma_load(thelma_ldg(&a[(size_t)i * n + (size_t)(z - cz(i)) * plane +
-                                                     (size_t)(y - cy(i)) * nx + xs]));
+            bool okx = dx == 0 ? true : (dx == 1 ? okxm : okxp);
+            const S* src = &a[(size_t)i * n + (size_t)(z - cz(i)) * plane +
+                              (size_t)(y - cy(i)) * nx + xs];
+#ifdef THELMA_GRID
+            if (dx != 0) {
+                const S* across = dx == 1 ? xm_in : xp_in;
+                const size_t at = (size_t)thelma_x_slot(i, dx) * face +
+                                  (size_t)(z - cz(i)) * ny + (y - cy(i));
+                src = across != nullptr ? across + at : src;
+                okx = okx || across != nullptr;
+            }
+#endif
+            const real v = thelma_load(thelma_ldg(src));
             f[i] = okx ? v : real(0.0);
         }
     } else {
@@ -293,6 +317,7 @@ __device__ __forceinline__ void pull_node(
             const bool okx = dx == 0 ? true : (dx == 1 ? okxm : okxp);
 #ifdef THELMA_GRID
             (void)okx;
+            (void)xs;
             f[i] = grid_value(a, i, x - dx, y - cy(i), z - cz(i), nx, ny, nz, periodic, parity, n);
 #else
             const real v = pull_edge(a, below_in, above_in, i, xs, y, z, nx, ny, nz, periodic, n);
