@@ -57,6 +57,41 @@ __device__ __forceinline__ int thelma_x_slot(int i, int c) {
     return k;
 }
 
+// The offset of box node (x, y, z) in one slot of the channel across the side towards (dx, dy, dz)
+// (its free axes, x fastest), and in `m` the nodes of the slot.
+__device__ __forceinline__ size_t side_offset(int dx, int dy, int dz, int x, int y, int z, int nx,
+                                              int ny, int nz, size_t* m) {
+    size_t off = 0, k = 1;
+    if (dx == 0) {
+        off = x;
+        k = nx;
+    }
+    if (dy == 0) {
+        off += (size_t)y * k;
+        k *= ny;
+    }
+    if (dz == 0) {
+        off += (size_t)z * k;
+        k *= nz;
+    }
+    *m = k;
+    return off;
+}
+
+// Calls visit(p, x, y, z) for every node p of a box of nx × ny × nz on one of its sides, the
+// threads striding over the nodes: the export kernels' loop.
+template <typename F>
+__device__ __forceinline__ void for_side_nodes(int nx, int ny, int nz, F visit) {
+    const size_t plane = (size_t)nx * ny;
+    const size_t n = plane * nz;
+    for (size_t p = blockIdx.x * (size_t)blockDim.x + threadIdx.x; p < n;
+         p += (size_t)gridDim.x * blockDim.x) {
+        const int x = (int)(p % nx), y = (int)((p / nx) % ny), z = (int)(p / plane);
+        if (x > 0 && x < nx - 1 && y > 0 && y < ny - 1 && z > 0 && z < nz - 1) continue;
+        visit(p, x, y, z);
+    }
+}
+
 // Population j at box position (xs, ys, zs), possibly beyond the box: inside it (wrapped along an
 // x or y the partition leaves periodic and uncut: bit 0 and 1 of `periodic`), across the side the
 // position lies beyond, or zero beyond a wall (bounce-back then replaces it). The CPU module's
@@ -82,19 +117,8 @@ __device__ __forceinline__ real grid_value(const S* __restrict__ a, int j, int x
     if (s < 0) return real(0.0);
     const S* buf = reinterpret_cast<const S*>(thelma_side_in[parity ^ 1][s]);
     if (buf == nullptr) return real(0.0);
-    size_t off = 0, m = 1;
-    if (ox == 0) {
-        off = xs;
-        m = nx;
-    }
-    if (oy == 0) {
-        off += (size_t)ys * m;
-        m *= ny;
-    }
-    if (oz == 0) {
-        off += (size_t)zs * m;
-        m *= nz;
-    }
+    size_t m;
+    const size_t off = side_offset(ox, oy, oz, xs, ys, zs, nx, ny, nz, &m);
     return thelma_load(buf[(size_t)thelma_side_slot[s][j] * m + off]);
 }
 
@@ -113,19 +137,8 @@ __device__ __forceinline__ void store_sides(const real* f, int nx, int ny, int n
                         (dz == 0 || z == (dz < 0 ? 0 : nz - 1));
         S* out = reinterpret_cast<S*>(thelma_side_out[parity][s]);
         if (!on || out == nullptr) continue;
-        size_t off = 0, m = 1;
-        if (dx == 0) {
-            off = x;
-            m = nx;
-        }
-        if (dy == 0) {
-            off += (size_t)y * m;
-            m *= ny;
-        }
-        if (dz == 0) {
-            off += (size_t)z * m;
-            m *= nz;
-        }
+        size_t m;
+        const size_t off = side_offset(dx, dy, dz, x, y, z, nx, ny, nz, &m);
 #pragma unroll
         for (int k = 0; k < THELMA_CROSSING; k++)
             if (k < side_out_len(s))
@@ -685,17 +698,13 @@ extern "C" __global__ void THELMA_NAME(export_faces_d3q19)(const store_t *__rest
 // buffers `parity` of the channels written across its sides, as the step stores them.
 extern "C" __global__ void THELMA_NAME(export_sides_d3q19)(const store_t *__restrict__ a, int nx,
                                                            int ny, int nz, int parity) {
-    const size_t plane = (size_t)nx * ny;
-    const size_t n = plane * nz;
-    for (size_t p = blockIdx.x * (size_t)blockDim.x + threadIdx.x; p < n;
-         p += (size_t)gridDim.x * blockDim.x) {
-        const int x = (int)(p % nx), y = (int)((p / nx) % ny), z = (int)(p / plane);
-        if (x > 0 && x < nx - 1 && y > 0 && y < ny - 1 && z > 0 && z < nz - 1) continue;
+    const size_t n = (size_t)nx * ny * nz;
+    for_side_nodes(nx, ny, nz, [&](size_t p, int x, int y, int z) {
         real f[THELMA_Q];
 #pragma unroll
         for (int i = 0; i < THELMA_Q; i++) f[i] = thelma_load(a[(size_t)i * n + p]);
         store_sides<store_t>(f, nx, ny, nz, x, y, z, parity);
-    }
+    });
 }
 #endif
 

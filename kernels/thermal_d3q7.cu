@@ -24,9 +24,9 @@
 // (the face's nodes, x fastest along its free axes, after the flow's THELMA_CROSSING slots).
 __device__ __forceinline__ size_t thermal_face_offset(int ax, int x, int y, int z, int nx, int ny,
                                                       int nz) {
-    if (ax == 0) return (size_t)THELMA_CROSSING * ny * nz + (size_t)z * ny + y;
-    if (ax == 1) return (size_t)THELMA_CROSSING * nx * nz + (size_t)z * nx + x;
-    return (size_t)THELMA_CROSSING * nx * ny + (size_t)y * nx + x;
+    size_t m;
+    const size_t off = side_offset(ax == 0, ax == 1, ax == 2, x, y, z, nx, ny, nz, &m);
+    return (size_t)THELMA_CROSSING * m + off;
 }
 
 // Stores θ's population leaving the box across each face whose layer holds node (x, y, z) into
@@ -215,17 +215,13 @@ extern "C" __global__ void THELMA_NAME(export_faces_d3q7)(const real *__restrict
 // buffers `parity` of the channels written across it, as the step stores it.
 extern "C" __global__ void THELMA_NAME(export_sides_d3q7)(const real *__restrict__ h, int nx,
                                                           int ny, int nz, int parity) {
-    const size_t plane = (size_t)nx * ny;
-    const size_t n = plane * nz;
-    for (size_t p = blockIdx.x * (size_t)blockDim.x + threadIdx.x; p < n;
-         p += (size_t)gridDim.x * blockDim.x) {
-        const int x = (int)(p % nx), y = (int)((p / nx) % ny), z = (int)(p / plane);
-        if (x > 0 && x < nx - 1 && y > 0 && y < ny - 1 && z > 0 && z < nz - 1) continue;
+    const size_t n = (size_t)nx * ny * nz;
+    for_side_nodes(nx, ny, nz, [&](size_t p, int x, int y, int z) {
         real v[THELMA_QT];
 #pragma unroll
         for (int i = 0; i < THELMA_QT; i++) v[i] = h[(size_t)i * n + p];
         store_thermal_sides(v, nx, ny, nz, x, y, z, parity);
-    }
+    });
 }
 #endif
 
