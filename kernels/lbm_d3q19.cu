@@ -289,13 +289,16 @@ __device__ __forceinline__ void pull_node(
     // y and z are uniform over a block: rows away from the y and z edges take the fast path,
     // whole blocks at once.
     const bool inner = y > 0 && y < ny - 1 && z > 0 && z < nz - 1;
-#ifdef THELMA_GRID
-    // In a grid's subdomain, a node on an x side with a channel takes the fast path too: what it
-    // pulls across that side comes from the channel's face (never an edge, away from the y and z
-    // sides), through the same one load, its address selected, so that the warps holding the x
-    // sides do not diverge (they took the edge path for their one node: a 2 × 1 × 1 grid ran at
-    // 71 % of one slab in f32, 48 % in f16; a fast path of their own, beside the slabs' one, cost
-    // every warp more than it saved them: PERFORMANCE.md).
+#ifdef THELMA_GRID_X
+    // In a grid's subdomain that cuts x, a node on an x side with a channel takes the fast path
+    // too: what it pulls across that side comes from the channel's face (never an edge, away from
+    // the y and z sides), through the same one load, its address selected, so that the warps
+    // holding the x sides do not diverge (they took the edge path for their one node: a 2 × 1 × 1
+    // grid ran at 71 % of one slab in f32, 48 % in f16; a fast path of their own, beside the
+    // slabs' one, cost the f32 step more than it saved: PERFORMANCE.md). Grids that leave x whole
+    // keep the slabs' fast path: the selects cost every warp. The channel is read through the
+    // read-only cache: the buffer of parity ^ 1 is not written while the step runs (grids take
+    // whole steps, never overlapped ones).
     const S* xm_in =
         x == 0 ? reinterpret_cast<const S*>(thelma_side_in[parity ^ 1][2]) : nullptr;
     const S* xp_in =
@@ -310,7 +313,7 @@ __device__ __forceinline__ void pull_node(
             bool okx = dx == 0 ? true : (dx == 1 ? okxm : okxp);
             const S* src = &a[(size_t)i * n + (size_t)(z - cz(i)) * plane +
                               (size_t)(y - cy(i)) * nx + xs];
-#ifdef THELMA_GRID
+#ifdef THELMA_GRID_X
             if (dx != 0) {
                 const S* across = dx == 1 ? xm_in : xp_in;
                 const size_t at = (size_t)thelma_x_slot(i, dx) * face +

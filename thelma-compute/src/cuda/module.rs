@@ -356,6 +356,7 @@ where
             immersed: params.immersed,
             slot_offset: overlapped,
             grid,
+            grid_x: slab.grid[0] > 1,
         };
         let arch = launch::arch_of(info.compute_capability);
         let source = launch::lbm_source(&pp);

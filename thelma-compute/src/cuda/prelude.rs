@@ -67,6 +67,9 @@ pub struct PreludeParams {
     /// (`THELMA_GRID`) read and write every side of the box through channel tables
     /// ([`side_tables`]); slabs compile none of it.
     pub grid: bool,
+    /// Whether that grid cuts x (`THELMA_GRID_X`): only then does the pull's fast path take the
+    /// x sides' channels, which costs the grids that leave x whole (PERFORMANCE.md).
+    pub grid_x: bool,
 }
 
 impl PreludeParams {
@@ -85,6 +88,7 @@ impl PreludeParams {
             in_place: false,
             slot_offset: false,
             grid: false,
+            grid_x: false,
         }
     }
 }
@@ -752,6 +756,9 @@ pub fn prelude(p: &PreludeParams) -> String {
     stencil_tables(&mut s, &st);
     if p.grid {
         side_tables(&mut s, &st);
+        if p.grid_x {
+            let _ = writeln!(s, "#define THELMA_GRID_X 1");
+        }
     }
     // The correctly rounded square root of the run's precision (what `Arith::sqrt` is on the CPU).
     let _ = writeln!(
