@@ -467,3 +467,13 @@ pub const OPEN: [(BoundaryKind, Collision, Precision); 5] = [
     (BoundaryKind::Outflow, Collision::MRT, Precision::F32),
     (BoundaryKind::Pressure, Collision::BGK, Precision::F16),
 ];
+
+/// Runs `f` on a thread and fails the test if it takes longer than a minute (a hung job).
+pub fn within_a_minute<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the job hung")
+}

@@ -6,7 +6,6 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use thelma_compute::cuda::CudaFactory;
 use thelma_compute::CpuFactory;
@@ -18,8 +17,8 @@ use thelma_core::{
     SpongeConfig, Streaming, Transport, TransportRefused,
 };
 use thelma_tests::{
-    box_case, cpu_factory, domain, gpus, local_job, model, run_from_vortex, variant_case, Module,
-    VARIANTS,
+    box_case, cpu_factory, domain, gpus, local_job, model, run_from_vortex, variant_case,
+    within_a_minute, Module, VARIANTS,
 };
 
 /// The case's domain split evenly into `ranks.len()` slabs, slab s on rank `ranks[s]`.
@@ -30,16 +29,6 @@ fn layout_of(case: &thelma_core::CaseConfig, ranks: &[usize]) -> Layout {
         ranks: ranks.to_vec(),
         slabs,
     }
-}
-
-/// Runs `f` on a thread and fails the test if it takes longer than a minute (a hung job).
-fn within_a_minute<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    rx.recv_timeout(Duration::from_secs(60))
-        .expect("the job hung")
 }
 
 #[test]

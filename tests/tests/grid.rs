@@ -6,14 +6,13 @@
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::Duration;
 
 use thelma_compute::ModelParams;
 use thelma_core::physics::Collision;
 use thelma_core::{CaseConfig, Layout, Precision, Runtime, SlabSpec};
 use thelma_tests::{
     cpu_factory, domain, local_job, model, open_cases, per_module, run_from_vortex, variant_case,
-    Module, VARIANTS,
+    within_a_minute, Module, VARIANTS,
 };
 
 /// The case's domain cut into `parts` along x, y and z, subdomain s on rank `ranks(s)`.
@@ -37,16 +36,6 @@ fn one_process(m: Module, case: &CaseConfig, layout: &Layout, steps: u64) -> Vec
     let rt = Runtime::start_layout(factory, layout, Arc::new(AtomicBool::new(false)))
         .expect("the grid starts");
     run_from_vortex(rt, case, steps)
-}
-
-/// Runs `f` on a thread and fails the test if it takes longer than a minute (a hung job).
-fn within_a_minute<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    rx.recv_timeout(Duration::from_secs(60))
-        .expect("the job hung")
 }
 
 /// Grids of every shape the cluster issue names (2 × 1 × 1, 1 × 2 × 2, 2 × 2 × 2) and some
