@@ -329,13 +329,11 @@ __device__ __forceinline__ void pull_node(
 #pragma unroll
         for (int i = 0; i < THELMA_Q; i++) {
             const int dx = cx(i);
-            const int xs = dx == 0 ? x : (dx == 1 ? xm : xp);
-            const bool okx = dx == 0 ? true : (dx == 1 ? okxm : okxp);
 #ifdef THELMA_GRID
-            (void)okx;
-            (void)xs;
             f[i] = grid_value(a, i, x - dx, y - cy(i), z - cz(i), nx, ny, nz, periodic, parity, n);
 #else
+            const int xs = dx == 0 ? x : (dx == 1 ? xm : xp);
+            const bool okx = dx == 0 ? true : (dx == 1 ? okxm : okxp);
             const real v = pull_edge(a, below_in, above_in, i, xs, y, z, nx, ny, nz, periodic, n);
             f[i] = okx ? v : real(0.0);
 #endif
