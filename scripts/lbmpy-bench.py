@@ -25,14 +25,27 @@ from lbmpy import LBMConfig, LBMOptimisation, LBStencil, Method, Stencil, create
 from lbmpy.maxwellian_equilibrium import get_weights
 
 
+def fail(msg):
+    """Bad input: one line on stderr, exit 2."""
+    print(f"lbmpy-bench: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
 def main():
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     flags = [a for a in sys.argv[1:] if a.startswith("--")]
     if len(args) < 3 or any(f != "--nontemporal" for f in flags):
         sys.exit(__doc__)
     nontemporal = "--nontemporal" in flags
-    n, method, threads = int(args[0]), args[1], int(args[2])
-    steps = int(args[3]) if len(args) > 3 else 40
+    try:
+        n, method, threads = int(args[0]), args[1], int(args[2])
+        steps = int(args[3]) if len(args) > 3 else 40
+    except ValueError as e:
+        fail(f"N, THREADS and STEPS are integers ({e})")
+    if min(n, threads, steps) < 1:
+        fail("N, THREADS and STEPS must be at least 1")
+    if method not in ("mrt", "srt"):
+        fail(f"the method must be mrt or srt, not {method}")
     stencil = LBStencil(Stencil.D3Q19)
     dh = ps.create_data_handling(domain_size=(n, n, n), periodicity=True,
                                  default_target=ps.Target.CPU, default_layout="fzyx",
@@ -43,11 +56,9 @@ def main():
     omega = 1.6
     if method == "srt":
         cfg = LBMConfig(stencil=stencil, method=Method.SRT, relaxation_rate=omega, compressible=True)
-    elif method == "mrt":
+    else:
         cfg = LBMConfig(stencil=stencil, method=Method.MRT,
                         relaxation_rates=[omega, 1.0, 1.2, 1.3, 1.4, 1.5], compressible=True)
-    else:
-        sys.exit(f"method must be mrt or srt, not {method}")
     opt = LBMOptimisation(symbolic_field=src, symbolic_temporary_field=dst, field_layout="fzyx",
                           cse_global=True)
     rule = create_lb_update_rule(lbm_config=cfg, lbm_optimisation=opt)
@@ -72,7 +83,7 @@ def main():
         step()
     # The kernel alone (the box stays at rest, so skipping the ghost layers' refresh changes
     # nothing): what the generated code does. The refresh is pystencils' single-threaded numpy copy
-    # of 26 ghost regions, a fifth or more of a step at 128³ on two threads; thelma wraps its
+    # of 26 ghost regions, about a quarter of a step at 128³ on two threads; thelma wraps its
     # periodic axes inside the step.
     t = time.perf_counter()
     for _ in range(steps):
