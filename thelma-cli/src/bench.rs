@@ -99,9 +99,10 @@ pub struct BenchArgs {
     /// Untimed steps before the timed ones. Default 20 on GPUs, 3 on the CPU.
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub warmup: Option<u64>,
-    /// CUDA: threads per block along x of the collision kernel (a power of two).
-    #[arg(long, value_name = "N", default_value_t = cuda::DEFAULT_BLOCK_X, allow_negative_numbers = true)]
-    pub block: u32,
+    /// CUDA: threads per block along x of the collision kernel (a power of two). Default: 32 for
+    /// the f32 step with a temperature lattice, 128 otherwise.
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub block: Option<u32>,
     /// CUDA: minimum resident blocks per multiprocessor the kernel is compiled for (bounds its
     /// registers). Default: 1,024 threads' worth in f32 (896 with [thermal], 768 with [thermal]
     /// under the Smagorinsky model), 1,280 in f16, 512 in f64.
@@ -591,10 +592,13 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
             )
         ));
     }
-    if on_gpu && (!args.block.is_power_of_two() || args.block > 1024 || args.block < 32) {
+    if let Some(b) = args
+        .block
+        .filter(|b| on_gpu && !(b.is_power_of_two() && (32..=1024).contains(b)))
+    {
         bail!(UsageError::new(
             "--block",
-            format!("{} is not a power of two in 32..=1024", args.block)
+            format!("{b} is not a power of two in 32..=1024")
         ));
     }
     // The case of `--case`, checked whole (a bad file or key is refused before anything runs).

@@ -250,7 +250,8 @@ pub struct CudaModule<T: Real + DeviceRepr, S: DeviceStored<Arith = T> = T> {
     /// The geometry's palette, from which the terms are rebuilt when the walls move.
     flag_palette: thelma_geometry::FlagPalette,
     _image: Arc<CuModule>,
-    shape: LaunchShape,
+    /// Threads per block along x of the step kernels ([`LaunchShape::block_x_of`]).
+    block_x: u32,
     describe: String,
     stream: Arc<CudaStream>,
     /// Whether the step kernels take their first plane slot (`ModelParams::overlapped_steps`).
@@ -298,10 +299,10 @@ where
         ordinal: usize,
         slab: SlabSpec,
     ) -> Result<Self, ComputeError> {
-        if !shape.block_x.is_power_of_two() || shape.block_x > 1024 {
+        let block_x = shape.block_x_of(S::PRECISION, params.thermal.is_some());
+        if !block_x.is_power_of_two() || block_x > 1024 {
             return Err(ComputeError::Invalid(format!(
-                "block size {} is not a power of two up to 1024",
-                shape.block_x
+                "block size {block_x} is not a power of two up to 1024"
             )));
         }
         let grid = slab.cuts_x_or_y();
@@ -343,7 +344,7 @@ where
             in_place,
             precision: S::PRECISION,
             model: params.model.clone(),
-            block_x: shape.block_x,
+            block_x,
             min_blocks: shape.min_blocks_of(
                 S::PRECISION,
                 params.thermal.is_some(),
@@ -641,13 +642,13 @@ where
             plane_out: None,
             flag_palette: flags.palette.clone(),
             _image: image,
-            shape,
+            block_x,
             describe: format!(
                 "cuda:{ordinal} {} {} (collision kernel: {} registers, block {}){}",
                 info.name,
                 S::PRECISION.name(),
                 regs,
-                shape.block_x,
+                block_x,
                 launch::kernels_from()
                     .map(|d| format!(", kernel files from {d}"))
                     .unwrap_or_default()
@@ -761,7 +762,7 @@ where
             below_out: self.at(l.to_below, 0, rout),
             size: self.size(),
             periodic: i32::from(p[0]) | (i32::from(p[1]) << 1),
-            block_x: self.shape.block_x,
+            block_x: self.block_x,
             slot0: self.slotted.then_some(0),
             slots: self.slab.nz() as u32,
             parity: self.grid.as_ref().map(|_| rout as i32),

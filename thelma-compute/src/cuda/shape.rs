@@ -5,6 +5,12 @@ use thelma_core::Precision;
 
 /// Threads per block along x of the collision kernel (TheLMA's 2^n layout; measured in PERFORMANCE.md).
 pub const DEFAULT_BLOCK_X: u32 = 128;
+/// The same for the f32 step with a temperature lattice: blocks of one warp measured 3–4 % faster
+/// than blocks of 128 at 256³ for every operator, with and without LES, and 10 % faster on the
+/// ventilated room, whose 160-node rows blocks of 128 cover with 256 threads (one H200,
+/// PERFORMANCE.md). The flow's steps measured within ±2 % of 128 at 256³–512³ in f32 and lost
+/// 3–4 % in 16 bits and 9–18 % in place, so they keep 128.
+pub const BLOCK_X_THERMAL_F32: u32 = 32;
 /// Resident threads per multiprocessor the f32 collision kernel's registers are planned for
 /// (`__launch_bounds__`): 1,024 caps it at 64 registers, which measured faster than the 72 the
 /// compiler picks alone, and faster than 40 (PERFORMANCE.md).
@@ -30,15 +36,17 @@ pub const RESIDENT_THREADS_THERMAL_LES_F32: u32 = 768;
 /// MRT 86.8 % of the 77 B/node roofline at 512³ against 81.9 % (PERFORMANCE.md).
 pub const RESIDENT_THREADS_F16: u32 = 1280;
 
-/// Launch shape of the collision kernel.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Launch shape of the collision kernel; the default takes every step's measured block width and
+/// register plan.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LaunchShape {
-    /// Threads per block along x (a power of two, at most 1024).
-    pub block_x: u32,
+    /// Threads per block along x (a power of two, at most 1024); `None`: the measured default of
+    /// the step ([`DEFAULT_BLOCK_X`], [`BLOCK_X_THERMAL_F32`]).
+    pub block_x: Option<u32>,
     /// `__launch_bounds__` minimum blocks per multiprocessor; `None`: the measured default of the
     /// precision ([`RESIDENT_THREADS_F32`], [`RESIDENT_THREADS_THERMAL_F32`],
     /// [`RESIDENT_THREADS_THERMAL_LES_F32`], [`RESIDENT_THREADS_F16`] or [`RESIDENT_THREADS_F64`]
-    /// resident threads, in whole blocks: 896 threads are 7 blocks of 128
+    /// resident threads, in whole blocks: 896 threads are 7 blocks of 128, 28 of 32
     /// but 3 of 256).
     pub min_blocks: Option<u32>,
 }
@@ -47,9 +55,17 @@ impl LaunchShape {
     /// Blocks of `block_x` threads with the default register plan.
     pub fn for_block(block_x: u32) -> Self {
         Self {
-            block_x,
+            block_x: Some(block_x),
             min_blocks: None,
         }
+    }
+
+    /// Threads per block along x of the step of `precision`, with a temperature lattice or not.
+    pub fn block_x_of(&self, precision: Precision, thermal: bool) -> u32 {
+        self.block_x.unwrap_or(match (precision, thermal) {
+            (Precision::F32, true) => BLOCK_X_THERMAL_F32,
+            _ => DEFAULT_BLOCK_X,
+        })
     }
 
     /// The minimum blocks per multiprocessor for `precision`.
@@ -73,14 +89,8 @@ impl LaunchShape {
             (Precision::F64, _) => RESIDENT_THREADS_F64,
         };
         self.min_blocks
-            .unwrap_or(threads / self.block_x.max(1))
+            .unwrap_or(threads / self.block_x_of(precision, thermal).max(1))
             .max(1)
-    }
-}
-
-impl Default for LaunchShape {
-    fn default() -> Self {
-        Self::for_block(DEFAULT_BLOCK_X)
     }
 }
 
@@ -88,32 +98,40 @@ impl Default for LaunchShape {
 mod tests {
     use super::*;
 
-    /// The measured plans in blocks of 128: 8 in f32, 7 with a temperature lattice, 6 with one
-    /// under LES, 10 in 16 bits, 4 in f64; LES alone keeps the flow's plan; an explicit
-    /// `min_blocks` wins, and blocks of 256 halve the counts.
+    /// The measured shapes: blocks of 128 with 8 of them resident in f32, 10 in 16 bits and 4 in
+    /// f64 (LES alone keeps the flow's plan); blocks of 32 for the f32 step with a temperature
+    /// lattice, 28 of them resident (896 threads), 24 under LES (768), while the f64 one keeps the
+    /// flow's shape. An explicit width keeps the thread counts (blocks of 256 halve those of 128);
+    /// an explicit `min_blocks` wins.
     #[test]
-    fn each_step_takes_its_measured_register_plan() {
+    fn each_step_takes_its_measured_shape() {
         let s = LaunchShape::default();
         let plans = [
-            (Precision::F32, false, false, 8),
-            (Precision::F32, false, true, 8),
-            (Precision::F32, true, false, 7),
-            (Precision::F32, true, true, 6),
-            (Precision::F16, false, false, 10),
-            (Precision::F16c, false, true, 10),
-            (Precision::F64, true, true, 4),
+            (Precision::F32, false, false, 128, 8),
+            (Precision::F32, false, true, 128, 8),
+            (Precision::F32, true, false, 32, 28),
+            (Precision::F32, true, true, 32, 24),
+            (Precision::F16, false, false, 128, 10),
+            (Precision::F16c, false, true, 128, 10),
+            (Precision::F64, false, false, 128, 4),
+            (Precision::F64, true, true, 128, 4),
         ];
-        for (p, thermal, les, blocks) in plans {
+        for (p, thermal, les, width, blocks) in plans {
+            assert_eq!(s.block_x_of(p, thermal), width, "{p:?} {thermal}");
             assert_eq!(
                 s.min_blocks_of(p, thermal, les),
                 blocks,
                 "{p:?} {thermal} {les}"
             );
         }
+        let narrow = LaunchShape::for_block(128);
+        assert_eq!(narrow.block_x_of(Precision::F32, true), 128);
+        assert_eq!(narrow.min_blocks_of(Precision::F32, true, true), 6);
         let wide = LaunchShape::for_block(256);
         assert_eq!(wide.min_blocks_of(Precision::F32, true, true), 3);
+        assert_eq!(wide.min_blocks_of(Precision::F32, false, false), 4);
         let fixed = LaunchShape {
-            block_x: 128,
+            block_x: Some(128),
             min_blocks: Some(5),
         };
         assert_eq!(fixed.min_blocks_of(Precision::F32, true, true), 5);
