@@ -1,18 +1,22 @@
 //! Immersed bodies (the immersed boundary method) through the runtime: a body at rest in fluid at
 //! rest stays at rest, a translating sphere feels the drag of the fixed sphere in a stream (the
-//! Galilean check), N slabs equal one bit for bit with a body crossing their interfaces, and a
-//! restart continues bit for bit.
+//! Galilean check), N slabs (and grids of subdomains on the CPU module) equal one bit for bit with
+//! a body crossing their interfaces, and a restart continues bit for bit.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
 use thelma_core::physics::d3q19::Q;
 use thelma_core::physics::{equilibrium, Collision};
 use thelma_core::{
-    BodyMethod, CaseConfig, Precision, RotationConfig, Runtime, Scale, DEFAULT_RETRACTION,
+    BodyMethod, CaseConfig, Layout, Precision, RotationConfig, Runtime, Scale, SlabSpec,
+    DEFAULT_RETRACTION,
 };
 use thelma_geometry::immersed_bodies;
 use thelma_tests::{
-    box_case, cpu_runtime, gather_populations, model, run_from_vortex, scatter_populations, values,
+    box_case, cpu_factory, cpu_runtime, domain, gather_populations, model, run_from_vortex,
+    scatter_populations, values,
 };
 
 /// The sphere's mesh: beside the sources, or under the current directory where the test binary
@@ -150,6 +154,36 @@ fn immersed_bodies_on_several_slabs_equal_one_slab() {
         }
         // The body moved through the flow (the vortex) and was forced.
         assert!(l1.iter().any(|(f, _)| f.iter().any(|c| c.abs() > 1e-3)));
+    }
+}
+
+/// The same sphere on the CPU module over grids that cut x and y as well as z (its band spread
+/// over up to eight subdomains, forced by the coordinator): populations and loads equal one slab's
+/// bit for bit.
+#[test]
+fn immersed_bodies_on_grids_equal_one_slab() {
+    let case = turning_sphere_case(Precision::F32);
+    let run = |rt: Runtime| {
+        let mut rt = rt;
+        rt.set_immersed(immersed_bodies(&case).unwrap(), model(&case).model.force)
+            .unwrap();
+        let l = loads(&mut rt, 5);
+        (l, run_from_vortex(rt, &case, 60))
+    };
+    let (l1, one) = run(cpu_runtime(&case, 1));
+    for parts in [[2, 2, 1], [1, 3, 2], [2, 2, 2]] {
+        let slabs = SlabSpec::grid(domain(&case), parts).unwrap();
+        let layout = Layout {
+            devices: vec![0; slabs.len()],
+            ranks: vec![0; slabs.len()],
+            slabs,
+        };
+        let factory = cpu_factory(&case, layout.slabs.len());
+        let rt = Runtime::start_layout(factory, &layout, Arc::new(AtomicBool::new(false)))
+            .expect("the grid starts");
+        let (l, got) = run(rt);
+        assert!(l == l1, "loads on the grid {parts:?} differ");
+        assert!(got == one, "populations on the grid {parts:?} differ");
     }
 }
 

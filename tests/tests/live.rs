@@ -1,12 +1,18 @@
 //! What the live view asks of the modules, on every module (`per_module!`): a plane made where the
-//! populations are equals the gathered fields on that plane (rounded to f32), whatever the slabs;
+//! populations are equals the gathered fields on that plane (rounded to f32), whatever the slabs
+//! or the grid of subdomains;
 //! and walls moved mid-run (the lid, a velocity inlet) step bit for bit as a run started with those
 //! velocities, and so do held temperatures (a wall's, an inlet patch's), so that steering is
 //! reproducible and a resumed run continues it exactly.
 
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
 use thelma_compute::ModelParams;
 use thelma_core::physics::{Collision, ThermalFace, ThermalModel, ThermalSetup};
-use thelma_core::{BoundaryConfig, BoundaryKind, CaseConfig, Face, FacePatch, Precision, Runtime};
+use thelma_core::{
+    BoundaryConfig, BoundaryKind, CaseConfig, Face, FacePatch, Layout, Precision, Runtime, SlabSpec,
+};
 use thelma_tests::{
     box_case, domain, gather_populations, model, per_module, scatter_populations, variant_case,
     vortex_populations, Module,
@@ -28,6 +34,10 @@ fn assert_planes_are_the_fields(m: Module, rt: &mut Runtime, what: &str) {
     let tol = if m == Module::Cpu { 0.0 } else { 1e-6 };
     for axis in 0..3 {
         let n = f.size[axis];
+        assert!(
+            rt.plane(axis, n).is_err(),
+            "{what}: plane {axis} = {n} read"
+        );
         for index in [0, n / 2, n - 1] {
             let p = rt.plane(axis, index).unwrap();
             let [a, b] = thelma_core::plane_axes(axis);
@@ -91,10 +101,36 @@ fn planes_are_the_gathered_fields(m: Module) {
         }),
         ..model(&c)
     };
-    let mut rt = m.runtime_with(params, &c, &m.slab_ids(2));
+    let mut rt = m.runtime_with(params.clone(), &c, &m.slab_ids(2));
     rt.run(60).unwrap();
     assert_planes_are_the_fields(m, &mut rt, "thermal, 2 slabs");
     rt.shutdown();
+    // The subdomains of grids that cut x and y: each plane read from those that cross it.
+    let flow = variant_case([12, 10, 11], false, (Collision::MRT, true), Precision::F32);
+    for parts in [[2, 2, 1], [3, 1, 2], [1, 2, 3]] {
+        let mut rt = grid_runtime(m, model(&flow), &flow, parts);
+        stirred(&mut rt, &flow, 40);
+        assert_planes_are_the_fields(m, &mut rt, &format!("grid {parts:?}"));
+        rt.shutdown();
+    }
+    let mut rt = grid_runtime(m, params, &c, [2, 1, 2]);
+    rt.run(60).unwrap();
+    assert_planes_are_the_fields(m, &mut rt, "thermal, grid [2, 1, 2]");
+    rt.shutdown();
+}
+
+/// A runtime of module `m` with `params` over `case`'s domain cut into `parts` along x, y and z,
+/// every subdomain in this process (on GPU 0 for the CUDA module).
+fn grid_runtime(m: Module, params: ModelParams, case: &CaseConfig, parts: [usize; 3]) -> Runtime {
+    let slabs = SlabSpec::grid(domain(case), parts).unwrap();
+    let layout = Layout {
+        devices: vec![0; slabs.len()],
+        ranks: vec![0; slabs.len()],
+        slabs,
+    };
+    let factory = m.factory(params, layout.slabs.len());
+    Runtime::start_layout(factory, &layout, Arc::new(AtomicBool::new(false)))
+        .unwrap_or_else(|e| panic!("{} grid starts: {e}", m.name()))
 }
 
 per_module!(planes_are_the_gathered_fields => planes_are_the_gathered_fields_on_the_cpu_module,

@@ -150,7 +150,7 @@ fn prepare(
     }
     let uniform_force = params.model.force;
     let sel = backend::select(case, params, job)?;
-    preflight::check_grid(case, &sel.layout, sel.factory.backend(), live)?;
+    preflight::check_grid(case, &sel.layout, sel.factory.backend())?;
     preflight::check(case, &*sel.factory, &sel.layout, sel.rank, sel.host)?;
     preflight::check_immersed(case, &immersed, &*sel.factory, &sel.devices, sel.host)?;
     Ok(Prepared {

@@ -267,7 +267,8 @@ pub struct OutputArgs {
     /// Steps between field outputs (VTK, slice images); 0: only at the end. Default 0.
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub output_every: Option<u64>,
-    /// Write one .vti piece per slab and a .pvti index instead of gathering the whole domain.
+    /// Write one .vti piece per slab (or subdomain of a --layout grid) and a .pvti index instead of
+    /// gathering the whole domain.
     #[arg(long)]
     pub vtk_pieces: bool,
     /// Write no VTK files.

@@ -179,7 +179,8 @@ impl Outputs {
         }
     }
 
-    /// Writes the VTK file(s) and the slice image of `slabs` (in z order) at `step`.
+    /// Writes the VTK file(s) and the slice image of `slabs` (the slabs in z order, or the
+    /// subdomains of a grid in any order, or the whole domain gathered) at `step`.
     pub fn write_slabs(&mut self, step: u64, slabs: &[Fields]) -> Result<()> {
         let t0 = Instant::now();
         let dir = self.cfg.dir.clone();
@@ -219,7 +220,7 @@ impl Outputs {
                     self.written.push(name.clone());
                     pieces.push(Piece {
                         size: s.size,
-                        z0: s.z0,
+                        origin: [s.xy0[0], s.xy0[1], s.z0],
                         source: name,
                     });
                 }

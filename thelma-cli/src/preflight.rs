@@ -102,9 +102,9 @@ pub fn check(
 }
 
 /// Refuses what a partition that cuts x or y (a layout file's grid) does not run yet: a backend
-/// other than the CPU and CUDA modules, immersed bodies, in-place streaming, VTK pieces and the
-/// live view. Slabs of whole planes run everything.
-pub fn check_grid(case: &CaseConfig, layout: &Layout, backend: &str, live: bool) -> Result<()> {
+/// other than the CPU and CUDA modules, immersed bodies on the CUDA module and in-place
+/// streaming. Slabs of whole planes run everything.
+pub fn check_grid(case: &CaseConfig, layout: &Layout, backend: &str) -> Result<()> {
     if !layout.slabs.iter().any(SlabSpec::cuts_x_or_y) {
         return Ok(());
     }
@@ -115,14 +115,11 @@ pub fn check_grid(case: &CaseConfig, layout: &Layout, backend: &str, live: bool)
              whole x-y planes): use --backend cpu or cuda"
         ));
     }
-    let missing = if case.body.iter().any(|b| b.method == BodyMethod::Immersed) {
-        "immersed bodies"
+    let missing = if backend == "cuda" && case.body.iter().any(|b| b.method == BodyMethod::Immersed)
+    {
+        "immersed bodies on the cuda module (--backend cpu runs them)"
     } else if case.numerics.streaming == Streaming::InPlace {
         "in-place streaming"
-    } else if case.output.vtk_pieces {
-        "output.vtk_pieces (the fields are gathered instead)"
-    } else if live {
-        "the live view"
     } else {
         return Ok(());
     };
@@ -294,25 +291,32 @@ mod tests {
             ranks: vec![0; slabs.len()],
             slabs,
         };
-        let refused = |c: &CaseConfig, l: &Layout, backend: &str, live: bool| {
-            let e = check_grid(c, l, backend, live).unwrap_err();
+        let refused = |c: &CaseConfig, l: &Layout, backend: &str| {
+            let e = check_grid(c, l, backend).unwrap_err();
             let u = e.downcast_ref::<UsageError>().expect("a usage error");
             assert_eq!(u.flag, "--layout");
             u.message.clone()
         };
-        check_grid(&c, &grid, "cpu", false).unwrap();
-        check_grid(&c, &grid, "cuda", false).unwrap();
-        assert!(refused(&c, &grid, "small", false).contains("use --backend cpu or cuda"));
-        assert!(refused(&c, &grid, "cpu", true).contains("the live view"));
+        check_grid(&c, &grid, "cpu").unwrap();
+        check_grid(&c, &grid, "cuda").unwrap();
+        assert!(refused(&c, &grid, "small").contains("use --backend cpu or cuda"));
         let mut thermal = c.clone();
         thermal.thermal = Some(Default::default());
-        check_grid(&thermal, &grid, "cpu", false).unwrap();
-        check_grid(&thermal, &grid, "cuda", false).unwrap();
+        check_grid(&thermal, &grid, "cpu").unwrap();
+        check_grid(&thermal, &grid, "cuda").unwrap();
         let mut in_place = c.clone();
         in_place.numerics.streaming = Streaming::InPlace;
-        assert!(refused(&in_place, &grid, "cuda", false).contains("in-place streaming"));
+        assert!(refused(&in_place, &grid, "cuda").contains("in-place streaming"));
+        // Immersed bodies run on the CPU module's grids, not yet on the CUDA module's.
+        let mut immersed = c.clone();
+        immersed.body =
+            CaseConfig::parse("[[body]]\nstl = \"b.stl\"\nmethod = \"immersed\"\n", false)
+                .unwrap()
+                .body;
+        check_grid(&immersed, &grid, "cpu").unwrap();
+        assert!(refused(&immersed, &grid, "cuda").contains("immersed bodies on the cuda module"));
         // Slabs of whole planes run everything.
-        check_grid(&thermal, &layout(&c, &[0, 0]), "cuda", true).unwrap();
+        check_grid(&in_place, &layout(&c, &[0, 0]), "cuda").unwrap();
     }
 
     #[test]

@@ -515,6 +515,113 @@ fn the_fields_named_are_the_arrays_written_gathered_or_in_pieces() {
     assert!(f32s(&whole[2]).iter().any(|&q| q != 0.0));
 }
 
+/// A layout that cuts x and y writes one piece per subdomain: the index lists the four boxes, each
+/// piece holds the bytes the gathered file of one slab holds over its box (the derivatives at the
+/// boxes' edges read the neighbouring boxes), and the slice image is the same picture.
+#[test]
+fn a_grid_writes_one_piece_per_subdomain_holding_the_gathered_values() {
+    let tmp = tempfile::tempdir().unwrap();
+    let case = tmp.path().join("case.toml");
+    std::fs::write(
+        &case,
+        "[domain]\nsize = [10, 8, 9]\n[physics]\nreynolds = 100.0\n[run]\nsteps = 30\n\
+         [output]\nfields = [\"velocity\", \"vorticity\", \"q_criterion\", \"solid\"]\n",
+    )
+    .unwrap();
+    let layout = tmp.path().join("grid.toml");
+    let (code, _, err) = thelma(&[
+        "layout",
+        "--size",
+        "10,8,9",
+        "--grid",
+        "2,2,1",
+        "--gpus",
+        "4",
+        layout.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let run = |name: &str, extra: &[&str]| {
+        let dir = tmp.path().join(name);
+        let mut args = vec![
+            "run",
+            "--config",
+            case.to_str().unwrap(),
+            "--backend",
+            "cpu",
+        ];
+        args.extend_from_slice(&["-q", "-o", dir.to_str().unwrap()]);
+        args.extend(extra);
+        let (code, out, err) = thelma(&args);
+        assert_eq!(code, 0, "{out}{err}");
+        dir
+    };
+    let gathered = run("gathered", &["--devices", "1"]);
+    let pieces = run(
+        "pieces",
+        &["--layout", layout.to_str().unwrap(), "--vtk-pieces"],
+    );
+    let (names, whole) = vti_arrays(&gathered.join("fields_00000030.vti"));
+    let index = std::fs::read_to_string(pieces.join("fields_00000030.pvti")).unwrap();
+    assert!(index.contains(r#"WholeExtent="0 10 0 8 0 9""#), "{index}");
+    let mut boxes = Vec::new();
+    for line in index.lines().filter(|l| l.contains("<Piece ")) {
+        let field = |key: &str| {
+            line.split(&format!("{key}=\""))
+                .nth(1)
+                .unwrap()
+                .split('"')
+                .next()
+                .unwrap()
+                .to_string()
+        };
+        let e: Vec<usize> = field("Extent")
+            .split(' ')
+            .map(|v| v.parse().unwrap())
+            .collect();
+        boxes.push((
+            [e[0], e[2], e[4]],
+            [e[1] - e[0], e[3] - e[2], e[5] - e[4]],
+            field("Source"),
+        ));
+    }
+    let mut extents: Vec<_> = boxes.iter().map(|b| (b.0, b.1)).collect();
+    extents.sort();
+    assert_eq!(
+        extents,
+        [
+            ([0, 0, 0], [5, 4, 9]),
+            ([0, 4, 0], [5, 4, 9]),
+            ([5, 0, 0], [5, 4, 9]),
+            ([5, 4, 0], [5, 4, 9])
+        ],
+        "{index}"
+    );
+    for (origin, size, source) in &boxes {
+        let (piece_names, arrays) = vti_arrays(&pieces.join(source));
+        assert_eq!(piece_names, names);
+        for ((name, all), part) in names.iter().zip(&whole).zip(&arrays) {
+            // Bytes per node of this array in the gathered file (10 × 8 × 9 nodes).
+            let width = all.len() / (10 * 8 * 9);
+            let mut want = Vec::new();
+            for z in origin[2]..origin[2] + size[2] {
+                for y in origin[1]..origin[1] + size[1] {
+                    let row = ((z * 8 + y) * 10 + origin[0]) * width;
+                    want.extend_from_slice(&all[row..row + size[0] * width]);
+                }
+            }
+            assert!(
+                *part == want,
+                "{source}: {name} differs from the gathered file's"
+            );
+        }
+    }
+    let slice = |dir: &Path| std::fs::read(dir.join("slice_00000030.png")).unwrap();
+    assert!(
+        slice(&pieces) == slice(&gathered),
+        "the slice images differ"
+    );
+}
+
 /// An unknown name in `output.fields` is refused before anything is written: one line naming the
 /// key, its line in the case file and the name, exit 2, no output folder.
 #[test]

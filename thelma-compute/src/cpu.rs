@@ -425,10 +425,10 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> CpuModule<T, S> {
                     .into(),
             ));
         }
-        if slab.cuts_x_or_y() && (in_place || params.immersed) {
+        if slab.cuts_x_or_y() && in_place {
             return Err(ComputeError::Invalid(
-                "a partition that cuts x or y steps walls, open faces, periodic axes, obstacles \
-                 and a temperature lattice: not yet immersed bodies or in-place streaming"
+                "a partition that cuts x or y steps walls, open faces, periodic axes, obstacles, \
+                 immersed bodies and a temperature lattice: not yet in-place streaming"
                     .into(),
             ));
         }

@@ -217,20 +217,36 @@ impl PlaneFields {
         }
     }
 
-    /// The parts of one plane held by the slabs, in z order, joined: along z for x- and y-planes
-    /// (their second axis), the one non-empty part for a z-plane.
-    pub fn concat(parts: Vec<PlaneFields>) -> PlaneFields {
-        let mut it = parts.into_iter().filter(|p| !p.rho.is_empty());
-        let mut all = it.next().unwrap_or_default();
-        for p in it {
-            debug_assert_eq!(p.size[0], all.size[0], "planes of other widths");
-            all.size[1] += p.size[1];
-            all.rho.extend(p.rho);
-            all.ux.extend(p.ux);
-            all.uy.extend(p.uy);
-            all.uz.extend(p.uz);
-            all.temperature.extend(p.temperature);
-            all.solid.extend(p.solid);
+    /// The parts of one plane normal to `axis` held by the slabs or subdomains, each with its first
+    /// node along the plane's two axes, put in place in a plane of `size` nodes (each part in any
+    /// order; nodes no part holds stay empty: zero and not solid).
+    pub fn join(axis: usize, size: [usize; 2], parts: Vec<([usize; 2], PlaneFields)>) -> Self {
+        let n = size[0] * size[1];
+        let thermal = parts.iter().any(|(_, p)| !p.temperature.is_empty());
+        let mut all = PlaneFields {
+            axis,
+            size,
+            rho: vec![0.0; n],
+            ux: vec![0.0; n],
+            uy: vec![0.0; n],
+            uz: vec![0.0; n],
+            temperature: if thermal { vec![0.0; n] } else { Vec::new() },
+            solid: vec![false; n],
+        };
+        for ([i0, j0], p) in parts {
+            let w = p.size[0];
+            for j in 0..p.size[1] {
+                let (from, to) = (j * w, (j0 + j) * size[0] + i0);
+                let row = from..from + w;
+                all.rho[to..to + w].copy_from_slice(&p.rho[row.clone()]);
+                all.ux[to..to + w].copy_from_slice(&p.ux[row.clone()]);
+                all.uy[to..to + w].copy_from_slice(&p.uy[row.clone()]);
+                all.uz[to..to + w].copy_from_slice(&p.uz[row.clone()]);
+                all.solid[to..to + w].copy_from_slice(&p.solid[row.clone()]);
+                if !p.temperature.is_empty() {
+                    all.temperature[to..to + w].copy_from_slice(&p.temperature[row]);
+                }
+            }
         }
         all
     }

@@ -115,6 +115,43 @@ pub fn partition(planes: usize, slabs: usize) -> Result<Vec<Range<usize>>, Parti
     Ok(out)
 }
 
+/// Which subdomain of a partition holds each node, from the partition's cuts along each axis.
+#[derive(Clone, Debug)]
+pub struct SubdomainOf {
+    /// For each axis, the place along it (`SlabSpec::at`) of the subdomains holding each coordinate.
+    cut: [Vec<usize>; 3],
+    grid: [usize; 3],
+    /// The position in the list given of the subdomain at each place of the grid, x fastest.
+    position: Vec<usize>,
+}
+
+impl SubdomainOf {
+    /// The lookup over `subdomains`, which tile a domain of `size` nodes (a partition's, in any
+    /// order).
+    pub fn new(subdomains: &[&SlabSpec], size: [usize; 3]) -> Self {
+        let grid = subdomains.first().map_or([1; 3], |s| s.grid);
+        let mut cut = size.map(|n| vec![0; n]);
+        let mut position = vec![usize::MAX; grid.iter().product()];
+        for (k, s) in subdomains.iter().enumerate() {
+            for (a, r) in [&s.x, &s.y, &s.z].into_iter().enumerate() {
+                cut[a][r.clone()].fill(s.at[a]);
+            }
+            position[(s.at[2] * grid[1] + s.at[1]) * grid[0] + s.at[0]] = k;
+        }
+        Self {
+            cut,
+            grid,
+            position,
+        }
+    }
+
+    /// The position in the list of the subdomain holding node `p` (global coordinates).
+    pub fn of(&self, p: [usize; 3]) -> usize {
+        let [x, y, z] = [0, 1, 2].map(|a| self.cut[a][p[a]]);
+        self.position[(z * self.grid[1] + y) * self.grid[0] + x]
+    }
+}
+
 /// One subdomain of a partitioned domain (a slab of whole x-y planes unless the partition cuts x
 /// or y): what a compute module needs to know about its place.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -433,5 +470,35 @@ mod tests {
                 parts: 8
             })
         );
+    }
+
+    /// Every node of grids cut unevenly (some subdomains one node thick), the subdomains listed in
+    /// a shuffled order, is found in the one subdomain whose box holds it.
+    #[test]
+    fn each_node_is_found_in_the_subdomain_that_holds_it() {
+        let domain = Domain::new([7, 5, 6], [false; 3]);
+        for parts in [[1, 1, 1], [1, 1, 6], [7, 1, 1], [3, 2, 4], [2, 5, 3]] {
+            let mut slabs = SlabSpec::grid(domain, parts).unwrap();
+            // A fixed shuffle: every third, then the rest reversed.
+            let (mut order, rest): (Vec<_>, Vec<_>) =
+                slabs.drain(..).enumerate().partition(|(k, _)| k % 3 == 0);
+            order.extend(rest.into_iter().rev());
+            let slabs: Vec<SlabSpec> = order.into_iter().map(|(_, s)| s).collect();
+            let refs: Vec<&SlabSpec> = slabs.iter().collect();
+            let find = SubdomainOf::new(&refs, domain.size);
+            for z in 0..6 {
+                for y in 0..5 {
+                    for x in 0..7 {
+                        let s = &slabs[find.of([x, y, z])];
+                        assert!(
+                            s.x.contains(&x) && s.y.contains(&y) && s.z.contains(&z),
+                            "{parts:?}: node {:?} in {:?}",
+                            [x, y, z],
+                            s.origin()
+                        );
+                    }
+                }
+            }
+        }
     }
 }

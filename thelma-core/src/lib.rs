@@ -36,7 +36,8 @@ pub use config::{
     ABSOLUTE_ZERO_C, DEFAULT_RETRACTION, MAX_THREADS, WALL_SLOTS,
 };
 pub use domain::{
-    partition, side_of, side_populations, Domain, PartitionError, SlabSpec, SIDES, SIDE_COUNT,
+    partition, side_of, side_populations, Domain, PartitionError, SlabSpec, SubdomainOf, SIDES,
+    SIDE_COUNT,
 };
 pub use numfmt::{num, num_exact, num_sig, Num};
 pub use real::{Half12, Precision, Real, ScaledHalf, Stored};

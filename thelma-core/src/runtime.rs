@@ -22,7 +22,8 @@ use crate::compute::{
     ChangeSums, ComputeError, ComputeModule, Fields, Health, MeanSums, ModuleFactory, PlaneFields,
     PointForces,
 };
-use crate::domain::{Domain, PartitionError, SlabSpec, SIDE_COUNT};
+use crate::domain::{Domain, PartitionError, SlabSpec, SubdomainOf, SIDE_COUNT};
+use crate::physics::d3q19::Q;
 use crate::physics::{BodyLoad, ImmersedBodies, LeavesDomain};
 use crate::transport::{
     plan as plan_transports, Channel, Links, SlabTransports, Transport, TransportRefused,
@@ -220,6 +221,9 @@ pub enum RuntimeError {
     /// A layout the job cannot run, or a failed message between ranks.
     #[error("{0}")]
     Cluster(String),
+    /// A request outside the domain (a plane beyond its nodes).
+    #[error("{0}")]
+    Outside(String),
 }
 
 /// What the coordinator asks of a slab's worker. Commands and replies travel between ranks as
@@ -981,43 +985,55 @@ impl Runtime {
     }
 
     /// The immersed boundary method's forcing of the next step: the bodies' points and band at this
-    /// step, the band's pulled populations from its slabs, the direct forcing on the host (the same
-    /// arithmetic in the same order whatever the partition), each slab's share of the band's
-    /// forces handed back. Returns the step and the loads on the bodies.
+    /// step, the band's pulled populations from the subdomains that hold its nodes, the direct
+    /// forcing on the host (the same arithmetic in the same order whatever the partition), each
+    /// subdomain's share of the band's forces handed back. Returns the step and the loads on the
+    /// bodies.
     fn force_immersed(&mut self) -> Result<(u64, Vec<BodyLoad>), RuntimeError> {
         let t = self.step;
         let im = self.immersed.as_ref().expect("immersed bodies");
         let plan = im.bodies.plan(t)?;
-        let plane = (self.domain.size[0] * self.domain.size[1]) as u64;
-        // The band ascends through the domain's node order, so its slabs' shares follow one another.
-        let mut lists: Vec<Vec<u32>> = Vec::with_capacity(self.devices.len());
-        let mut at = 0;
-        for d in &self.devices {
-            let (z0, z1) = (d.slab.z.start as u64 * plane, d.slab.z.end as u64 * plane);
-            let end = at + plan.band[at..].partition_point(|&g| g < z1);
-            lists.push(
-                plan.band[at..end]
-                    .iter()
-                    .map(|&g| (g - z0) as u32)
-                    .collect(),
-            );
-            at = end;
-        }
+        // Each band node's subdomain (`owner`) and each subdomain's nodes, in band order.
+        let [nx, ny, _] = self.domain.size;
+        let slabs: Vec<&SlabSpec> = self.devices.iter().map(|d| &d.slab).collect();
+        let find = SubdomainOf::new(&slabs, self.domain.size);
+        let mut lists: Vec<Vec<u32>> = vec![Vec::new(); slabs.len()];
+        let owner: Vec<usize> = plan
+            .band
+            .iter()
+            .map(|&g| {
+                let g = g as usize;
+                let p = [g % nx, g / nx % ny, g / (nx * ny)];
+                let s = find.of(p);
+                let o = slabs[s].origin();
+                let [sx, sy, _] = slabs[s].size();
+                lists[s].push((((p[2] - o[2]) * sy + p[1] - o[1]) * sx + p[0] - o[0]) as u32);
+                s
+            })
+            .collect();
         for (s, list) in lists.iter().enumerate() {
             let nodes = list.clone();
             self.send(s, Command::PullNodes { t, nodes })?;
         }
-        let pulled = self
-            .collect(|_, r| match r {
-                Reply::Nodes(v) => Ok(v),
-                other => Err(other),
-            })?
-            .concat();
+        let parts = self.collect(|_, r| match r {
+            Reply::Nodes(v) => Ok(v),
+            other => Err(other),
+        })?;
+        // Back into band order.
+        let mut next = vec![0; parts.len()];
+        let mut pulled = Vec::with_capacity(plan.band.len() * Q);
+        for &s in &owner {
+            pulled.extend_from_slice(&parts[s][next[s]..next[s] + Q]);
+            next[s] += Q;
+        }
         let im = self.immersed.as_ref().expect("immersed bodies");
         let sol = im.bodies.solve(&plan, &pulled, im.uniform);
-        let mut forces = sol.node_force.into_iter();
-        for (s, nodes) in lists.into_iter().enumerate() {
-            let forces = forces.by_ref().take(nodes.len()).collect();
+        let mut forces: Vec<Vec<[f64; 3]>> =
+            lists.iter().map(|l| Vec::with_capacity(l.len())).collect();
+        for (&s, f) in owner.iter().zip(sol.node_force) {
+            forces[s].push(f);
+        }
+        for (s, (nodes, forces)) in lists.into_iter().zip(forces).enumerate() {
             self.send(s, Command::SetForces { nodes, forces })?;
         }
         self.collect(|_, r| match r {
@@ -1122,24 +1138,29 @@ impl Runtime {
         })
     }
 
-    /// The plane of the whole domain normal to `axis` at `index` (global), from the slabs that hold
-    /// part of it ([`ComputeModule::read_plane`]), joined in z order. Slabs only: a grid that cuts
-    /// x or y is refused where planes are read (the live view's preflight).
+    /// The plane of the whole domain normal to `axis` at `index` (global), from the slabs or
+    /// subdomains that hold part of it ([`ComputeModule::read_plane`]), each part put in its place.
     pub fn plane(&mut self, axis: usize, index: usize) -> Result<PlaneFields, RuntimeError> {
-        let held: Vec<(usize, usize)> = self
+        let size = self.domain.size;
+        if axis > 2 || index >= size[axis] {
+            return Err(RuntimeError::Outside(format!(
+                "plane {} = {index} outside a domain of {size:?} nodes",
+                ["x", "y", "z"].get(axis).unwrap_or(&"?")
+            )));
+        }
+        let [a, b] = crate::compute::plane_axes(axis);
+        let held: Vec<(usize, usize, [usize; 2])> = self
             .devices
             .iter()
             .enumerate()
-            .filter_map(|(s, d)| match axis {
-                2 => d
-                    .slab
-                    .z
+            .filter_map(|(s, d)| {
+                let r = [&d.slab.x, &d.slab.y, &d.slab.z];
+                r[axis]
                     .contains(&index)
-                    .then(|| (s, index - d.slab.z.start)),
-                _ => Some((s, index)),
+                    .then(|| (s, index - r[axis].start, [r[a].start, r[b].start]))
             })
             .collect();
-        for &(s, index) in &held {
+        for &(s, index, _) in &held {
             self.send(s, Command::ReadPlane { axis, index })?;
         }
         let slabs: Vec<usize> = held.iter().map(|h| h.0).collect();
@@ -1147,7 +1168,8 @@ impl Runtime {
             Reply::Plane(p) => Ok(*p),
             other => Err(other),
         })?;
-        Ok(PlaneFields::concat(parts))
+        let placed = held.iter().map(|h| h.2).zip(parts).collect();
+        Ok(PlaneFields::join(axis, [size[a], size[b]], placed))
     }
 
     /// Moves the walls of every wall-velocity slot at `walls` (lattice units) from the next step

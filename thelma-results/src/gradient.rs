@@ -10,39 +10,87 @@
 //! the differences see fluid nodes only, so they need no boundary data and every rule above is
 //! exact for a linear field.
 //!
-//! The domain may be held in slabs (one per device): a node reads its neighbours from whichever slab
-//! holds them, so a slab's derivatives equal those of the gathered domain bit for bit, the same
-//! operations on the same values.
+//! The domain may be held in parts (one per device: slabs along z, or the boxes of a partition
+//! that cuts x and y too): a node reads its neighbours from whichever part holds them, so a part's
+//! derivatives equal those of the gathered domain bit for bit, the same operations on the same
+//! values.
 
 use thelma_core::Fields;
 
-/// The whole domain as the slabs that hold it, in z order.
+/// The whole domain as the parts that hold it: slabs in z order, or boxes tiling it in any order.
 pub struct Lattice<'a> {
-    slabs: &'a [Fields],
+    parts: &'a [Fields],
     size: [usize; 3],
     periodic: [bool; 3],
-    /// For each global z-plane: its slab and the offset of the plane in the slab's arrays.
-    planes: Vec<(usize, usize)>,
+    /// For each axis, the cell of each coordinate along it: the cells are the intervals between
+    /// the parts' faces, so that each cell of the grid they span lies in one part.
+    cell: [Vec<usize>; 3],
+    /// Cells along x and y.
+    cells: [usize; 2],
+    /// The part holding each cell, x fastest.
+    owner: Vec<usize>,
 }
 
 impl<'a> Lattice<'a> {
-    /// The domain of `slabs`, which must follow each other along z from plane 0, with the same
-    /// x–y size; `periodic` says which axes wrap.
-    pub fn new(slabs: &'a [Fields], periodic: [bool; 3]) -> Self {
-        let [nx, ny] = slabs.first().map_or([0, 0], |s| [s.size[0], s.size[1]]);
-        let mut planes = Vec::new();
-        for (k, s) in slabs.iter().enumerate() {
-            assert!(
-                s.z0 == planes.len() && s.size[..2] == [nx, ny],
-                "slabs do not tile the domain along z"
-            );
-            planes.extend((0..s.size[2]).map(|z| (k, z * nx * ny)));
+    /// The domain of `parts`, which must tile a box from the origin (each node in one part);
+    /// `periodic` says which axes wrap.
+    pub fn new(parts: &'a [Fields], periodic: [bool; 3]) -> Self {
+        let lo = |p: &Fields, a: usize| if a == 2 { p.z0 } else { p.xy0[a] };
+        let size: [usize; 3] = std::array::from_fn(|a| {
+            parts
+                .iter()
+                .map(|p| lo(p, a) + p.size[a])
+                .max()
+                .unwrap_or(0)
+        });
+        // Each axis's cuts: where some part starts or ends.
+        let cell: [Vec<usize>; 3] = std::array::from_fn(|a| {
+            let mut starts = vec![false; size[a]];
+            for p in parts.iter().filter(|p| p.size[a] > 0) {
+                starts[lo(p, a)] = true;
+                if let Some(end) = starts.get_mut(lo(p, a) + p.size[a]) {
+                    *end = true;
+                }
+            }
+            let mut c = 0;
+            (0..size[a])
+                .map(|x| {
+                    if starts[x] && x > 0 {
+                        c += 1;
+                    }
+                    c
+                })
+                .collect()
+        });
+        let count = |a: usize| cell[a].last().map_or(0, |&c| c + 1);
+        let cells = [count(0), count(1)];
+        const NONE: usize = usize::MAX;
+        let mut owner = vec![NONE; cells[0] * cells[1] * count(2)];
+        let mut covered = 0;
+        for (k, p) in parts.iter().enumerate() {
+            if p.size.contains(&0) {
+                continue;
+            }
+            let range = |a: usize| cell[a][lo(p, a)]..=cell[a][lo(p, a) + p.size[a] - 1];
+            for cz in range(2) {
+                for cy in range(1) {
+                    for cx in range(0) {
+                        let o = &mut owner[(cz * cells[1] + cy) * cells[0] + cx];
+                        assert!(*o == NONE, "parts overlap");
+                        *o = k;
+                        covered += 1;
+                    }
+                }
+            }
         }
+        assert!(covered == owner.len(), "parts do not tile the domain");
         Self {
-            slabs,
-            size: [nx, ny, planes.len()],
+            parts,
+            size,
             periodic,
-            planes,
+            cell,
+            cells,
+            owner,
         }
     }
 
@@ -51,9 +99,16 @@ impl<'a> Lattice<'a> {
         self.size
     }
 
-    /// Slab `k`.
+    /// Part `k`.
     pub fn slab(&self, k: usize) -> &'a Fields {
-        &self.slabs[k]
+        &self.parts[k]
+    }
+
+    /// The part holding node `p` (global coordinates) and the node's index in its arrays.
+    fn locate(&self, p: [usize; 3]) -> (&'a Fields, usize) {
+        let [cx, cy, cz] = [0, 1, 2].map(|a| self.cell[a][p[a]]);
+        let s = &self.parts[self.owner[(cz * self.cells[1] + cy) * self.cells[0] + cx]];
+        (s, s.idx(p[0] - s.xy0[0], p[1] - s.xy0[1], p[2] - s.z0))
     }
 
     /// The velocity of node `at` moved by `k` nodes along `axis`, when that node is a fluid node of
@@ -69,9 +124,7 @@ impl<'a> Lattice<'a> {
         }
         let mut p = at;
         p[axis] = c as usize;
-        let (slab, base) = self.planes[p[2]];
-        let s = &self.slabs[slab];
-        let i = base + p[1] * self.size[0] + p[0];
+        let (s, i) = self.locate(p);
         (!s.solid[i]).then(|| [s.ux[i], s.uy[i], s.uz[i]])
     }
 
@@ -96,9 +149,7 @@ impl<'a> Lattice<'a> {
     /// ∇u at node `at` (global coordinates) in lattice units: `g[i][j] = ∂u_i/∂x_j`; zero at a
     /// solid node.
     pub fn gradient(&self, at: [usize; 3]) -> [[f64; 3]; 3] {
-        let (slab, base) = self.planes[at[2]];
-        let s = &self.slabs[slab];
-        let i = base + at[1] * self.size[0] + at[0];
+        let (s, i) = self.locate(at);
         if s.solid[i] {
             return [[0.0; 3]; 3];
         }
@@ -107,13 +158,13 @@ impl<'a> Lattice<'a> {
         [0, 1, 2].map(|i| [d[0][i], d[1][i], d[2][i]])
     }
 
-    /// ∇u at every node of slab `k`, in the slab's node order.
+    /// ∇u at every node of part `k`, in the part's node order.
     pub fn gradients(&self, k: usize) -> impl Iterator<Item = [[f64; 3]; 3]> + '_ {
-        let s = &self.slabs[k];
+        let s = &self.parts[k];
         let [nx, ny, nz] = s.size;
-        let z0 = s.z0;
+        let ([x0, y0], z0) = (s.xy0, s.z0);
         (0..nz).flat_map(move |z| {
-            (0..ny).flat_map(move |y| (0..nx).map(move |x| self.gradient([x, y, z0 + z])))
+            (0..ny).flat_map(move |y| (0..nx).map(move |x| self.gradient([x0 + x, y0 + y, z0 + z])))
         })
     }
 }
@@ -283,5 +334,102 @@ mod tests {
                 assert_eq!(bits(&got), bits(&want), "{cuts:?} {periodic:?}");
             }
         }
+    }
+
+    /// The boxes of `whole` cut at the given thicknesses along x, y and z, listed z-major in
+    /// reverse so that no order is assumed.
+    fn boxes(whole: &Fields, cuts: [&[usize]; 3]) -> Vec<Fields> {
+        let starts = |c: &[usize]| {
+            c.iter()
+                .scan(0, |at, &n| {
+                    *at += n;
+                    Some((*at - n, n))
+                })
+                .collect::<Vec<_>>()
+        };
+        let mut parts = Vec::new();
+        for &(z0, nz) in &starts(cuts[2]) {
+            for &(y0, ny) in &starts(cuts[1]) {
+                for &(x0, nx) in &starts(cuts[0]) {
+                    let mut f = Fields::zeros([nx, ny, nz], z0);
+                    f.xy0 = [x0, y0];
+                    for z in 0..nz {
+                        for y in 0..ny {
+                            for x in 0..nx {
+                                let (p, q) = (f.idx(x, y, z), whole.idx(x0 + x, y0 + y, z0 + z));
+                                [f.ux[p], f.uy[p], f.uz[p]] =
+                                    [whole.ux[q], whole.uy[q], whole.uz[q]];
+                                f.solid[p] = whole.solid[q];
+                            }
+                        }
+                    }
+                    parts.push(f);
+                }
+            }
+        }
+        parts.reverse();
+        parts
+    }
+
+    /// The boxes of a partition that cuts x and y as well give each of their nodes the gradient
+    /// the gathered domain gives it, bit for bit, periodic axes wrapping across the boxes.
+    #[test]
+    fn boxes_give_the_gathered_domain_s_gradients_bit_for_bit() {
+        let size = [7, 6, 5];
+        let u = |x: f64, y: f64, z: f64| {
+            [
+                (0.3 * x + 0.7 * z).sin() * 0.01,
+                (0.2 * y * z + x).cos() * 0.02,
+                (x * y * 0.1 + z).sin() * 0.03,
+            ]
+        };
+        let solid = |x: usize, y: usize, z: usize| (2 * x + y + 3 * z).is_multiple_of(5);
+        for periodic in [[false; 3], [true, true, false], [false, true, true]] {
+            let whole = domain(size, &[size[2]], u, solid);
+            let lat = Lattice::new(&whole, periodic);
+            for cuts in [
+                [&[3, 4][..], &[6][..], &[5][..]],
+                [&[1, 5, 1], &[2, 4], &[2, 3]],
+                [&[7], &[1, 1, 4], &[1, 1, 3]],
+            ] {
+                let parts = boxes(&whole[0], cuts);
+                let cut = Lattice::new(&parts, periodic);
+                assert_eq!(cut.size(), size);
+                for (k, part) in parts.iter().enumerate() {
+                    let [x0, y0] = part.xy0;
+                    for (i, g) in cut.gradients(k).enumerate() {
+                        let [nx, ny] = [part.size[0], part.size[1]];
+                        let at = [x0 + i % nx, y0 + i / nx % ny, part.z0 + i / (nx * ny)];
+                        let want = lat.gradient(at);
+                        assert!(
+                            g.iter()
+                                .flatten()
+                                .map(|x| x.to_bits())
+                                .eq(want.iter().flatten().map(|x| x.to_bits())),
+                            "{at:?} {cuts:?} {periodic:?}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "parts do not tile the domain")]
+    fn parts_with_a_gap_between_them_are_refused() {
+        let whole = domain([8, 2, 2], &[2], |_, _, _| [0.0; 3], |_, _, _| false);
+        let mut parts = boxes(&whole[0], [&[3, 2, 3], &[2], &[2]]);
+        // x 0..3 and 5..8 left: nothing holds x 3..5.
+        parts.remove(1);
+        let _ = Lattice::new(&parts, [false; 3]);
+    }
+
+    #[test]
+    #[should_panic(expected = "parts do not tile the domain")]
+    fn parts_with_a_hole_are_refused() {
+        let whole = domain([4, 4, 2], &[2], |_, _, _| [0.0; 3], |_, _, _| false);
+        let mut parts = boxes(&whole[0], [&[2, 2], &[2, 2], &[2]]);
+        parts.remove(1);
+        let _ = Lattice::new(&parts, [false; 3]);
     }
 }

@@ -29,13 +29,17 @@ pub struct Slice {
 }
 
 impl Slice {
-    /// Cuts `plane` out of the slabs (in z order; one slab holding the whole domain works too).
-    /// Slabs that do not reach the plane contribute nothing, so only the owner of a z-plane is read.
+    /// Cuts `plane` out of the parts of the domain (slabs in z order, or the boxes of a partition
+    /// that cuts x and y too, in any order; one part holding the whole domain works too).
     pub fn cut(slabs: &[Fields], plane: SlicePlane) -> Self {
-        let nx = slabs.first().map_or(0, |s| s.size[0]);
-        let ny = slabs.first().map_or(0, |s| s.size[1]);
-        let nz: usize = slabs.iter().map(|s| s.size[2]).sum();
-        let size = [nx, ny, nz];
+        let lo = |s: &Fields| [s.xy0[0], s.xy0[1], s.z0];
+        let size: [usize; 3] = std::array::from_fn(|a| {
+            slabs
+                .iter()
+                .map(|s| lo(s)[a] + s.size[a])
+                .max()
+                .unwrap_or(0)
+        });
         let normal = plane.axis.min(2);
         let index = plane
             .resolved_index(size)
@@ -49,20 +53,23 @@ impl Slice {
         let mut speed = vec![0.0; width * height];
         let mut solid = vec![false; width * height];
         for s in slabs {
+            let [x0, y0, z0] = lo(s);
             for z in 0..s.size[2] {
-                let gz = s.z0 + z;
+                let gz = z0 + z;
                 if normal == 2 && gz != index {
                     continue;
                 }
-                for y in 0..ny {
-                    if normal == 1 && y != index {
+                for y in 0..s.size[1] {
+                    let gy = y0 + y;
+                    if normal == 1 && gy != index {
                         continue;
                     }
-                    for x in 0..nx {
-                        if normal == 0 && x != index {
+                    for x in 0..s.size[0] {
+                        let gx = x0 + x;
+                        if normal == 0 && gx != index {
                             continue;
                         }
-                        let g = [x, y, gz];
+                        let g = [gx, gy, gz];
                         let q = g[axes[1]] * width + g[axes[0]];
                         let p = s.idx(x, y, z);
                         solid[q] = s.solid[p];
@@ -303,6 +310,43 @@ mod tests {
         }
         let mid = Slice::cut(&slabs, SlicePlane::default());
         assert_eq!((mid.normal, mid.index, mid.width, mid.height), (1, 1, 4, 5));
+    }
+
+    /// The boxes of a partition that cuts x and y, given in any order, cut as the whole domain.
+    #[test]
+    fn a_cut_through_boxes_equals_the_cut_through_the_whole_domain() {
+        let boxed = |size: [usize; 3], origin: [usize; 3]| {
+            let mut f = Fields::zeros(size, origin[2]);
+            f.xy0 = [origin[0], origin[1]];
+            for z in 0..size[2] {
+                for y in 0..size[1] {
+                    for x in 0..size[0] {
+                        let p = f.idx(x, y, z);
+                        let g = [origin[0] + x, origin[1] + y, origin[2] + z];
+                        f.ux[p] = (100 * g[2] + 10 * g[1] + g[0]) as f64;
+                    }
+                }
+            }
+            f
+        };
+        let whole = boxed([5, 4, 3], [0; 3]);
+        let parts = &[
+            boxed([2, 1, 3], [0, 0, 0]),
+            boxed([3, 4, 2], [2, 0, 0]),
+            boxed([2, 3, 3], [0, 1, 0]),
+            boxed([3, 4, 1], [2, 0, 2]),
+        ];
+        for (axis, index) in [(0, 1), (0, 3), (1, 0), (1, 2), (2, 0), (2, 2)] {
+            let plane = SlicePlane {
+                axis,
+                index: Some(index),
+            };
+            assert_eq!(
+                Slice::cut(parts, plane),
+                Slice::cut(std::slice::from_ref(&whole), plane),
+                "{axis} {index}"
+            );
+        }
     }
 
     #[test]

@@ -1,10 +1,10 @@
 //! VTK XML image data (`.vti`) of the macroscopic fields, with the arrays as raw binary appended
-//! data: one file for the whole domain, or one piece per slab with a `.pvti` index, and a `.pvd`
-//! collection that ParaView opens as one time series.
+//! data: one file for the whole domain, or one piece per slab or subdomain with a `.pvti` index,
+//! and a `.pvd` collection that ParaView opens as one time series.
 //!
 //! Every lattice node is written as a cell of an image whose points lie on the cell corners. With
 //! mid-grid walls a node sits at `(k + ½) dx`, so the image spans exactly the box `[0, n dx]` and the
-//! pieces of neighbouring slabs meet without overlapping planes. ParaView's "Cell Data to Point Data"
+//! pieces of neighbouring slabs or subdomains meet without overlapping planes. ParaView's "Cell Data to Point Data"
 //! filter gives point data when a filter needs it (streamlines, contours).
 //!
 //! Which arrays a file holds is a list of [`OutputField`]s. Each array with a unit carries it as
@@ -159,13 +159,21 @@ fn declaration(indent: &str, tag: &str, attrs: &str, unit: Option<&str>) -> Stri
     }
 }
 
-fn extent(size: [usize; 3], z0: usize) -> String {
-    format!("0 {} 0 {} {} {}", size[0], size[1], z0, z0 + size[2])
+/// The cell extent of a box of `size` nodes from node `origin`.
+fn extent(size: [usize; 3], origin: [usize; 3]) -> String {
+    let [x, y, z] = origin;
+    format!(
+        "{x} {} {y} {} {z} {}",
+        x + size[0],
+        y + size[1],
+        z + size[2]
+    )
 }
 
-/// Writes slab `k` of `slabs` (the whole domain in z order; one slab for a gathered file) as a
-/// `.vti` file, atomically. The other slabs are read only for the velocity derivatives next to the
-/// slab's edges, so a piece holds the values the gathered file holds for its nodes. Values at solid
+/// Writes part `k` of `slabs` (the whole domain: slabs in z order or the boxes of a partition that
+/// cuts x and y too; one part for a gathered file) as a `.vti` file, atomically. The other parts
+/// are read only for the velocity derivatives next to the part's edges, so a piece holds the
+/// values the gathered file holds for its nodes. Values at solid
 /// nodes are written as 0; the `solid` array (1 = solid) masks them.
 pub fn write_vti(path: &Path, slabs: &[Fields], k: usize, opts: &VtkOptions) -> io::Result<()> {
     write_atomic(path, |w| write_vti_to(w, slabs, k, opts))
@@ -191,9 +199,10 @@ pub fn write_vti_to(
     writeln!(
         w,
         r#"  <ImageData WholeExtent="{}" Origin="0 0 0" Spacing="{sp:e} {sp:e} {sp:e}">"#,
-        extent(lattice.size(), 0)
+        extent(lattice.size(), [0; 3])
     )?;
-    writeln!(w, r#"    <Piece Extent="{}">"#, extent(slab.size, slab.z0))?;
+    let origin = [slab.xy0[0], slab.xy0[1], slab.z0];
+    writeln!(w, r#"    <Piece Extent="{}">"#, extent(slab.size, origin))?;
     writeln!(w, r#"      <CellData{}>"#, opts.active())?;
     let mut offset = 0usize;
     for &f in &opts.arrays {
@@ -351,11 +360,12 @@ fn write_block(
     w.write_all(&buf)
 }
 
-/// One piece of a parallel image: the slab's planes and its `.vti` file (relative to the index).
+/// One piece of a parallel image: the box of a slab or subdomain (its nodes and its first node)
+/// and its `.vti` file (relative to the index).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Piece {
     pub size: [usize; 3],
-    pub z0: usize,
+    pub origin: [usize; 3],
     pub source: String,
 }
 
@@ -373,7 +383,7 @@ pub fn write_pvti(
     s += "<VTKFile type=\"PImageData\" version=\"1.0\" byte_order=\"LittleEndian\" header_type=\"UInt64\">\n";
     s += &format!(
         "  <PImageData WholeExtent=\"{}\" GhostLevel=\"0\" Origin=\"0 0 0\" Spacing=\"{sp:e} {sp:e} {sp:e}\">\n",
-        extent(whole, 0)
+        extent(whole, [0; 3])
     );
     s += &format!("    <PCellData{}>\n", opts.active());
     for &f in &opts.arrays {
@@ -389,7 +399,7 @@ pub fn write_pvti(
     for p in pieces {
         s += &format!(
             "    <Piece Extent=\"{}\" Source=\"{}\"/>\n",
-            extent(p.size, p.z0),
+            extent(p.size, p.origin),
             xml_escape(&p.source)
         );
     }
@@ -712,7 +722,7 @@ mod tests {
             write_vti(&dir.path().join(&name), &slabs, k, &opts).unwrap();
             pieces.push(Piece {
                 size: s.size,
-                z0: s.z0,
+                origin: [0, 0, s.z0],
                 source: name,
             });
         }

@@ -674,13 +674,20 @@ impl LiveServer {
         Ok(())
     }
 
-    /// Makes one plane before the first step, so that the buffers every picture reuses are
+    /// Makes planes before the first step, one through every slab or subdomain (each sizes its
+    /// buffer for its largest plane on any axis), so that the buffers every picture reuses are
     /// allocated (on a full device, the run fails now, not at a viewer's first picture).
     pub fn prepare(&mut self, rt: &mut Runtime) -> anyhow::Result<()> {
         use anyhow::Context as _;
-        rt.plane(self.view.axis, self.view.index)
-            .map(|_| ())
-            .context("the live view's picture buffers")
+        let axis = self.view.axis;
+        let mut starts: Vec<usize> = rt.devices().iter().map(|d| d.slab.origin()[axis]).collect();
+        starts.sort_unstable();
+        starts.dedup();
+        for index in starts {
+            rt.plane(axis, index)
+                .context("the live view's picture buffers")?;
+        }
+        Ok(())
     }
 
     /// Resumes a run paused with no viewer connected for the options' `unattended` time: the

@@ -5,11 +5,11 @@ use thelma_core::Precision;
 
 /// Threads per block along x of the collision kernel (TheLMA's 2^n layout; measured in PERFORMANCE.md).
 pub const DEFAULT_BLOCK_X: u32 = 128;
-/// The same for the f32 step with a temperature lattice: blocks of one warp measured 3–4 % faster
-/// than blocks of 128 at 256³ for every operator, with and without LES, and 10 % faster on the
-/// ventilated room, whose 160-node rows blocks of 128 cover with 256 threads (one H200,
-/// PERFORMANCE.md). The flow's steps measured within ±2 % of 128 at 256³–512³ in f32 and lost
-/// 3–4 % in 16 bits and 9–18 % in place, so they keep 128.
+/// The same for the f32 step with a temperature lattice: blocks of one warp measured 2.4–3.8 %
+/// faster than blocks of 128 at 256³ for every operator, with and without LES, and 10 % faster on
+/// the ventilated room, whose 160-node rows blocks of 128 cover with 256 threads (one H200,
+/// PERFORMANCE.md). The flow's steps measured within ±1.1 % of 128 at 256³–512³ in f32 and lost
+/// 2.5–5 % in 16 bits and 9–18 % in place, so they keep 128.
 pub const BLOCK_X_THERMAL_F32: u32 = 32;
 /// Resident threads per multiprocessor the f32 collision kernel's registers are planned for
 /// (`__launch_bounds__`): 1,024 caps it at 64 registers, which measured faster than the 72 the

@@ -350,7 +350,8 @@ pub struct OutputConfig {
     /// The arrays of the VTK files, by name ([`OutputField`]), in the order written. Checked by
     /// [`CaseConfig::validate`], which names `output.fields` and the name it does not know.
     pub fields: Vec<String>,
-    /// One `.vti` piece per slab and a `.pvti` index instead of one gathered file.
+    /// One `.vti` piece per slab (or subdomain of a layout's grid) and a `.pvti` index instead of
+    /// one gathered file.
     pub vtk_pieces: bool,
     /// PNG images of the speed on `slice`, and the profile plot of lid-driven cavity runs.
     pub images: bool,
