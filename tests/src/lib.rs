@@ -10,6 +10,7 @@ use thelma_compute::ModelParams;
 use thelma_core::physics::d3q19::Q;
 use thelma_core::physics::equilibrium;
 use thelma_core::physics::Collision;
+use thelma_core::physics::QT;
 use thelma_core::Domain;
 use thelma_core::ModuleFactory;
 use thelma_core::{
@@ -334,14 +335,23 @@ pub fn values(bytes: &[u8], p: Precision) -> Vec<f64> {
     }
 }
 
-/// The populations of the whole domain, `[i][z][y][x]`, reassembled from its subdomains (bytes).
+/// The populations of the whole domain, `[i][z][y][x]`, reassembled from its subdomains (bytes):
+/// the flow's Q, and with a temperature lattice its QT after them.
 pub fn gather_populations(rt: &mut Runtime) -> Vec<u8> {
     let parts = rt.read_populations().expect("populations");
     let n = rt.domain().nodes();
-    let bytes = parts.iter().map(Vec::len).sum::<usize>() / (Q * n);
-    let mut out = vec![0; Q * n * bytes];
+    let per_node = parts.iter().map(Vec::len).sum::<usize>() / n;
+    // 2, 4 or 8 bytes a value: 19 or 26 values a node tell apart (38, 76, 152 against 52, 104, 208).
+    let (q, bytes) = [Q, Q + QT]
+        .into_iter()
+        .find_map(|q| {
+            let b = per_node / q;
+            (per_node.is_multiple_of(q) && [2, 4, 8].contains(&b)).then_some((q, b))
+        })
+        .unwrap_or_else(|| panic!("{per_node} bytes a node are no lattice's populations"));
+    let mut out = vec![0; q * n * bytes];
     for (dev, part) in rt.devices().iter().zip(&parts) {
-        dev.slab.paste(part, &mut out, Q, bytes);
+        dev.slab.paste(part, &mut out, q, bytes);
     }
     out
 }

@@ -1,9 +1,9 @@
 //! What the live view asks of the modules, on every module (`per_module!`): a plane made where the
 //! populations are equals the gathered fields on that plane (rounded to f32), whatever the slabs
-//! or the grid of subdomains;
-//! and walls moved mid-run (the lid, a velocity inlet) step bit for bit as a run started with those
-//! velocities, and so do held temperatures (a wall's, an inlet patch's), so that steering is
-//! reproducible and a resumed run continues it exactly.
+//! or the grid of subdomains; and walls moved mid-run (the lid, a velocity inlet) step bit for bit
+//! as a run started with those velocities, and so do held temperatures (a wall's, an inlet
+//! patch's), on slabs and on grids, so that steering is reproducible and a resumed run continues
+//! it exactly.
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -278,6 +278,32 @@ fn moved_walls_step_as_a_run_started_with_them(m: Module) {
     );
     // A table without the case's slots is refused, not read past its end.
     assert!(rt.set_wall_velocities(&[]).is_err());
+    rt.shutdown();
+    // On a grid that cuts x and y (the lid split among four subdomains), moved before the first
+    // step and mid-run.
+    let on_grid = |c: &CaseConfig, walls: Option<(&[[f64; 3]], u64)>| {
+        let mut rt = grid_runtime(m, model(c), c, [2, 2, 1]);
+        let (before, set) = walls.map_or((0, None), |(w, b)| (b, Some(w)));
+        stirred(&mut rt, c, before);
+        if let Some(w) = set {
+            rt.set_wall_velocities(w).unwrap();
+        }
+        rt.run(60 - before).unwrap();
+        let out = gather_populations(&mut rt);
+        rt.shutdown();
+        out
+    };
+    let lid = [[0.06, 0.0, 0.0]];
+    assert!(
+        on_grid(&fast, Some((&lid, 0))) == run_moving(m, &slow, 1, None, 60),
+        "{}: lid moved on a grid",
+        m.name()
+    );
+    assert!(
+        on_grid(&fast, Some((&lid, 30))) == a,
+        "{}: lid moved mid-run on a grid",
+        m.name()
+    );
 }
 
 per_module!(moved_walls_step_as_a_run_started_with_them =>
@@ -289,11 +315,21 @@ per_module!(moved_walls_step_as_a_run_started_with_them =>
 /// that may change (the CUDA module's kernels read them from constant memory, not as literals).
 fn heated(
     m: Module,
-    (floor, patch): (f64, f64),
+    temperatures: (f64, f64),
     slabs: usize,
     p: Precision,
     steered: bool,
 ) -> (Runtime, CaseConfig) {
+    let (params, c) = heated_model(temperatures, p, steered);
+    (m.runtime_with(params, &c, &m.slab_ids(slabs)), c)
+}
+
+/// The model and case of [`heated`].
+fn heated_model(
+    (floor, patch): (f64, f64),
+    p: Precision,
+    steered: bool,
+) -> (ModelParams, CaseConfig) {
     let c = box_case([10, 8, 12], [false; 3], 0.05, Collision::MRT, p);
     let mut faces = [ThermalFace::Adiabatic; 6];
     faces[4] = ThermalFace::Held(floor);
@@ -313,7 +349,7 @@ fn heated(
         steered_temperatures: steered,
         ..model(&c)
     };
-    (m.runtime_with(params, &c, &m.slab_ids(slabs)), c)
+    (params, c)
 }
 
 /// The held θ table of [`heated`]: the six faces, then the patch.
@@ -370,6 +406,19 @@ fn held_temperatures_hold_as_a_run_started_with_them(m: Module) {
     // A table of another length is refused, and so is one for a case without a temperature
     // lattice.
     assert!(rt.set_held_temperatures(&[0.1; 6]).is_err());
+    rt.shutdown();
+    // On a grid that cuts x and y (the patch and the floor split among its subdomains): set
+    // mid-run, as on two slabs.
+    let (params, c) = heated_model((0.5, 0.3), Precision::F32, true);
+    let mut rt = grid_runtime(m, params, &c, [2, 2, 2]);
+    rt.run(40).unwrap();
+    rt.set_held_temperatures(&held(0.8, 0.3)).unwrap();
+    rt.run(40).unwrap();
+    assert!(
+        gather_populations(&mut rt) == run(0.5, 0.3, Some((held(0.8, 0.3), 40)), 2, Precision::F32),
+        "{}: held θ set mid-run on a grid",
+        m.name()
+    );
     rt.shutdown();
     // Not steered, the CUDA module's kernels hold the table they were compiled with: setting it
     // again (a checkpoint's, on resume) is accepted, another refused; the CPU module takes either.
