@@ -446,6 +446,23 @@ fn f32s(raw: &[u8]) -> Vec<f32> {
         .collect()
 }
 
+/// Runs the case file `case` on the CPU module, quietly, into `dir`, with `extra` flags; it must
+/// succeed.
+fn run_case(case: &Path, dir: &Path, extra: &[&str]) {
+    let mut args = vec![
+        "run",
+        "--config",
+        case.to_str().unwrap(),
+        "--backend",
+        "cpu",
+        "-q",
+    ];
+    args.extend_from_slice(&["-o", dir.to_str().unwrap()]);
+    args.extend_from_slice(extra);
+    let (code, out, err) = thelma(&args);
+    assert_eq!(code, 0, "{out}{err}");
+}
+
 /// A small cavity on three CPU devices asks for the velocity and its derivatives by name: the
 /// gathered file holds exactly those arrays, the pieces hold the same bytes (their z-derivatives at
 /// the slab edges read the neighbouring slabs), and the vorticity has the lid's sign.
@@ -461,21 +478,7 @@ fn the_fields_named_are_the_arrays_written_gathered_or_in_pieces() {
     .unwrap();
     let run = |name: &str, extra: &[&str]| {
         let dir = tmp.path().join(name);
-        let mut args = vec![
-            "run",
-            "--config",
-            case.to_str().unwrap(),
-            "--backend",
-            "cpu",
-            "--devices",
-            "3",
-            "-q",
-            "-o",
-            dir.to_str().unwrap(),
-        ];
-        args.extend(extra);
-        let (code, out, err) = thelma(&args);
-        assert_eq!(code, 0, "{out}{err}");
+        run_case(&case, &dir, &[&["--devices", "3"], extra].concat());
         dir
     };
     let gathered = run("gathered", &[]);
@@ -542,17 +545,7 @@ fn a_grid_writes_one_piece_per_subdomain_holding_the_gathered_values() {
     assert_eq!(code, 0, "{err}");
     let run = |name: &str, extra: &[&str]| {
         let dir = tmp.path().join(name);
-        let mut args = vec![
-            "run",
-            "--config",
-            case.to_str().unwrap(),
-            "--backend",
-            "cpu",
-        ];
-        args.extend_from_slice(&["-q", "-o", dir.to_str().unwrap()]);
-        args.extend(extra);
-        let (code, out, err) = thelma(&args);
-        assert_eq!(code, 0, "{out}{err}");
+        run_case(&case, &dir, extra);
         dir
     };
     let gathered = run("gathered", &["--devices", "1"]);
