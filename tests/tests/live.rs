@@ -408,18 +408,31 @@ fn held_temperatures_hold_as_a_run_started_with_them(m: Module) {
     assert!(rt.set_held_temperatures(&[0.1; 6]).is_err());
     rt.shutdown();
     // On a grid that cuts x and y (the patch and the floor split among its subdomains): set
-    // mid-run, as on two slabs.
-    let (params, c) = heated_model((0.5, 0.3), Precision::F32, true);
-    let mut rt = grid_runtime(m, params, &c, [2, 2, 2]);
-    rt.run(40).unwrap();
-    rt.set_held_temperatures(&held(0.8, 0.3)).unwrap();
-    rt.run(40).unwrap();
+    // before the first step, as a grid started with them; and mid-run, as on two slabs.
+    let on_grid = |temperatures, set: Option<(Vec<f64>, u64)>| {
+        let (params, c) = heated_model(temperatures, Precision::F32, true);
+        let mut rt = grid_runtime(m, params, &c, [2, 2, 2]);
+        let (before, table) = set.map_or((0, None), |(t, b)| (b, Some(t)));
+        rt.run(before).unwrap();
+        if let Some(t) = table {
+            rt.set_held_temperatures(&t).unwrap();
+        }
+        rt.run(80 - before).unwrap();
+        let out = gather_populations(&mut rt);
+        rt.shutdown();
+        out
+    };
     assert!(
-        gather_populations(&mut rt) == run(0.5, 0.3, Some((held(0.8, 0.3), 40)), 2, Precision::F32),
+        on_grid((0.5, 0.3), Some((held(0.8, -0.2), 0))) == on_grid((0.8, -0.2), None),
+        "{}: held θ set before the first step on a grid",
+        m.name()
+    );
+    assert!(
+        on_grid((0.5, 0.3), Some((held(0.8, 0.3), 40)))
+            == run(0.5, 0.3, Some((held(0.8, 0.3), 40)), 2, Precision::F32),
         "{}: held θ set mid-run on a grid",
         m.name()
     );
-    rt.shutdown();
     // Not steered, the CUDA module's kernels hold the table they were compiled with: setting it
     // again (a checkpoint's, on resume) is accepted, another refused; the CPU module takes either.
     let (mut rt, _) = heated(m, (0.5, 0.3), 1, Precision::F32, false);
