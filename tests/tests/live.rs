@@ -119,8 +119,8 @@ fn planes_are_the_gathered_fields(m: Module) {
     rt.shutdown();
 }
 
-/// A runtime of module `m` with `params` over `case`'s domain cut into `parts` along x, y and z,
-/// every subdomain in this process (on GPU 0 for the CUDA module).
+/// A runtime of module `m` with `params` over `case`'s domain cut into `parts` along x, y and z
+/// (slabs are `[1, 1, n]`), every subdomain in this process (on GPU 0 for the CUDA module).
 fn grid_runtime(m: Module, params: ModelParams, case: &CaseConfig, parts: [usize; 3]) -> Runtime {
     let slabs = SlabSpec::grid(domain(case), parts).unwrap();
     let layout = Layout {
@@ -222,11 +222,11 @@ fn inlet_case(u: f64, w: f64) -> CaseConfig {
 fn run_moving(
     m: Module,
     case: &CaseConfig,
-    slabs: usize,
+    parts: [usize; 3],
     walls: Option<(&[[f64; 3]], u64)>,
     steps: u64,
 ) -> Vec<u8> {
-    let mut rt = m.runtime(case, slabs);
+    let mut rt = grid_runtime(m, model(case), case, parts);
     let (before, set) = walls.map_or((0, None), |(w, b)| (b, Some(w)));
     stirred(&mut rt, case, before);
     if let Some(w) = set {
@@ -247,19 +247,19 @@ fn moved_walls_step_as_a_run_started_with_them(m: Module) {
     let mut slow = fast.clone();
     slow.physics.lid_speed = 0.06;
     for slabs in [1, 3] {
-        let want = run_moving(m, &slow, slabs, None, 60);
-        let got = run_moving(m, &fast, slabs, Some((&[[0.06, 0.0, 0.0]], 0)), 60);
+        let want = run_moving(m, &slow, [1, 1, slabs], None, 60);
+        let got = run_moving(m, &fast, [1, 1, slabs], Some((&[[0.06, 0.0, 0.0]], 0)), 60);
         assert!(got == want, "{}: lid moved on {slabs} slabs", m.name());
     }
     // An inlet and a moving wall (the open faces' step): both slots moved.
-    let want = run_moving(m, &inlet_case(0.02, 0.01), 2, None, 60);
+    let want = run_moving(m, &inlet_case(0.02, 0.01), [1, 1, 2], None, 60);
     let walls = [[0.02, 0.0, 0.0], [0.0, 0.01, 0.0]];
-    let got = run_moving(m, &inlet_case(0.05, 0.03), 2, Some((&walls, 0)), 60);
+    let got = run_moving(m, &inlet_case(0.05, 0.03), [1, 1, 2], Some((&walls, 0)), 60);
     assert!(got == want, "{}: inlet and wall moved", m.name());
     // Moved mid-run: the change takes effect from the next step, and moving them back restores
     // the case's terms (a run moved there and back at once equals one never moved).
-    let a = run_moving(m, &fast, 2, Some((&[[0.06, 0.0, 0.0]], 30)), 60);
-    let b = run_moving(m, &fast, 2, None, 60);
+    let a = run_moving(m, &fast, [1, 1, 2], Some((&[[0.06, 0.0, 0.0]], 30)), 60);
+    let b = run_moving(m, &fast, [1, 1, 2], None, 60);
     assert!(
         a != b,
         "{}: moving the lid mid-run changed nothing",
@@ -281,26 +281,15 @@ fn moved_walls_step_as_a_run_started_with_them(m: Module) {
     rt.shutdown();
     // On a grid that cuts x and y (the lid split among four subdomains), moved before the first
     // step and mid-run.
-    let on_grid = |c: &CaseConfig, walls: Option<(&[[f64; 3]], u64)>| {
-        let mut rt = grid_runtime(m, model(c), c, [2, 2, 1]);
-        let (before, set) = walls.map_or((0, None), |(w, b)| (b, Some(w)));
-        stirred(&mut rt, c, before);
-        if let Some(w) = set {
-            rt.set_wall_velocities(w).unwrap();
-        }
-        rt.run(60 - before).unwrap();
-        let out = gather_populations(&mut rt);
-        rt.shutdown();
-        out
-    };
     let lid = [[0.06, 0.0, 0.0]];
     assert!(
-        on_grid(&fast, Some((&lid, 0))) == run_moving(m, &slow, 1, None, 60),
+        run_moving(m, &fast, [2, 2, 1], Some((&lid, 0)), 60)
+            == run_moving(m, &slow, [1, 1, 1], None, 60),
         "{}: lid moved on a grid",
         m.name()
     );
     assert!(
-        on_grid(&fast, Some((&lid, 30))) == a,
+        run_moving(m, &fast, [2, 2, 1], Some((&lid, 30)), 60) == a,
         "{}: lid moved mid-run on a grid",
         m.name()
     );
@@ -358,8 +347,10 @@ fn held(floor: f64, patch: f64) -> Vec<f64> {
 }
 
 fn held_temperatures_hold_as_a_run_started_with_them(m: Module) {
-    let run = |floor, patch, set: Option<(Vec<f64>, u64)>, slabs, p| {
-        let (mut rt, _) = heated(m, (floor, patch), slabs, p, set.is_some());
+    // On the partition `parts` (x, y, z; slabs are [1, 1, n]).
+    let run = |floor, patch, set: Option<(Vec<f64>, u64)>, parts: [usize; 3], p| {
+        let (params, c) = heated_model((floor, patch), p, set.is_some());
+        let mut rt = grid_runtime(m, params, &c, parts);
         let (before, table) = set.map_or((0, None), |(t, b)| (b, Some(t)));
         rt.run(before).unwrap();
         if let Some(t) = table {
@@ -378,8 +369,8 @@ fn held_temperatures_hold_as_a_run_started_with_them(m: Module) {
         (3, Precision::F32),
         (1, Precision::F64),
     ] {
-        let want = run(0.8, -0.2, None, slabs, p);
-        let got = run(0.5, 0.3, Some((held(0.8, -0.2), 0)), slabs, p);
+        let want = run(0.8, -0.2, None, [1, 1, slabs], p);
+        let got = run(0.5, 0.3, Some((held(0.8, -0.2), 0)), [1, 1, slabs], p);
         assert!(
             got == want,
             "{}: held θ set on {slabs} slabs, {p:?}",
@@ -387,9 +378,15 @@ fn held_temperatures_hold_as_a_run_started_with_them(m: Module) {
         );
     }
     // Mid-run the change takes effect from the next step; set there and back equals never set.
-    let b = run(0.5, 0.3, None, 2, Precision::F32);
+    let b = run(0.5, 0.3, None, [1, 1, 2], Precision::F32);
     assert!(
-        run(0.5, 0.3, Some((held(0.8, 0.3), 40)), 2, Precision::F32) != b,
+        run(
+            0.5,
+            0.3,
+            Some((held(0.8, 0.3), 40)),
+            [1, 1, 2],
+            Precision::F32
+        ) != b,
         "{}: a warmer floor mid-run changed nothing",
         m.name()
     );
@@ -409,27 +406,22 @@ fn held_temperatures_hold_as_a_run_started_with_them(m: Module) {
     rt.shutdown();
     // On a grid that cuts x and y (the patch and the floor split among its subdomains): set
     // before the first step, as a grid started with them; and mid-run, as on two slabs.
-    let on_grid = |temperatures, set: Option<(Vec<f64>, u64)>| {
-        let (params, c) = heated_model(temperatures, Precision::F32, true);
-        let mut rt = grid_runtime(m, params, &c, [2, 2, 2]);
-        let (before, table) = set.map_or((0, None), |(t, b)| (b, Some(t)));
-        rt.run(before).unwrap();
-        if let Some(t) = table {
-            rt.set_held_temperatures(&t).unwrap();
-        }
-        rt.run(80 - before).unwrap();
-        let out = gather_populations(&mut rt);
-        rt.shutdown();
-        out
-    };
+    let grid = [2, 2, 2];
     assert!(
-        on_grid((0.5, 0.3), Some((held(0.8, -0.2), 0))) == on_grid((0.8, -0.2), None),
+        run(0.5, 0.3, Some((held(0.8, -0.2), 0)), grid, Precision::F32)
+            == run(0.8, -0.2, None, grid, Precision::F32),
         "{}: held θ set before the first step on a grid",
         m.name()
     );
     assert!(
-        on_grid((0.5, 0.3), Some((held(0.8, 0.3), 40)))
-            == run(0.5, 0.3, Some((held(0.8, 0.3), 40)), 2, Precision::F32),
+        run(0.5, 0.3, Some((held(0.8, 0.3), 40)), grid, Precision::F32)
+            == run(
+                0.5,
+                0.3,
+                Some((held(0.8, 0.3), 40)),
+                [1, 1, 2],
+                Precision::F32
+            ),
         "{}: held θ set mid-run on a grid",
         m.name()
     );

@@ -115,40 +115,88 @@ pub fn partition(planes: usize, slabs: usize) -> Result<Vec<Range<usize>>, Parti
     Ok(out)
 }
 
-/// Which subdomain of a partition holds each node, from the partition's cuts along each axis.
+/// Which of the boxes tiling a domain holds each node: the boxes' faces cut each axis into
+/// intervals (cells), and each cell of the grid they span lies in one box.
 #[derive(Clone, Debug)]
 pub struct SubdomainOf {
-    /// For each axis, the place along it (`SlabSpec::at`) of the subdomains holding each coordinate.
-    cut: [Vec<usize>; 3],
-    grid: [usize; 3],
-    /// The position in the list given of the subdomain at each place of the grid, x fastest.
-    position: Vec<usize>,
+    size: [usize; 3],
+    /// For each axis, the cell of each coordinate along it.
+    cell: [Vec<usize>; 3],
+    /// Cells along x and y.
+    cells: [usize; 2],
+    /// The position in the list given of the box holding each cell, x fastest.
+    owner: Vec<usize>,
 }
 
 impl SubdomainOf {
-    /// The lookup over `subdomains`, which tile a domain of `size` nodes (a partition's, in any
-    /// order).
-    pub fn new(subdomains: &[&SlabSpec], size: [usize; 3]) -> Self {
-        let grid = subdomains.first().map_or([1; 3], |s| s.grid);
-        let mut cut = size.map(|n| vec![0; n]);
-        let mut position = vec![usize::MAX; grid.iter().product()];
-        for (k, s) in subdomains.iter().enumerate() {
-            for (a, r) in [&s.x, &s.y, &s.z].into_iter().enumerate() {
-                cut[a][r.clone()].fill(s.at[a]);
+    /// The lookup over `boxes` (each its first node and its nodes along x, y, z), which must tile
+    /// the box from the origin to their farthest ends, in any order (empty boxes are skipped):
+    /// otherwise why not.
+    pub fn new(boxes: &[([usize; 3], [usize; 3])]) -> Result<Self, &'static str> {
+        let size: [usize; 3] =
+            std::array::from_fn(|a| boxes.iter().map(|(o, n)| o[a] + n[a]).max().unwrap_or(0));
+        // Each axis's cuts: where some box starts or ends.
+        let cell: [Vec<usize>; 3] = std::array::from_fn(|a| {
+            let mut cut = vec![false; size[a]];
+            for (o, n) in boxes.iter().filter(|(_, n)| n[a] > 0) {
+                cut[o[a]] = true;
+                if let Some(end) = cut.get_mut(o[a] + n[a]) {
+                    *end = true;
+                }
             }
-            position[(s.at[2] * grid[1] + s.at[1]) * grid[0] + s.at[0]] = k;
+            let mut c = 0;
+            (0..size[a])
+                .map(|x| {
+                    if cut[x] && x > 0 {
+                        c += 1;
+                    }
+                    c
+                })
+                .collect()
+        });
+        let count = |a: usize| cell[a].last().map_or(0, |&c| c + 1);
+        let cells = [count(0), count(1)];
+        const NONE: usize = usize::MAX;
+        let mut owner = vec![NONE; cells[0] * cells[1] * count(2)];
+        let mut covered = 0;
+        for (k, (o, n)) in boxes.iter().enumerate() {
+            if n.contains(&0) {
+                continue;
+            }
+            let range = |a: usize| cell[a][o[a]]..=cell[a][o[a] + n[a] - 1];
+            for cz in range(2) {
+                for cy in range(1) {
+                    for cx in range(0) {
+                        let w = &mut owner[(cz * cells[1] + cy) * cells[0] + cx];
+                        if *w != NONE {
+                            return Err("parts overlap");
+                        }
+                        *w = k;
+                        covered += 1;
+                    }
+                }
+            }
         }
-        Self {
-            cut,
-            grid,
-            position,
+        if covered != owner.len() {
+            return Err("parts do not tile the domain");
         }
+        Ok(Self {
+            size,
+            cell,
+            cells,
+            owner,
+        })
     }
 
-    /// The position in the list of the subdomain holding node `p` (global coordinates).
+    /// Nodes along x, y, z of the domain the boxes tile.
+    pub fn size(&self) -> [usize; 3] {
+        self.size
+    }
+
+    /// The position in the list of the box holding node `p` (inside the domain).
     pub fn of(&self, p: [usize; 3]) -> usize {
-        let [x, y, z] = [0, 1, 2].map(|a| self.cut[a][p[a]]);
-        self.position[(z * self.grid[1] + y) * self.grid[0] + x]
+        let [x, y, z] = [0, 1, 2].map(|a| self.cell[a][p[a]]);
+        self.owner[(z * self.cells[1] + y) * self.cells[0] + x]
     }
 }
 
@@ -484,8 +532,9 @@ mod tests {
                 slabs.drain(..).enumerate().partition(|(k, _)| k % 3 == 0);
             order.extend(rest.into_iter().rev());
             let slabs: Vec<SlabSpec> = order.into_iter().map(|(_, s)| s).collect();
-            let refs: Vec<&SlabSpec> = slabs.iter().collect();
-            let find = SubdomainOf::new(&refs, domain.size);
+            let boxes: Vec<_> = slabs.iter().map(|s| (s.origin(), s.size())).collect();
+            let find = SubdomainOf::new(&boxes).unwrap();
+            assert_eq!(find.size(), domain.size);
             for z in 0..6 {
                 for y in 0..5 {
                     for x in 0..7 {

@@ -996,7 +996,8 @@ impl Runtime {
         // Each band node's subdomain (`owner`) and each subdomain's nodes, in band order.
         let [nx, ny, _] = self.domain.size;
         let slabs: Vec<&SlabSpec> = self.devices.iter().map(|d| &d.slab).collect();
-        let find = SubdomainOf::new(&slabs, self.domain.size);
+        let boxes: Vec<_> = slabs.iter().map(|s| (s.origin(), s.size())).collect();
+        let find = SubdomainOf::new(&boxes).expect("the subdomains tile the domain");
         let mut lists: Vec<Vec<u32>> = vec![Vec::new(); slabs.len()];
         let owner: Vec<usize> = plan
             .band

@@ -15,88 +15,35 @@
 //! derivatives equal those of the gathered domain bit for bit, the same operations on the same
 //! values.
 
-use thelma_core::Fields;
+use thelma_core::{Fields, SubdomainOf};
 
 /// The whole domain as the parts that hold it: slabs in z order, or boxes tiling it in any order.
 pub struct Lattice<'a> {
     parts: &'a [Fields],
-    size: [usize; 3],
     periodic: [bool; 3],
-    /// For each axis, the cell of each coordinate along it: the cells are the intervals between
-    /// the parts' faces, so that each cell of the grid they span lies in one part.
-    cell: [Vec<usize>; 3],
-    /// Cells along x and y.
-    cells: [usize; 2],
-    /// The part holding each cell, x fastest.
-    owner: Vec<usize>,
+    /// The part holding each node.
+    index: SubdomainOf,
 }
 
 impl<'a> Lattice<'a> {
     /// The domain of `parts`, which must tile a box from the origin (each node in one part);
     /// `periodic` says which axes wrap.
     pub fn new(parts: &'a [Fields], periodic: [bool; 3]) -> Self {
-        let lo = |p: &Fields, a: usize| if a == 2 { p.z0 } else { p.xy0[a] };
-        let size: [usize; 3] = std::array::from_fn(|a| {
-            parts
-                .iter()
-                .map(|p| lo(p, a) + p.size[a])
-                .max()
-                .unwrap_or(0)
-        });
-        // Each axis's cuts: where some part starts or ends.
-        let cell: [Vec<usize>; 3] = std::array::from_fn(|a| {
-            let mut starts = vec![false; size[a]];
-            for p in parts.iter().filter(|p| p.size[a] > 0) {
-                starts[lo(p, a)] = true;
-                if let Some(end) = starts.get_mut(lo(p, a) + p.size[a]) {
-                    *end = true;
-                }
-            }
-            let mut c = 0;
-            (0..size[a])
-                .map(|x| {
-                    if starts[x] && x > 0 {
-                        c += 1;
-                    }
-                    c
-                })
-                .collect()
-        });
-        let count = |a: usize| cell[a].last().map_or(0, |&c| c + 1);
-        let cells = [count(0), count(1)];
-        const NONE: usize = usize::MAX;
-        let mut owner = vec![NONE; cells[0] * cells[1] * count(2)];
-        let mut covered = 0;
-        for (k, p) in parts.iter().enumerate() {
-            if p.size.contains(&0) {
-                continue;
-            }
-            let range = |a: usize| cell[a][lo(p, a)]..=cell[a][lo(p, a) + p.size[a] - 1];
-            for cz in range(2) {
-                for cy in range(1) {
-                    for cx in range(0) {
-                        let o = &mut owner[(cz * cells[1] + cy) * cells[0] + cx];
-                        assert!(*o == NONE, "parts overlap");
-                        *o = k;
-                        covered += 1;
-                    }
-                }
-            }
-        }
-        assert!(covered == owner.len(), "parts do not tile the domain");
+        let boxes: Vec<_> = parts
+            .iter()
+            .map(|p| ([p.xy0[0], p.xy0[1], p.z0], p.size))
+            .collect();
+        let index = SubdomainOf::new(&boxes).unwrap_or_else(|e| panic!("{e}"));
         Self {
             parts,
-            size,
             periodic,
-            cell,
-            cells,
-            owner,
+            index,
         }
     }
 
     /// Nodes along x, y, z.
     pub fn size(&self) -> [usize; 3] {
-        self.size
+        self.index.size()
     }
 
     /// Part `k`.
@@ -106,15 +53,14 @@ impl<'a> Lattice<'a> {
 
     /// The part holding node `p` (global coordinates) and the node's index in its arrays.
     fn locate(&self, p: [usize; 3]) -> (&'a Fields, usize) {
-        let [cx, cy, cz] = [0, 1, 2].map(|a| self.cell[a][p[a]]);
-        let s = &self.parts[self.owner[(cz * self.cells[1] + cy) * self.cells[0] + cx]];
+        let s = &self.parts[self.index.of(p)];
         (s, s.idx(p[0] - s.xy0[0], p[1] - s.xy0[1], p[2] - s.z0))
     }
 
     /// The velocity of node `at` moved by `k` nodes along `axis`, when that node is a fluid node of
     /// the box (wrapped across periodic faces).
     fn fluid(&self, at: [usize; 3], axis: usize, k: isize) -> Option<[f64; 3]> {
-        let n = self.size[axis] as isize;
+        let n = self.index.size()[axis] as isize;
         let mut c = at[axis] as isize + k;
         if !(0..n).contains(&c) {
             if !self.periodic[axis] {
