@@ -832,13 +832,13 @@ THELMA_NAME(velocity_change_d3q19)(const store_t *__restrict__ a,
 // its θ besides the uniform force, as thelma_compute's read_fields) and θ (thelma_temperature; 0
 // without a temperature lattice): what the time average and the live view's plane take.
 __device__ __forceinline__ void host_fields(const store_t *__restrict__ a,
-                                            const real *__restrict__ h, size_t p, size_t n,
+                                            const store_t *__restrict__ h, size_t p, size_t n,
                                             double *rho, real *u, real *theta) {
     const thelma_node<store_t> g{a + p, n};
 #ifdef THELMA_THERMAL
     real hp[THELMA_QT], F[3];
 #pragma unroll
-    for (int i = 0; i < THELMA_QT; i++) hp[i] = h[(size_t)i * n + p];
+    for (int i = 0; i < THELMA_QT; i++) hp[i] = thelma_tload(h[(size_t)i * n + p]);
     thelma_temperature(hp, theta);
     thelma_coupled_force(theta[0], F);
     thelma_stored_velocity(g, F, u);
@@ -853,7 +853,7 @@ __device__ __forceinline__ void host_fields(const store_t *__restrict__ a,
 // widened to double and added to its running sum in `sums` ([field][node]: ρ, u_x, u_y, u_z, θ),
 // as MeanSums::add adds them on the host.
 extern "C" __global__ void __launch_bounds__(256)
-THELMA_NAME(accumulate_means_d3q19)(const store_t *__restrict__ a, const real *__restrict__ h,
+THELMA_NAME(accumulate_means_d3q19)(const store_t *__restrict__ a, const store_t *__restrict__ h,
                                     const thelma_index *__restrict__ index,
                                     const unsigned int *__restrict__ pal_mask,
                                     unsigned long long n, double *__restrict__ sums) {
@@ -879,7 +879,7 @@ THELMA_NAME(accumulate_means_d3q19)(const store_t *__restrict__ a, const real *_
 // out[field·count + k] (ρ, u_x, u_y, u_z, θ); solid nodes get zeros. One thread per node of the
 // plane: a picture's worth of work, into a buffer the module keeps.
 extern "C" __global__ void __launch_bounds__(256)
-THELMA_NAME(plane_d3q19)(const store_t *__restrict__ a, const real *__restrict__ h,
+THELMA_NAME(plane_d3q19)(const store_t *__restrict__ a, const store_t *__restrict__ h,
                          const thelma_index *__restrict__ index,
                          const unsigned int *__restrict__ pal_mask, int nx, int ny, int nz,
                          int axis, int at, float *__restrict__ out) {

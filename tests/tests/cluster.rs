@@ -204,6 +204,7 @@ fn split_steps_equal_one_slab_with_in_place_open_faces_and_temperature() {
             faces,
             patches: Vec::new(),
             initial: 0.0,
+            store_scale: 1.0,
         }),
         ..model(&hot)
     };

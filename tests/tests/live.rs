@@ -98,6 +98,7 @@ fn planes_are_the_gathered_fields(m: Module) {
             faces,
             patches: Vec::new(),
             initial: 0.0,
+            store_scale: 1.0,
         }),
         ..model(&c)
     };
@@ -334,6 +335,7 @@ fn heated_model(
             faces,
             patches: vec![(hole, ThermalFace::Held(patch))],
             initial: 0.0,
+            store_scale: 1.0,
         }),
         steered_temperatures: steered,
         ..model(&c)

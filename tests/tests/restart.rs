@@ -275,8 +275,9 @@ const HEATED: &str = "[domain]\nsize = [10, 8, 12]\n[physics]\nreynolds = 100.0\
 
 /// The twin of [`restart_is_bit_exact`] with the temperature lattice: its populations are in the
 /// checkpoint with the flow's, so 2N steps equal N, a resume onto `resumed` slabs and N more, bit
-/// for bit, on `backend`; so do the time averages it samples across the checkpoint.
-fn thermal_restart_is_bit_exact(backend: &str, first: usize, resumed: usize) {
+/// for bit, on `backend` in storage `precision` (16 bits: the populations under the case's store
+/// scale); so do the time averages it samples across the checkpoint.
+fn thermal_restart_is_bit_exact(backend: &str, first: usize, resumed: usize, precision: &str) {
     const N: u64 = 30;
     let tmp = tempfile::tempdir().unwrap();
     let config = tmp.path().join("heated.toml");
@@ -295,6 +296,8 @@ fn thermal_restart_is_bit_exact(backend: &str, first: usize, resumed: usize) {
             &steps,
             "--devices",
             &devices,
+            "--precision",
+            precision,
             "-o",
             s(out),
         ])
@@ -304,6 +307,7 @@ fn thermal_restart_is_bit_exact(backend: &str, first: usize, resumed: usize) {
     go(&split, N);
     let header = checkpoint::read_header(&split).unwrap();
     assert_eq!((header.step, header.stencil.as_str()), (N, "D3Q19+D3Q7"));
+    assert_eq!(header.precision.name(), precision);
     // Steps 10, 13, …, 28 sampled before it.
     assert_eq!(header.means, Some(7));
     let b = resume(&split, 2 * N, resumed, backend);
@@ -353,8 +357,9 @@ fn thermal_restart_is_bit_exact(backend: &str, first: usize, resumed: usize) {
 /// Onto more and fewer devices (GPUs are physical: a host with one resumes onto the same count).
 fn thermal_restarts(m: Module) {
     let d = |k| m.devices_up_to(k);
-    thermal_restart_is_bit_exact(m.name(), d(1), d(3));
-    thermal_restart_is_bit_exact(m.name(), d(3), d(2));
+    thermal_restart_is_bit_exact(m.name(), d(1), d(3), "f32");
+    thermal_restart_is_bit_exact(m.name(), d(3), d(2), "f32");
+    thermal_restart_is_bit_exact(m.name(), d(3), d(2), "f16");
 }
 
 per_module!(thermal_restarts => a_thermal_restart_is_bit_exact_on_the_cpu_module,

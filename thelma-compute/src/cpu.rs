@@ -39,6 +39,7 @@ use crate::params::ModelParams;
 
 #[path = "cpu_thermal.rs"]
 mod thermal;
+use crate::params::check_store_scale;
 use thermal::{ThermalFaces, ThermalLattice, ThermalLinks, THERMAL_SLOT};
 
 #[path = "cpu_inplace.rs"]
@@ -361,7 +362,7 @@ pub struct CpuModule<T: Real + Arith<Scalar = T>, S: Stored<Arith = T> = T> {
     /// 512-bit bundles with AVX-512 (when the CPU has it) rather than [`LANES`].
     wide: bool,
     /// The temperature lattice, when the model couples one to the flow.
-    thermal: Option<ThermalLattice<T>>,
+    thermal: Option<ThermalLattice<T, S>>,
     /// The velocity of the last convergence measure (x, y, z per node; empty until the first) and
     /// whether it belongs to the current run of states (loading populations starts a new one).
     u_prev: Vec<T>,
@@ -475,12 +476,8 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> CpuModule<T, S> {
         if m.slab.cuts_x_or_y() {
             m.sides = Some(SideShapes::new(m.slab.size()));
         }
-        if m.thermal.is_some() && std::mem::size_of::<S>() != std::mem::size_of::<T>() {
-            // The interface buffers carry the temperature's plane in the flow's storage.
-            return Err(ComputeError::Invalid(format!(
-                "a temperature lattice is not available with {} storage",
-                S::PRECISION.name()
-            )));
+        if let Some(t) = &params.thermal {
+            check_store_scale(t, S::PRECISION)?;
         }
         if let Some(init) = &params.initial {
             let g = initial_populations::<T, S>(&m.slab, init)?;
@@ -520,7 +517,7 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> CpuModule<T, S> {
 
     /// The thermal slots of buffers `rin` (read) and `rout` (written) of the channels across the
     /// x and y faces, where the partition cuts x or y and a temperature lattice is coupled.
-    fn thermal_faces(&self, rin: usize, rout: usize) -> Option<ThermalFaces<T>> {
+    fn thermal_faces(&self, rin: usize, rout: usize) -> Option<ThermalFaces<S>> {
         let sh = self.sides.as_ref()?;
         self.thermal.as_ref()?;
         let ptr = |c: &Option<Arc<dyn Channel>>, s: usize, parity: usize| {
@@ -529,7 +526,7 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> CpuModule<T, S> {
                 let at = channel_offset(self.side_values(s), parity) + THERMAL_SLOT * nodes;
                 // SAFETY: the channel holds 2 buffers of side_values(s) values, each ending with
                 // the thermal slot (checked at attach).
-                SyncPtr(unsafe { (c.address() as *mut T).add(at) })
+                SyncPtr(unsafe { (c.address() as *mut S).add(at) })
             })
         };
         Some(ThermalFaces {
@@ -540,20 +537,20 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> CpuModule<T, S> {
     }
 
     /// The thermal slot of buffer `parity` of a channel.
-    fn thermal_ptr(&self, m: &Option<Arc<dyn Channel>>, parity: usize) -> Option<SyncPtr<T>> {
+    fn thermal_ptr(&self, m: &Option<Arc<dyn Channel>>, parity: usize) -> Option<SyncPtr<S>> {
         let vals = self.interface_values();
         let plane = self.slab.nx() * self.slab.ny();
         m.as_ref().map(|m| {
             // SAFETY: the channel holds 2 buffers of `vals` values, each ending with the thermal
             // plane at THERMAL_SLOT · plane (a module with a thermal lattice allocates it so).
             SyncPtr(unsafe {
-                (m.address() as *mut T).add(channel_offset(vals, parity) + THERMAL_SLOT * plane)
+                (m.address() as *mut S).add(channel_offset(vals, parity) + THERMAL_SLOT * plane)
             })
         })
     }
 
     /// The thermal interface pointers of step `t`.
-    fn thermal_links(&self, t: u64) -> ThermalLinks<T> {
+    fn thermal_links(&self, t: u64) -> ThermalLinks<S> {
         let (rin, rout) = (((t + 1) % 2) as usize, (t % 2) as usize);
         let l = &self.links;
         ThermalLinks {
@@ -1873,15 +1870,15 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> ComputeModule for CpuMod
         thelma_core::check_nodes(nodes, n)?;
         let a = &self.a;
         // The temperature lattice's populations after the flow's, per node.
-        let h: &[T] = self.thermal.as_ref().map_or(&[], |th| &th.ha);
-        let qt = h.len() / n;
+        let th = self.thermal.as_ref();
         Ok(nodes
             .iter()
             .flat_map(|&p| {
                 let p = p as usize;
+                let h = th.map(|th| th.populations(p));
                 (0..Q)
                     .map(move |i| a[i * n + p].load().to_f64())
-                    .chain((0..qt).map(move |i| h[i * n + p].to_f64()))
+                    .chain(h.into_iter().flatten().map(|v| v.to_f64()))
             })
             .collect())
     }

@@ -1,20 +1,23 @@
 //! The CPU module's temperature lattice (D3Q7), coupled to the flow step in three passes per step:
 //! the thermal pull gives each node its θ and so the force the flow collides with; the flow's row
-//! loop, with that force, keeps the velocity that advects θ; the thermal collision then stores the
-//! new populations and the crossing ones for the neighbours. Per node this is the order the
-//! physics layer prescribes (`thelma_core::physics::thermal`), so a fused kernel computes the same.
+//! loop, with that force, keeps the velocity that advects θ; the thermal collision then collides
+//! the pulled populations (kept between the passes in the arithmetic's precision, as the fused
+//! kernel keeps them in registers) and stores the new populations and the crossing ones for the
+//! neighbours. Per node this is the order the physics layer prescribes
+//! (`thelma_core::physics::thermal`), so a fused kernel computes the same.
 //!
 //! Layout and protocol are the flow's: `h[i][z][y][x]`, two lattices swapped each step, and the
 //! crossing populations (direction 5 up, 6 down) in the interface buffers' slot after the flow's
-//! five, of the same parities.
+//! five, of the same parities. Populations are kept in the flow's stored type `S`, scaled by the
+//! setup's store scale (`load_thermal`, `store_thermal`: 1 unless stored in 16 bits).
 
 use rayon::prelude::*;
 use thelma_core::physics::d3q19::{C, OPP};
 use thelma_core::physics::{
-    collide_thermal, coupled_force, dirichlet_term, temperature, thermal_equilibrium_populations,
-    Arith, ThermalCoefficients, ThermalFace, ThermalSetup, QT,
+    collide_thermal, coupled_force, dirichlet_term, load_thermal, store_thermal, temperature,
+    thermal_equilibrium_populations, Arith, ThermalCoefficients, ThermalFace, ThermalSetup, QT,
 };
-use thelma_core::{ComputeError, Real, SlabSpec, StepPart};
+use thelma_core::{ComputeError, Real, SlabSpec, StepPart, Stored};
 
 use super::{part_rows, SyncPtr};
 
@@ -23,13 +26,18 @@ use super::{part_rows, SyncPtr};
 pub(super) const THERMAL_SLOT: usize = thelma_core::physics::D3Q19.crossing();
 
 /// One slab's temperature lattice and its coupling arrays.
-pub(super) struct ThermalLattice<T> {
+pub(super) struct ThermalLattice<T, S> {
     k: ThermalCoefficients<T>,
     /// What closes the faces (and their patches).
     setup: ThermalSetup,
-    /// Lattice A (current) and B (being written), `[i][z][y][x]`.
-    pub(super) ha: Vec<T>,
-    hb: Vec<T>,
+    /// The store scale and its inverse (`ThermalSetup::store_scale`).
+    scale: T,
+    inv: T,
+    /// Lattice A (current) and B (being written), `[i][z][y][x]`, as stored.
+    ha: Vec<S>,
+    hb: Vec<S>,
+    /// Each node's pulled populations between the passes, as collided (`[i][z][y][x]`).
+    kept: Vec<T>,
     /// This step's force on the flow, per axis and node: the uniform force plus `θ · (−β g)`.
     pub(super) force: [Vec<T>; 3],
     /// This step's velocity that advects θ, per axis and node, kept by the flow's row loop.
@@ -71,18 +79,22 @@ impl<T> ThermalFaces<T> {
     }
 }
 
-impl<T: Real + Arith<Scalar = T>> ThermalLattice<T> {
+impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> ThermalLattice<T, S> {
     /// A slab of `n` nodes at the setup's uniform θ, at rest; `uniform` is the model's body force.
     pub(super) fn new(setup: &ThermalSetup, n: usize, uniform: Option<[f64; 3]>) -> Self {
-        let mut ha = vec![T::zero(); QT * n];
+        let scale = T::of(setup.store_scale);
+        let mut ha = vec![S::default(); QT * n];
         let eq = thermal_equilibrium_populations(T::of(setup.initial), [T::zero(); 3]);
         for (i, v) in eq.into_iter().enumerate() {
-            ha[i * n..(i + 1) * n].fill(v);
+            ha[i * n..(i + 1) * n].fill(store_thermal(v, scale));
         }
         Self {
             k: ThermalCoefficients::new(&setup.model, |_, x| T::of(x)),
             setup: setup.clone(),
+            scale,
+            inv: T::of(1.0 / setup.store_scale),
             hb: ha.clone(),
+            kept: vec![T::zero(); QT * n],
             ha,
             force: std::array::from_fn(|_| vec![T::zero(); n]),
             u: std::array::from_fn(|_| vec![T::zero(); n]),
@@ -91,8 +103,10 @@ impl<T: Real + Arith<Scalar = T>> ThermalLattice<T> {
         }
     }
 
-    /// Holds the held faces and patches at `table` (`ThermalSetup::held_table`'s layout).
+    /// Holds the held faces and patches at `table` (`ThermalSetup::held_table`'s layout); refused
+    /// where an entry leaves what the stored populations can hold (`ThermalSetup::held_bound`).
     pub(super) fn set_held(&mut self, table: &[f64]) -> Result<(), ComputeError> {
+        crate::params::check_held(&self.setup, table, S::PRECISION)?;
         if self.setup.set_held(table) {
             Ok(())
         } else {
@@ -104,21 +118,27 @@ impl<T: Real + Arith<Scalar = T>> ThermalLattice<T> {
         }
     }
 
-    /// Pass 1: pulls every fluid node of the planes `part` thermal populations into lattice B
-    /// (before collision) and sets its force from the θ they carry. `bounce(p)` are the flow's
-    /// bounce-back bits of node p (a set bit `i ≤ 6` inside the box is an obstacle: adiabatic);
-    /// `solid(p)` whether it is solid (its populations are kept).
-    pub(super) fn pull(
-        &mut self,
+    /// Node p's stored population i of lattice A, as collided.
+    #[inline(always)]
+    fn load(&self, i: usize, p: usize) -> T {
+        load_thermal(self.ha[i * (self.ha.len() / QT) + p], self.inv)
+    }
+
+    /// The populations h̃_i(x − c_i) fluid node (x, y, z) = p pulls from lattice A: across a box
+    /// face its closure (adiabatic: bounce-back; held: anti-bounce-back to the face's θ; outflow:
+    /// the node's own), from an obstacle (a set bit `i ≤ 6` of `mask`, the flow's bounce-back
+    /// bits) bounce-back, across a slab or subdomain face the neighbour's interface value,
+    /// elsewhere the neighbour (wrapped on periodic, uncut x and y).
+    #[inline(always)]
+    fn pulled(
+        &self,
         slab: &SlabSpec,
-        links: ThermalLinks<T>,
-        bounce: &(impl Fn(usize) -> u32 + Sync),
-        solid: &(impl Fn(usize) -> bool + Sync),
-        part: StepPart,
-    ) {
+        links: &ThermalLinks<S>,
+        mask: u32,
+        [x, y, z]: [usize; 3],
+    ) -> [T; QT] {
         let (nx, ny, nz) = (slab.nx(), slab.ny(), slab.nz());
         let n = slab.nodes();
-        // x and y wrap onto the box where they are periodic and uncut.
         let g = slab.grid;
         let periodic = slab.domain.periodic;
         let periodic = [
@@ -126,105 +146,127 @@ impl<T: Real + Arith<Scalar = T>> ThermalLattice<T> {
             periodic[1] && g[1] == 1,
             periodic[2],
         ];
-        let ha = &self.ha;
-        let hb = SyncPtr(self.hb.as_mut_ptr());
-        let force = self.force.each_mut().map(|f| SyncPtr(f.as_mut_ptr()));
-        let (k, setup, uniform) = (&self.k, &self.setup, self.uniform);
         let o = slab.origin();
+        let p = (z * ny + y) * nx + x;
+        let ha = &self.ha;
+        let ld = |j: usize| load_thermal(ha[j], self.inv);
+        let mut h = [T::zero(); QT];
+        h[0] = ld(p);
+        for i in 1..QT {
+            let a = (i - 1) / 2;
+            let q = [x, y, z][a] as isize - C[i][a] as isize;
+            let size = [nx, ny, nz][a] as isize;
+            let outside = q < 0 || q >= size;
+            // Beyond the slab along z there is a neighbour where its buffer exists, and beyond a
+            // grid's x or y side where its channel does; beyond the box elsewhere, a face (or a
+            // periodic wrap along x and y).
+            let across = outside && (a == 2 || g[a] > 1);
+            let f = 2 * a + usize::from(q >= 0);
+            let buf = match (a, links.faces) {
+                (2, _) if q < 0 => links.below_in,
+                (2, _) => links.above_in,
+                (_, Some(tf)) => tf.reads[f].map(|b| {
+                    // SAFETY: the slot holds one value per face node.
+                    SyncPtr(unsafe { b.get().add(tf.at(f, [x, y, z])) })
+                }),
+                _ => None,
+            };
+            let face = if outside && !(a < 2 && periodic[a]) && !(across && buf.is_some()) {
+                Some(self.setup.face_at(f, [x + o[0], y + o[1], z + o[2]]))
+            } else {
+                None
+            };
+            h[i] = match face {
+                Some(ThermalFace::Adiabatic) => ld(OPP[i] * n + p),
+                Some(ThermalFace::Held(tw)) => -ld(OPP[i] * n + p) + dirichlet_term(T::of(tw)),
+                Some(ThermalFace::Outflow) => ld(i * n + p),
+                None if mask & (1 << i) != 0 => ld(OPP[i] * n + p),
+                None if across => {
+                    let b = buf.expect("a neighbour's buffer");
+                    // SAFETY: the buffer's thermal slot holds one plane (a side's: the pointer is
+                    // the node's own value); y < ny, x < nx. The neighbour wrote it in the
+                    // previous step, ordered by the barrier.
+                    let v = unsafe { *b.get().add(if a == 2 { y * nx + x } else { 0 }) };
+                    load_thermal(v, self.inv)
+                }
+                None => {
+                    let mut s = [x as isize, y as isize, z as isize];
+                    s[a] = q.rem_euclid(size);
+                    ld(i * n + ((s[2] as usize * ny + s[1] as usize) * nx) + s[0] as usize)
+                }
+            };
+        }
+        h
+    }
+
+    /// Pass 1: pulls every fluid node of the planes `part` and keeps its populations for pass 3,
+    /// and sets the force of every node from the θ its pulled populations carry (a solid node's
+    /// own). `bounce(p)` are the flow's bounce-back bits of node p, `solid(p)` whether it is solid.
+    pub(super) fn pull(
+        &mut self,
+        slab: &SlabSpec,
+        links: ThermalLinks<S>,
+        bounce: &(impl Fn(usize) -> u32 + Sync),
+        solid: &(impl Fn(usize) -> bool + Sync),
+        part: StepPart,
+    ) {
+        let (nx, ny, nz) = (slab.nx(), slab.ny(), slab.nz());
+        let n = slab.nodes();
+        let force = self.force.each_mut().map(|f| SyncPtr(f.as_mut_ptr()));
+        let kept = SyncPtr(self.kept.as_mut_ptr());
+        let this = &*self;
         part_rows(part, nz, ny).for_each(|(z, y)| {
             for x in 0..nx {
                 let p = (z * ny + y) * nx + x;
-                let mut h: [T; QT] = std::array::from_fn(|i| ha[i * n + p]);
-                if !solid(p) {
-                    let mask = bounce(p);
-                    for i in 1..QT {
-                        let a = (i - 1) / 2;
-                        let q = [x, y, z][a] as isize - C[i][a] as isize;
-                        let size = [nx, ny, nz][a] as isize;
-                        let outside = q < 0 || q >= size;
-                        // Beyond the slab along z there is a neighbour where its buffer exists,
-                        // and beyond a grid's x or y side where its channel does; beyond the box
-                        // elsewhere, a face (or a periodic wrap along x and y).
-                        let across = outside && (a == 2 || g[a] > 1);
-                        let f = 2 * a + usize::from(q >= 0);
-                        let buf = match (a, links.faces) {
-                            (2, _) if q < 0 => links.below_in,
-                            (2, _) => links.above_in,
-                            (_, Some(tf)) => tf.reads[f].map(|b| {
-                                // SAFETY: the slot holds one value per face node.
-                                SyncPtr(unsafe { b.get().add(tf.at(f, [x, y, z])) })
-                            }),
-                            _ => None,
-                        };
-                        let face =
-                            if outside && !(a < 2 && periodic[a]) && !(across && buf.is_some()) {
-                                Some(setup.face_at(f, [x + o[0], y + o[1], z + o[2]]))
-                            } else {
-                                None
-                            };
-                        h[i] = match face {
-                            Some(ThermalFace::Adiabatic) => ha[OPP[i] * n + p],
-                            Some(ThermalFace::Held(tw)) => {
-                                -ha[OPP[i] * n + p] + dirichlet_term(T::of(tw))
-                            }
-                            Some(ThermalFace::Outflow) => ha[i * n + p],
-                            None if mask & (1 << i) != 0 => ha[OPP[i] * n + p],
-                            None if across => {
-                                let b = buf.expect("a neighbour's buffer");
-                                // SAFETY: the buffer's thermal slot holds one plane (a side's: the
-                                // pointer is the node's own value); y < ny, x < nx. The neighbour
-                                // wrote it in the previous step, ordered by the barrier.
-                                unsafe { *b.get().add(if a == 2 { y * nx + x } else { 0 }) }
-                            }
-                            None => {
-                                let mut s = [x as isize, y as isize, z as isize];
-                                s[a] = q.rem_euclid(size);
-                                ha[i * n
-                                    + ((s[2] as usize * ny + s[1] as usize) * nx)
-                                    + s[0] as usize]
-                            }
-                        };
+                let h = if solid(p) {
+                    std::array::from_fn(|i| load_thermal(this.ha[i * n + p], this.inv))
+                } else {
+                    let h = this.pulled(slab, &links, bounce(p), [x, y, z]);
+                    for (i, v) in h.into_iter().enumerate() {
+                        // SAFETY: node p is written by this task alone.
+                        unsafe { *kept.get().add(i * n + p) = v };
                     }
-                }
-                let f = coupled_force(temperature(&h), uniform, k);
+                    h
+                };
+                let f = coupled_force(temperature(&h), this.uniform, &this.k);
                 for a in 0..3 {
-                    // SAFETY: node p is written by this task alone.
+                    // SAFETY: as above.
                     unsafe { *force[a].get().add(p) = f[a] };
-                }
-                for (i, v) in h.into_iter().enumerate() {
-                    // SAFETY: as above, lattice B at node p.
-                    unsafe { *hb.get().add(i * n + p) = v };
                 }
             }
         });
     }
 
     /// Pass 3: collides the pulled populations of every fluid node of the planes `part` with the
-    /// velocity the flow's pass kept, publishes the boundary layers' crossing populations, and
-    /// where the part closes the step swaps the lattices.
+    /// velocity the flow's pass kept, stores them into lattice B and publishes the boundary
+    /// layers' crossing populations (a solid node's are kept as they are); where the part closes
+    /// the step, swaps the lattices.
     pub(super) fn collide(
         &mut self,
         slab: &SlabSpec,
-        links: ThermalLinks<T>,
+        links: ThermalLinks<S>,
         solid: &(impl Fn(usize) -> bool + Sync),
         part: StepPart,
     ) {
         let (nx, ny, nz) = (slab.nx(), slab.ny(), slab.nz());
         let n = slab.nodes();
         let hb = SyncPtr(self.hb.as_mut_ptr());
-        let (k, u, nu) = (&self.k, &self.u, &self.nu);
+        let this = &*self;
+        let (k, u, nu) = (&this.k, &this.u, &this.nu);
         part_rows(part, nz, ny).for_each(|(z, y)| {
             for x in 0..nx {
                 let p = (z * ny + y) * nx + x;
-                // SAFETY: node p of lattice B is read and written by this task alone.
-                let mut h: [T; QT] = std::array::from_fn(|i| unsafe { *hb.get().add(i * n + p) });
-                if !solid(p) {
+                let h: [S; QT] = if solid(p) {
+                    std::array::from_fn(|i| this.ha[i * n + p])
+                } else {
+                    let mut h: [T; QT] = std::array::from_fn(|i| this.kept[i * n + p]);
                     let nu_t = nu.as_ref().map(|v| v[p]);
                     collide_thermal(&mut h, [u[0][p], u[1][p], u[2][p]], k, nu_t);
-                    for (i, v) in h.into_iter().enumerate() {
-                        // SAFETY: as above.
-                        unsafe { *hb.get().add(i * n + p) = v };
-                    }
+                    h.map(|v| store_thermal(v, this.scale))
+                };
+                for (i, v) in h.into_iter().enumerate() {
+                    // SAFETY: node p of lattice B is written by this task alone.
+                    unsafe { *hb.get().add(i * n + p) = v };
                 }
                 let q = y * nx + x;
                 if z + 1 == nz {
@@ -263,9 +305,9 @@ impl<T: Real + Arith<Scalar = T>> ThermalLattice<T> {
     pub(super) fn publish(
         &self,
         slab: &SlabSpec,
-        up: Option<SyncPtr<T>>,
-        down: Option<SyncPtr<T>>,
-        faces: Option<ThermalFaces<T>>,
+        up: Option<SyncPtr<S>>,
+        down: Option<SyncPtr<S>>,
+        faces: Option<ThermalFaces<S>>,
     ) {
         if let Some(tf) = faces {
             let (nx, ny) = (slab.nx(), slab.ny());
@@ -301,7 +343,7 @@ impl<T: Real + Arith<Scalar = T>> ThermalLattice<T> {
         }
     }
 
-    /// Lattice A as bytes (after the flow's in a module's populations).
+    /// Lattice A as bytes (after the flow's in a module's populations), as stored.
     pub(super) fn bytes(&self) -> &[u8] {
         bytemuck::cast_slice(&self.ha)
     }
@@ -319,7 +361,11 @@ impl<T: Real + Arith<Scalar = T>> ThermalLattice<T> {
 
     /// θ of node p of lattice A.
     pub(super) fn theta(&self, p: usize) -> T {
-        let n = self.ha.len() / QT;
-        temperature(&std::array::from_fn(|i| self.ha[i * n + p]))
+        temperature(&self.populations(p))
+    }
+
+    /// The populations of node p of lattice A, as collided.
+    pub(super) fn populations(&self, p: usize) -> [T; QT] {
+        std::array::from_fn(|i| self.load(i, p))
     }
 }

@@ -61,3 +61,45 @@ impl ModelParams {
         }
     }
 }
+
+/// Refuses a temperature lattice whose store scale does not keep its populations within what
+/// `precision` stores: in 16 bits the scale must be a power of two with the setup's reach below
+/// `1 / scale` (`ThermalSetup::store_scale_for` makes it so); stored as computed, 1.
+pub(crate) fn check_store_scale(
+    setup: &ThermalSetup,
+    precision: Precision,
+) -> Result<(), thelma_core::ComputeError> {
+    let s = setup.store_scale;
+    let power_of_two = s.is_finite() && s > 0.0 && s.log2().fract() == 0.0;
+    let fits = if precision.is_16_bit() {
+        power_of_two && setup.reach() < setup.held_bound(precision)
+    } else {
+        s == 1.0
+    };
+    if fits {
+        Ok(())
+    } else {
+        Err(thelma_core::ComputeError::Invalid(format!(
+            "the temperature lattice's store scale {s} does not hold its reach |θ| {} in {} storage",
+            setup.reach(),
+            precision.name()
+        )))
+    }
+}
+
+/// Refuses a held θ table (`ThermalSetup::held_table`'s layout) with an entry of |θ| at or beyond
+/// what `precision` stores under the setup's store scale (`ThermalSetup::held_bound`).
+pub(crate) fn check_held(
+    setup: &ThermalSetup,
+    table: &[f64],
+    precision: Precision,
+) -> Result<(), thelma_core::ComputeError> {
+    let bound = setup.held_bound(precision);
+    match table.iter().find(|t| !(t.abs() < bound)) {
+        Some(t) => Err(thelma_core::ComputeError::Invalid(format!(
+            "held θ {t} is beyond what {} storage holds under this case's scale (|θ| < {bound})",
+            precision.name()
+        ))),
+        None => Ok(()),
+    }
+}

@@ -624,13 +624,16 @@ pub fn slab_bytes(
 }
 
 /// Bytes a slab's temperature lattice adds to [`slab_bytes`] (D3Q7 beside the flow): two lattices
-/// of 7 populations, the per-node force and advecting velocity the CPU module keeps between its
-/// passes (3 + 3 values; the CUDA module's fused step needs none, so this bounds both), and the
+/// of 7 populations as stored, and what the CPU module keeps between its passes in the
+/// arithmetic's precision, the pulled populations, the per-node force and the advecting velocity
+/// (7 + 3 + 3 values; the CUDA module's fused step needs none, so this bounds both), and the
 /// thermal plane of the 4 channel buffers.
 pub fn thermal_slab_bytes(slab: &SlabSpec, precision: Precision) -> u64 {
     let nodes = slab.nodes() as u64;
     let b = precision.bytes() as u64;
-    (2 * crate::physics::QT as u64 + 6) * nodes * b + 4 * (slab.nx() * slab.ny()) as u64 * b
+    let arith = precision.arithmetic().bytes() as u64;
+    let qt = crate::physics::QT as u64;
+    (2 * qt * b + (qt + 6) * arith) * nodes + 4 * (slab.nx() * slab.ny()) as u64 * b
 }
 
 /// Where a worker thread should be bound.

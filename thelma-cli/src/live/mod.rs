@@ -309,7 +309,13 @@ fn held_temperatures(case: &CaseConfig) -> (Vec<Held>, Option<f64>, Vec<f64>) {
         .map(|a| (b[a] / bn).abs() * case.domain.size[a] as f64)
         .sum();
     let scale = bn * extent;
-    let theta_max = (scale.is_finite() && scale > 0.0).then(|| MAX_SPEED * MAX_SPEED / scale);
+    let buoyant = (scale.is_finite() && scale > 0.0).then(|| MAX_SPEED * MAX_SPEED / scale);
+    // In 16-bit storage, also what the stored populations hold under the case's scale.
+    let stored = Some(setup.held_bound(case.numerics.precision)).filter(|b| b.is_finite());
+    let theta_max = match (buoyant, stored) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
     (held, theta_max, setup.held_table())
 }
 
@@ -1226,6 +1232,11 @@ mod tests {
         assert!((got / expect - 1.0).abs() < 1e-12, "{got} {expect}");
         // About 48 K either side of t0 for this room.
         assert!((40.0..60.0).contains(&got), "{got}");
+        // In 16 bits, what the stored populations hold bounds it first: the room's reach, 3.5 K,
+        // is scaled by 1/16, which holds up to 32 K.
+        let mut half = case.clone();
+        half.numerics.precision = thelma_core::Precision::F16;
+        assert_eq!(held_temperatures(&half).1, Some(32.0));
     }
 
     #[test]

@@ -13,8 +13,9 @@ use cudarc::driver::{
 };
 use thelma_core::physics::d3q19::Q;
 use thelma_core::physics::{
-    coupled_force, dirichlet_term, temperature, thermal_equilibrium_populations, Arith,
-    ImmersedBodies, ThermalCoefficients, ThermalSetup, D3Q19, QT,
+    coupled_force, dirichlet_term, load_thermal, store_thermal, temperature,
+    thermal_equilibrium_populations, Arith, ImmersedBodies, ThermalCoefficients, ThermalSetup,
+    D3Q19, QT,
 };
 use thelma_core::{
     channel_offset, gpu_transport, ChangeSums, Channel, ComputeError, ComputeModule, DevicePair,
@@ -202,7 +203,7 @@ pub struct CudaModule<T: Real + DeviceRepr, S: DeviceStored<Arith = T> = T> {
     open: bool,
     /// The temperature lattice, when the model couples one to the flow: the step kernel is then the
     /// fused collide-thermal one.
-    thermal: Option<ThermalDevice<T>>,
+    thermal: Option<ThermalDevice<S>>,
     /// The immersed bodies' kernels and buffers, when the case has some.
     immersed: Option<ImmersedDevice>,
     health_out: CudaSlice<f64>,
@@ -524,12 +525,8 @@ where
                 ))
             }
         };
-        if params.thermal.is_some() && std::mem::size_of::<S>() != std::mem::size_of::<T>() {
-            // The interface buffers carry the temperature's plane in the flow's storage.
-            return Err(ComputeError::Invalid(format!(
-                "a temperature lattice is not available with {} storage",
-                S::PRECISION.name()
-            )));
+        if let Some(t) = &params.thermal {
+            crate::params::check_store_scale(t, S::PRECISION)?;
         }
         let a = stream
             .alloc_zeros::<S::Bits>(len)
@@ -967,9 +964,10 @@ struct InPlaceDevice {
 }
 
 /// The temperature lattice of a CUDA module: two lattices of 7 populations per node (swapped with
-/// the flow's) and the kernels exporting their crossing populations and gathering listed nodes.
-struct ThermalDevice<T: Real + DeviceRepr> {
-    lattices: [CudaSlice<T>; 2],
+/// the flow's), stored as the flow's are under the setup's store scale, and the kernels exporting
+/// their crossing populations and gathering listed nodes.
+struct ThermalDevice<S: DeviceStored> {
+    lattices: [CudaSlice<S::Bits>; 2],
     ptrs: [u64; 2],
     export: CudaFunction,
     gather: CudaFunction,
@@ -981,9 +979,10 @@ struct ThermalDevice<T: Real + DeviceRepr> {
     held: Option<(u64, usize)>,
 }
 
-impl<T> ThermalDevice<T>
+impl<T, S> ThermalDevice<S>
 where
-    T: Real + Arith<Scalar = T> + DeviceRepr + ValidAsZeroBits + bytemuck::Pod,
+    T: Real + Arith<Scalar = T> + DeviceRepr,
+    S: DeviceStored<Arith = T>,
 {
     /// Both lattices of a slab of `n` nodes at the setup's uniform θ, at rest (lattice 0 current);
     /// with `steered`, the kernels' constant table of held terms filled from the setup.
@@ -1010,16 +1009,17 @@ where
         let oom = |e: cudarc::driver::DriverError| {
             ComputeError::OutOfMemory(format!(
                 "temperature lattice ({} MiB): {e}",
-                (QT * n * std::mem::size_of::<T>()) >> 20
+                (QT * n * std::mem::size_of::<S>()) >> 20
             ))
         };
-        let mut a = stream.alloc_zeros::<T>(QT * n).map_err(oom)?;
-        let b = stream.alloc_zeros::<T>(QT * n).map_err(oom)?;
+        let mut a = stream.alloc_zeros::<S::Bits>(QT * n).map_err(oom)?;
+        let b = stream.alloc_zeros::<S::Bits>(QT * n).map_err(oom)?;
         let eq = thermal_equilibrium_populations(T::of(setup.initial), [T::zero(); 3]);
         if eq.iter().any(|&v| v != T::zero()) {
-            let mut plane = vec![T::zero(); n];
+            let scale = T::of(setup.store_scale);
+            let mut plane = vec![S::Bits::default(); n];
             for (i, v) in eq.into_iter().enumerate() {
-                plane.fill(v);
+                plane.fill(bytemuck::cast(store_thermal::<S>(v, scale)));
                 let mut dst = a.slice_mut(i * n..(i + 1) * n);
                 stream
                     .memcpy_htod(&plane, &mut dst)
@@ -1039,7 +1039,17 @@ where
     }
 }
 
-impl<T: Real + Arith<Scalar = T> + DeviceRepr> ThermalDevice<T> {
+impl<T: Real + Arith<Scalar = T> + DeviceRepr, S: DeviceStored<Arith = T>> ThermalDevice<S> {
+    /// The current lattice `cur`'s populations, as collided.
+    fn download(&self, stream: &Arc<CudaStream>, cur: usize) -> Result<Vec<T>, ComputeError> {
+        let inv = T::of(1.0 / self.setup.store_scale);
+        let bits = to_host(stream, &self.lattices[cur])?;
+        Ok(bytemuck::cast_slice::<S::Bits, S>(&bits)
+            .iter()
+            .map(|&v| load_thermal(v, inv))
+            .collect())
+    }
+
     /// With the held terms compiled into the kernels: whether `table` holds what they hold (a
     /// checkpoint's table, set again on resume), the same term in T at every held face and patch,
     /// entries of rules that hold nothing ignored; `Invalid` otherwise.
@@ -1261,7 +1271,7 @@ where
         let n = self.slab.nodes();
         let theta: Option<Vec<T>> = match &self.thermal {
             Some(th) => {
-                let h = to_host(&self.stream, &th.lattices[self.cur])?;
+                let h = th.download(&self.stream, self.cur)?;
                 Some(
                     (0..n)
                         .map(|p| temperature(&std::array::from_fn(|i| h[i * n + p])))
@@ -1402,6 +1412,7 @@ where
         let th = self.thermal.as_ref().ok_or_else(|| {
             ComputeError::Invalid("held temperatures for a case without [thermal]".into())
         })?;
+        crate::params::check_held(&th.setup, table, S::PRECISION)?;
         let Some(symbol) = th.held else {
             return th.holds(table);
         };
@@ -1649,10 +1660,11 @@ where
         let Some(th) = &self.thermal else {
             return Ok(flow);
         };
-        let heat = gather(&th.gather, th.ptrs[self.cur], QT, std::mem::size_of::<T>())?;
-        let heat: Vec<f64> = bytemuck::pod_collect_to_vec::<u8, T>(&heat)
+        let heat = gather(&th.gather, th.ptrs[self.cur], QT, std::mem::size_of::<S>())?;
+        let inv = T::of(1.0 / th.setup.store_scale);
+        let heat: Vec<f64> = bytemuck::pod_collect_to_vec::<u8, S>(&heat)
             .into_iter()
-            .map(Real::to_f64)
+            .map(|v| Real::to_f64(load_thermal(v, inv)))
             .collect();
         Ok(flow
             .chunks_exact(Q)
@@ -1711,7 +1723,7 @@ where
         let thermal = self
             .thermal
             .as_ref()
-            .map_or(0, |th| th.lattices[0].len() * std::mem::size_of::<T>());
+            .map_or(0, |th| th.lattices[0].len() * std::mem::size_of::<S>());
         let want = flow + thermal;
         if bytes.len() != want {
             return Err(ComputeError::Invalid(format!(
@@ -1726,7 +1738,7 @@ where
         if let Some(th) = &mut self.thermal {
             to_device(
                 &self.stream,
-                &bytemuck::pod_collect_to_vec::<u8, T>(&bytes[flow..]),
+                &bytemuck::pod_collect_to_vec::<u8, S::Bits>(&bytes[flow..]),
                 &mut th.lattices[self.cur],
             )?;
         }

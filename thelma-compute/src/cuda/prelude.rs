@@ -646,6 +646,27 @@ fn storage(s: &mut String, precision: Precision) {
     );
 }
 
+/// The temperature lattice's loads and stores (thelma_core::physics::load_thermal, store_thermal):
+/// `thelma_tload` (of a value), `thelma_tldg` (through the read-only cache) and `thelma_tstore`,
+/// the flow's conversions of `store_t` with the store scale's multiplication (an exact power of
+/// two, in `f32`: only 16-bit storage scales); without a scale, they are the flow's conversions.
+fn thermal_storage(s: &mut String, scale: f64) {
+    let (to, from) = if scale == 1.0 {
+        (String::new(), String::new())
+    } else {
+        (
+            format!(" * {}", lit_f32(scale as f32)),
+            format!(" * {}", lit_f32((1.0 / scale) as f32)),
+        )
+    };
+    let _ = write!(
+        s,
+        "__device__ __forceinline__ real thelma_tload(store_t x) {{ return thelma_load(x){from}; }}\n\
+         __device__ __forceinline__ real thelma_tldg(const store_t* p) {{ return thelma_load(thelma_ldg(p)){from}; }}\n\
+         __device__ __forceinline__ store_t thelma_tstore(real h) {{ return thelma_store<store_t>(h{to}); }}\n"
+    );
+}
+
 /// A float literal that is exactly `x`.
 fn lit_f32(x: f32) -> String {
     format!("{x:?}f")
@@ -770,6 +791,7 @@ pub fn prelude(p: &PreludeParams) -> String {
     s.push_str(&velocity_source(&p.model));
     if let Some(setup) = &p.thermal {
         let fixed = (!p.steered_temperatures).then(|| p.precision.arithmetic());
+        thermal_storage(&mut s, setup.store_scale);
         s.push_str(&thermal_source(&p.model, setup, fixed));
     }
     if !p.sponges.is_empty() {
@@ -969,6 +991,7 @@ mod tests {
                 ThermalFace::Outflow,
             )],
             initial: 0.0,
+            store_scale: 1.0,
         });
         let s = prelude(&p);
         for head in [

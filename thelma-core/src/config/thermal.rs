@@ -163,11 +163,13 @@ impl ThermalConfig {
                 None => faces[b.face as usize] = rule,
             }
         }
+        // Stored as computed; `CaseConfig::thermal_setup` sets the scale of 16-bit storage.
         let setup = ThermalSetup {
             model,
             faces,
             patches,
             initial: initial - self.t0,
+            store_scale: 1.0,
         };
         for face in &self.nusselt {
             if !matches!(setup.faces[*face as usize], ThermalFace::Held(_)) {
@@ -315,6 +317,8 @@ fn temperature(t: f64, t0: f64, si: bool) -> Result<(), String> {
 mod tests {
     use super::*;
     use crate::config::{CaseConfig, Face};
+    use crate::physics::store_scale_of;
+    use crate::Precision;
 
     /// A 16 × 8 × 8 box of ν = 0.05 (lattice units), periodic along z, with `extra` appended.
     const BOX: &str = "[domain]\ncase = \"box\"\nsize = [16, 8, 8]\nperiodic = [false, false, true]\n[physics]\nviscosity = 0.05\n[run]\nsteps = 100\n";
@@ -397,6 +401,44 @@ mod tests {
                 "> 0",
             );
         }
+    }
+
+    /// In 16 bits the populations are scaled by the power of two that puts the case's largest
+    /// |θ| (held faces and patches, the start) in [1/8, 1/4); as computed they are not scaled.
+    #[test]
+    fn sixteen_bit_storage_scales_theta_by_the_cases_reach() {
+        let faces = "[thermal]\nprandtl = 0.71\nt0 = 20.0\ninitial = 18.0\n\
+                     [[boundary]]\nface = \"x-\"\ntemperature = 15.0\n\
+                     [[boundary]]\nface = \"x+\"\ntemperature = 22.0\n";
+        for (precision, scale) in [("f32", 1.0), ("f64", 1.0), ("f16", 1.0 / 32.0)] {
+            let head = BOX.replace(
+                "[run]",
+                &format!("[numerics]\nprecision = \"{precision}\"\n[run]"),
+            );
+            let s = setup(&head, faces);
+            // θ: −5 (x−), 2 (x+), −2 (start): reach 5, 5/32 in [1/8, 1/4); steered up to 64.
+            assert_eq!((s.reach(), s.store_scale), (5.0, scale), "{precision}");
+            let bound = s.held_bound(c_precision(precision));
+            assert_eq!(bound, if scale == 1.0 { f64::INFINITY } else { 64.0 });
+        }
+        // A reach that is a power of two lands on 1/8; none scales by 1.
+        assert_eq!(store_scale_of(4.0), 1.0 / 32.0);
+        assert_eq!(store_scale_of(0.75), 0.25);
+        assert_eq!(store_scale_of(0.0), 1.0);
+        assert_eq!(store_scale_of(f64::NAN), 1.0);
+        assert_eq!(store_scale_of(1e-3), 128.0);
+    }
+
+    fn c_precision(name: &str) -> Precision {
+        [
+            Precision::F32,
+            Precision::F64,
+            Precision::F16,
+            Precision::F16c,
+        ]
+        .into_iter()
+        .find(|p| p.name() == name)
+        .expect("a precision")
     }
 
     #[test]

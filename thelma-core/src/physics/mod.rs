@@ -36,8 +36,9 @@ pub use stencil::{Stencil, D3Q19, D3Q7, MAX_SPEED};
 pub use symbolic::{Recording, Sym};
 pub use thermal::{
     advecting_velocity, buoyancy_force, collide_thermal, coupled_force, dirichlet_term,
-    temperature, thermal_equilibrium, thermal_equilibrium_populations, ThermalCoefficients,
-    ThermalFace, ThermalModel, ThermalSetup, DEFAULT_THERMAL_MAGIC, HELD_FACES, QT,
+    load_thermal, store_scale_of, store_thermal, temperature, thermal_equilibrium,
+    thermal_equilibrium_populations, ThermalCoefficients, ThermalFace, ThermalModel, ThermalSetup,
+    DEFAULT_THERMAL_MAGIC, HELD_FACES, QT,
 };
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ use super::arith::Arith;
 use super::collision::{macroscopic, Macroscopic};
 use super::d3q19::Q;
 use super::stencil::D3Q7;
-use crate::FacePatch;
+use crate::{FacePatch, Precision, Stored};
 
 /// Populations of the temperature lattice (D3Q7: rest, then ±x, ±y, ±z as D3Q19's directions 0–6).
 pub const QT: usize = 7;
@@ -92,9 +92,78 @@ pub struct ThermalSetup {
     /// Parts of faces with their own rule (an inlet in a wall), first match wins.
     pub patches: Vec<(FacePatch, ThermalFace)>,
     pub initial: f64,
+    /// The power of two the populations are multiplied by before they are stored, and divided by
+    /// after they are loaded ([`load_thermal`], [`store_thermal`]): 1 where they are stored as
+    /// computed (f32, f64), [`store_scale_of`] of the case's reach in 16 bits, whose formats
+    /// hold values below 1–2. Fixed for a run from the case's temperatures, so that a
+    /// checkpoint's stored populations read back as they were written whatever was steered since.
+    pub store_scale: f64,
+}
+
+/// The power of two a temperature lattice whose |θ| stays within `reach` scales its populations by
+/// in 16-bit storage: `2^-(⌊log₂ reach⌋ + 3)`, which puts `reach` in [1/8, 1/4). The formats
+/// hold values below 2 ([`ScaledHalf`](crate::ScaledHalf) and [`Half12`](crate::Half12), made for
+/// the flow's shifted populations in (−1/3, 1)); a population is at most about half its node's θ
+/// (the rest one w₀ θ = θ/4, an anti-bounce-back one −h + 2 w θ_w), so every |θ| below `2 / scale`,
+/// 8 to 16 times the reach, stays under 1 once scaled: the room left for held temperatures a
+/// live view steers ([`ThermalSetup::held_bound`]). 1 where `reach` is 0 (θ stays 0) or not
+/// finite. The relative rounding of a stored population is the format's whatever the scale (it is
+/// a power of two): 2⁻¹¹ of the value, where the flow's shifted populations round to 2⁻¹¹ of their
+/// deviation from rest.
+pub fn store_scale_of(reach: f64) -> f64 {
+    if !(reach.is_finite() && reach > 0.0) {
+        return 1.0;
+    }
+    2f64.powi(-(reach.log2().floor() as i32 + 3))
+}
+
+/// A thermal population as stored: `S::store(h · scale)` ([`ThermalSetup::store_scale`]).
+#[inline(always)]
+pub fn store_thermal<S: Stored>(h: S::Arith, scale: S::Arith) -> S {
+    S::store(h * scale)
+}
+
+/// A stored thermal population as collided: `load(x) · inv`, `inv = 1 / scale` (exact: a power of
+/// two).
+#[inline(always)]
+pub fn load_thermal<S: Stored>(x: S, inv: S::Arith) -> S::Arith {
+    x.load() * inv
 }
 
 impl ThermalSetup {
+    /// The largest |θ| the setup holds: its initial θ and every held face's and patch's. With no
+    /// source of heat, θ stays within what the faces and the start hold.
+    pub fn reach(&self) -> f64 {
+        let rules = self.faces.iter().chain(self.patches.iter().map(|(_, r)| r));
+        rules
+            .filter_map(|f| match f {
+                ThermalFace::Held(t) => Some(t.abs()),
+                _ => None,
+            })
+            .fold(self.initial.abs(), f64::max)
+    }
+
+    /// The store scale a run in `precision` keeps: [`store_scale_of`] the reach in 16 bits, 1
+    /// otherwise.
+    pub fn store_scale_for(&self, precision: Precision) -> f64 {
+        if precision.is_16_bit() {
+            store_scale_of(self.reach())
+        } else {
+            1.0
+        }
+    }
+
+    /// The largest |θ| a held face may be set to in `precision` (open bound): in 16 bits,
+    /// `2 / store_scale` (see [`store_scale_of`]), below which the stored populations stay in their
+    /// format's range; infinite otherwise.
+    pub fn held_bound(&self, precision: Precision) -> f64 {
+        if precision.is_16_bit() {
+            2.0 / self.store_scale
+        } else {
+            f64::INFINITY
+        }
+    }
+
     /// The spread of the θ its held faces and patches hold (highest minus lowest), the reference
     /// difference of Nusselt numbers; `None` without two different held values.
     pub fn held_spread(&self) -> Option<f64> {
