@@ -95,7 +95,8 @@ pub(crate) fn check_held(
     precision: Precision,
 ) -> Result<(), thelma_core::ComputeError> {
     let bound = setup.held_bound(precision);
-    match table.iter().find(|t| !(t.abs() < bound)) {
+    let inside = |t: f64| t.abs().partial_cmp(&bound) == Some(std::cmp::Ordering::Less);
+    match table.iter().find(|t| !inside(**t)) {
         Some(t) => Err(thelma_core::ComputeError::Invalid(format!(
             "held θ {t} is beyond what {} storage holds under this case's scale (|θ| < {bound})",
             precision.name()
