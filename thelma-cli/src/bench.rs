@@ -100,12 +100,12 @@ pub struct BenchArgs {
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub warmup: Option<u64>,
     /// CUDA: threads per block along x of the collision kernel (a power of two). Default: 32 for
-    /// the f32 step with a temperature lattice, 128 otherwise.
+    /// the step with a temperature lattice (f32 or f16), 128 otherwise.
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub block: Option<u32>,
     /// CUDA: minimum resident blocks per multiprocessor the kernel is compiled for (bounds its
     /// registers). Default: 1,024 threads' worth in f32 (896 with [thermal], 768 with [thermal]
-    /// under the Smagorinsky model), 1,280 in f16, 512 in f64.
+    /// under the Smagorinsky model), 1,280 in f16 (1,024 with [thermal]), 512 in f64.
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub min_blocks: Option<u32>,
     /// CPU backend: threads in all (0: one per core).

@@ -64,7 +64,8 @@ impl ModelParams {
 
 /// Refuses a temperature lattice whose store scale does not keep its populations within what
 /// `precision` stores: in 16 bits the scale must be a power of two with the setup's reach below
-/// `1 / scale` (`ThermalSetup::store_scale_for` makes it so); stored as computed, 1.
+/// `ThermalSetup::held_bound`, `2 / scale` (`ThermalSetup::store_scale_for` puts it below
+/// `1 / (4 scale)`); stored as computed, 1.
 pub(crate) fn check_store_scale(
     setup: &ThermalSetup,
     precision: Precision,

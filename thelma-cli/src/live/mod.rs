@@ -161,7 +161,8 @@ struct Limits {
     temperatures: Vec<Held>,
     /// The case's reference temperature: a held θ is `T − t0`.
     t0: f64,
-    /// The largest |T − t0| a held temperature may take, where buoyancy acts.
+    /// The largest |T − t0| a held temperature may take, where buoyancy acts or the storage is
+    /// 16-bit.
     theta_max: Option<f64>,
     /// Whether temperatures are °C or K (`[units]`): none below absolute zero.
     si: bool,
@@ -244,7 +245,8 @@ impl Limits {
                 let (lo, hi) = self.temperature_range();
                 if !value.is_finite() || *value <= lo || *value >= hi {
                     let why = if self.theta_max.is_some() {
-                        "the buoyant speed √(|g β (T − t0)| H) under the Mach limit"
+                        "the buoyant speed √(|g β (T − t0)| H) under the Mach limit, and in 16-bit \
+                         storage what the stored populations hold"
                     } else {
                         "finite"
                     };
@@ -265,8 +267,9 @@ impl Limits {
 
 /// The held temperatures of `case` the page can steer, in the held θ table's order; the largest
 /// |T − t0| one may take: the buoyant free-fall speed `√(|g β θ| H)` over the domain's extent `H`
-/// along gravity stays under the Mach limit the walls obey (`None` without buoyancy); and the held
-/// θ table itself (empty without a temperature lattice).
+/// along gravity stays under the Mach limit the walls obey, and in 16-bit storage |θ| stays below
+/// `ThermalSetup::held_bound` (`None` with neither); and the held θ table itself (empty without a
+/// temperature lattice).
 fn held_temperatures(case: &CaseConfig) -> (Vec<Held>, Option<f64>, Vec<f64>) {
     let Some(setup) = case.validate().ok().and_then(|l| case.thermal_setup(&l)) else {
         return (Vec::new(), None, Vec::new());
