@@ -413,3 +413,16 @@ fn sponges_that_cannot_hold_are_refused_naming_the_key() {
     let e = CaseConfig::parse(&text, false).expect_err("unknown key");
     assert!(e.to_string().contains("depth"), "{e}");
 }
+
+/// An amplitude holding a line break (TOML's `"\n"`) that does not parse is refused in one line,
+/// the break written as `\n`: the message quotes the text.
+#[test]
+fn an_amplitude_with_a_line_break_is_refused_in_one_line() {
+    let inlet = "[[boundary]]\nface = \"x-\"\nkind = \"velocity\"\nvelocity = [0.05, 0, 0]\n\
+                 amplitude = \"min(t, 1) w\\n(t)\"\n";
+    let e = validate(BOX, inlet).expect_err("the amplitude does not parse");
+    assert_eq!(e.key, "boundary", "{e:?}");
+    let text = e.to_string();
+    assert_eq!(text.lines().count(), 1, "{text:?}");
+    assert!(text.contains("w\\n(t)"), "{text:?}");
+}

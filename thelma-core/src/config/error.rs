@@ -22,8 +22,27 @@ pub(super) fn bad(
     ConfigError {
         key,
         flag,
-        message: message.into(),
+        message: escape_controls(message.into()),
     }
+}
+
+/// `message` with its control characters escaped (`\n` for a line break): a message may quote a
+/// case's text, and a string in the case may hold a line break (TOML's `"\n"`), which must not
+/// split the one-line message.
+fn escape_controls(message: String) -> String {
+    if !message.chars().any(char::is_control) {
+        return message;
+    }
+    message
+        .chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 /// A case file that cannot be read as a case.

@@ -4,7 +4,7 @@
 use exmex::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use super::error::ConfigError;
+use super::error::{bad, ConfigError};
 use super::units::UnitScales;
 use crate::physics::MAX_SPEED;
 
@@ -62,32 +62,28 @@ impl Compiled {
             Expression::Number(v) => return Ok(Compiled::Number(*v)),
             Expression::Text(t) => t,
         };
-        let flat = FlatEx::<f64>::parse(text).map_err(|err| ConfigError {
-            key,
-            flag: "--config",
-            // Escaped, so that a line break in the text (or the parser's echo of it) cannot
-            // split the one-line message.
-            message: format!(
-                "`{}` is not an expression: {}",
-                text.escape_debug(),
-                err.to_string().escape_debug()
-            ),
+        // `bad` escapes a line break in the text (or in the parser's echo of it).
+        let flat = FlatEx::<f64>::parse(text).map_err(|err| {
+            bad(
+                key,
+                "--config",
+                format!("`{text}` is not an expression: {err}"),
+            )
         })?;
         let slots = flat
             .var_names()
             .iter()
             .map(|v| {
-                VARIABLES
-                    .iter()
-                    .position(|w| w == v)
-                    .ok_or_else(|| ConfigError {
+                VARIABLES.iter().position(|w| w == v).ok_or_else(|| {
+                    bad(
                         key,
-                        flag: "--config",
-                        message: format!(
+                        "--config",
+                        format!(
                             "`{text}` uses `{v}`; an initial state may use {}",
                             VARIABLES.join(", ")
                         ),
-                    })
+                    )
+                })
             })
             .collect::<Result<_, _>>()?;
         Ok(Compiled::Expression {
@@ -169,19 +165,15 @@ impl InitialState {
     /// The state at a node, or why it cannot start a run.
     pub fn check(&self, x: usize, y: usize, z: usize) -> Result<(f64, [f64; 3]), ConfigError> {
         let (drho, u) = self.at(x, y, z);
-        let bad = |message: String| ConfigError {
-            key: "initial",
-            flag: "--config",
-            message,
-        };
+        let refuse = |message: String| bad("initial", "--config", message);
         if !(drho.is_finite() && drho > -1.0) {
-            return Err(bad(format!(
+            return Err(refuse(format!(
                 "the density at node ({x}, {y}, {z}) is {}, not a finite number > 0",
                 drho + 1.0
             )));
         }
         if u.iter().any(|c| !c.is_finite() || c.abs() >= MAX_SPEED) {
-            return Err(bad(format!(
+            return Err(refuse(format!(
                 "the velocity at node ({x}, {y}, {z}) is {u:?} in lattice units; each component must be finite and below {MAX_SPEED}"
             )));
         }
