@@ -14,7 +14,7 @@ use thelma_core::physics::{Collision, ThermalFace, ThermalModel, ThermalSetup};
 use thelma_core::{
     BoundaryConfig, BoundaryKind, CaseConfig, ComputeError, ComputeModule, Face, Layout,
     LocalCluster, ModuleFactory, Placement, Precision, Runtime, RuntimeError, SlabSpec,
-    SpongeConfig, Streaming, Transport, TransportRefused,
+    SpongeConfig, Streaming, Transport, TransportRefused, MAX_SLABS_PER_RANK,
 };
 use thelma_tests::{
     box_case, cpu_factory, domain, gpus, local_job, model, run_from_vortex, variant_case,
@@ -444,4 +444,56 @@ fn a_layout_the_job_cannot_run_is_refused() {
     .err()
     .unwrap();
     assert_eq!(e.to_string(), "rank 1 serves slabs; rank 0 coordinates");
+}
+
+/// Message tags are numbered per rank (a slab's place among its rank's slabs), not per job: a job
+/// of more slabs than a rank's tags can name (920 planes over two ranks, alternating, so that every
+/// interface crosses ranks) equals one slab bit for bit; a rank given more slabs than its tags
+/// can name is refused before anything starts.
+#[test]
+fn a_job_holds_more_slabs_than_one_ranks_tags_name() {
+    let n = MAX_SLABS_PER_RANK + 10;
+    let c = box_case(
+        [4, 3, n],
+        [true, true, true],
+        0.05,
+        Collision::BGK,
+        Precision::F32,
+    );
+    let reference = run_from_vortex(Module::Cpu.runtime(&c, 1), &c, 3);
+    let ranks: Vec<usize> = (0..n).map(|s| s % 2).collect();
+    let layout = layout_of(&c, &ranks);
+    assert!(layout.places().into_iter().max().unwrap() < MAX_SLABS_PER_RANK);
+    let c2 = c.clone();
+    let got = within_a_minute(move || {
+        let (rt, servers) = local_job(&layout, |_| cpu_factory(&c2, 1));
+        let out = run_from_vortex(rt.expect("the job starts"), &c2, 3);
+        for s in servers {
+            s.join().unwrap().expect("a rank served to the end");
+        }
+        out
+    });
+    assert!(
+        got == reference,
+        "{n} slabs over two ranks differ from one slab"
+    );
+
+    let mut ranks = vec![0; n];
+    ranks[n - 1] = 1;
+    let job = LocalCluster::job(2);
+    let e = Runtime::start_cluster(
+        cpu_factory(&c, 1),
+        &layout_of(&c, &ranks),
+        job[0].clone(),
+        Arc::new(AtomicBool::new(false)),
+    )
+    .err()
+    .unwrap();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "a rank runs {} slabs: a rank of a cluster job runs at most {MAX_SLABS_PER_RANK}",
+            n - 1
+        )
+    );
 }

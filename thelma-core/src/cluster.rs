@@ -19,27 +19,36 @@ use std::sync::Arc;
 use crate::domain::{Domain, PartitionError, SlabSpec, SIDE_COUNT};
 use parking_lot::{Condvar, Mutex};
 
-/// A message tag. Commands and replies of slab `s` travel under `s`; the exchange under
-/// [`exchange_tag`].
+/// A message tag. MPI matches a message by its sender, receiver and tag, so a tag need only tell
+/// apart the messages between one pair of ranks: each slab's commands and replies travel between
+/// rank 0 and the slab's rank under [`command_tag`], and its rank alone receives its channels'
+/// messages, under [`exchange_tag`]; both are numbered by the slab's place among its rank's slabs
+/// ([`Layout::places`]), so the tags bound the slabs of one rank, never a job's.
 pub type Tag = i32;
 
-/// The tag of the channel subdomain `reader` reads across `side` ([`SIDES`]; a slab's are 0, from
-/// below, and 1, from above).
-pub fn exchange_tag(reader: usize, side: usize) -> Tag {
-    EXCHANGE_TAGS + (SIDE_COUNT * reader + side) as Tag
+/// The tag of the commands and replies of the slab at `place` among its rank's slabs.
+pub fn command_tag(place: usize) -> Tag {
+    place as Tag
 }
 
-/// The first exchange tag; slab indices (command tags) stay below it. MPI guarantees tags up to
-/// 32,767.
+/// The tag of the channel that the slab at `place` among its rank's slabs reads across `side`
+/// ([`SIDES`]; a slab's are 0, from below, and 1, from above).
+///
+/// [`SIDES`]: crate::domain::SIDES
+pub fn exchange_tag(place: usize, side: usize) -> Tag {
+    EXCHANGE_TAGS + (SIDE_COUNT * place + side) as Tag
+}
+
+/// The first exchange tag; command tags stay below it. MPI guarantees tags up to 32,767.
 const EXCHANGE_TAGS: Tag = 16_384;
 
 /// The tag of what ranks say before their slabs exist (their layouts), below the exchange's and
-/// above any slab's.
+/// above any command's.
 pub(crate) const SETUP_TAG: Tag = EXCHANGE_TAGS - 1;
 
-/// The most subdomains a job may have: every subdomain's exchange tags (one per side) must be
-/// valid MPI tags.
-pub const MAX_SLABS: usize = (32_768 - EXCHANGE_TAGS as usize) / SIDE_COUNT;
+/// The most slabs (subdomains) one rank of a job may run: each one's exchange tags (one per side)
+/// must be valid MPI tags. A job's count is not bounded by its tags.
+pub const MAX_SLABS_PER_RANK: usize = (32_768 - EXCHANGE_TAGS as usize) / SIDE_COUNT;
 
 /// A failed message, collective or job.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -120,6 +129,19 @@ impl Layout {
     pub fn local(&self, rank: usize) -> Vec<usize> {
         (0..self.slabs.len())
             .filter(|&s| self.ranks[s] == rank)
+            .collect()
+    }
+
+    /// Each slab's place among its rank's slabs (in slab order): what its message tags are
+    /// numbered by ([`command_tag`], [`exchange_tag`]).
+    pub fn places(&self) -> Vec<usize> {
+        let mut next = vec![0; self.rank_count()];
+        self.ranks
+            .iter()
+            .map(|&r| {
+                next[r] += 1;
+                next[r] - 1
+            })
             .collect()
     }
 
@@ -290,6 +312,34 @@ mod tests {
         assert_eq!(l.rank_count(), 3);
         assert_eq!(l.slabs[5].z, 20..24);
         assert_eq!(Layout::single(d, &[7]).unwrap().ranks, vec![0]);
+    }
+
+    /// Each slab's place counts its rank's slabs before it; the tags of its rank's slabs (and of
+    /// its rank's channels) are distinct, within MPI's guaranteed range, and apart from the setup
+    /// tag, up to the most slabs a rank may run.
+    #[test]
+    fn tags_are_distinct_per_rank_and_valid_mpi_tags() {
+        let d = Domain::new([2, 2, 8], [false; 3]);
+        let l = Layout {
+            ranks: vec![1, 0, 1, 1, 2, 0, 2, 1],
+            devices: vec![0; 8],
+            slabs: SlabSpec::split(d, 8).unwrap(),
+        };
+        assert_eq!(l.places(), vec![0, 0, 1, 2, 0, 1, 1, 3]);
+        let mut tags: Vec<Tag> = (0..MAX_SLABS_PER_RANK).map(command_tag).collect();
+        for place in 0..MAX_SLABS_PER_RANK {
+            tags.extend((0..SIDE_COUNT).map(|side| exchange_tag(place, side)));
+        }
+        tags.push(SETUP_TAG);
+        let n = tags.len();
+        tags.sort_unstable();
+        tags.dedup();
+        assert_eq!(tags.len(), n);
+        assert!(
+            tags[0] >= 0 && tags[n - 1] <= 32_767,
+            "{:?}",
+            (tags[0], tags[n - 1])
+        );
     }
 
     #[test]

@@ -19,7 +19,8 @@ mod transport;
 
 pub use affinity::{bind_current_thread, core_count, pci_locality, AffinityError, Binding};
 pub use cluster::{
-    exchange_tag, Cluster, ClusterError, Incoming, Layout, LocalCluster, Outgoing, Tag, MAX_SLABS,
+    command_tag, exchange_tag, Cluster, ClusterError, Incoming, Layout, LocalCluster, Outgoing,
+    Tag, MAX_SLABS_PER_RANK,
 };
 pub use compute::{
     check_node_forces, check_nodes, plane_axes, slab_bytes, thermal_slab_bytes, ChangeSums,

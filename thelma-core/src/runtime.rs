@@ -17,7 +17,9 @@ use parking_lot::{Condvar, Mutex, MutexGuard};
 use serde::{Deserialize, Serialize};
 
 use crate::affinity::{bind_current_thread, AffinityError, Binding};
-use crate::cluster::{exchange_tag, Cluster, Incoming, Layout, Outgoing, Tag, MAX_SLABS};
+use crate::cluster::{
+    command_tag, exchange_tag, Cluster, Incoming, Layout, Outgoing, Tag, MAX_SLABS_PER_RANK,
+};
 use crate::compute::{
     ChangeSums, ComputeError, ComputeModule, Fields, Health, MeanSums, ModuleFactory, PlaneFields,
     PointForces,
@@ -542,10 +544,12 @@ impl Runtime {
     ) -> Result<(), RuntimeError> {
         let rank = cluster.rank();
         let local = layout.local(rank);
+        let places = layout.places();
+        let tag = |s: usize| command_tag(places[s]);
         let tell_all = |reply: &dyn Fn(usize) -> Reply| {
             for &s in &local {
                 if let Ok(bytes) = postcard::to_allocvec(&reply(s)) {
-                    let _ = cluster.send(0, s as Tag, &bytes);
+                    let _ = cluster.send(0, tag(s), &bytes);
                 }
             }
         };
@@ -600,7 +604,7 @@ impl Runtime {
             };
             let bytes = postcard::to_allocvec(&reply).map_err(|e| cluster_error(&e))?;
             cluster
-                .send(0, s as Tag, &bytes)
+                .send(0, tag(s), &bytes)
                 .map_err(|e| cluster_error(&e))?;
         }
         // One relay per slab feeds its worker the coordinator's commands; this thread sends the
@@ -609,9 +613,10 @@ impl Runtime {
         for &s in &local {
             let commands = rt.workers[s].commands.clone().expect("a local worker");
             let job = cluster.clone();
+            let t = tag(s);
             let spawned = std::thread::Builder::new()
                 .name(format!("thelma-relay-{s}"))
-                .spawn(move || relay_main(s, job.as_ref(), commands));
+                .spawn(move || relay_main(t, job.as_ref(), commands));
             match spawned {
                 Ok(h) => relays.push(h),
                 Err(e) => {
@@ -629,7 +634,7 @@ impl Runtime {
         while let Ok((s, reply)) = rt.replies.recv() {
             let sent = postcard::to_allocvec(&reply)
                 .map_err(|e| cluster_error(&e))
-                .and_then(|b| cluster.send(0, s as Tag, &b).map_err(|e| cluster_error(&e)));
+                .and_then(|b| cluster.send(0, tag(s), &b).map_err(|e| cluster_error(&e)));
             if let Err(e) = sent {
                 cluster.abort(&format!("rank {rank}, slab {s}: {e}"), 1);
             }
@@ -675,6 +680,7 @@ impl Runtime {
             cluster: cluster.clone(),
             local,
         };
+        let places = layout.places();
         for (s, slab) in slabs.iter().enumerate() {
             let device = layout.devices[s];
             let replies = reply_tx.clone();
@@ -691,10 +697,10 @@ impl Runtime {
                     })
             } else if rank == 0 {
                 let cluster = cluster.clone().expect("slabs on other ranks are in a job");
-                let on = layout.ranks[s];
+                let (on, tag) = (layout.ranks[s], command_tag(places[s]));
                 std::thread::Builder::new()
                     .name(format!("thelma-proxy-{s}"))
-                    .spawn(move || proxy_main(s, on, cluster.as_ref(), rx, replies))
+                    .spawn(move || proxy_main(s, on, tag, cluster.as_ref(), rx, replies))
             } else {
                 rt.workers.push(Worker {
                     device,
@@ -761,6 +767,7 @@ impl Runtime {
         }
         let reads = |s: usize, side: usize| channels[s].as_ref().and_then(|c| c.0[side].clone());
         let mut exchange = Exchange::default();
+        let places = layout.places();
         for &s in &local {
             let slab = &layout.slabs[s];
             let (from, outboxes) = channels[s].clone().expect("allocated");
@@ -775,7 +782,7 @@ impl Runtime {
                 // The neighbour across `side` reads this layer across the opposite side.
                 links.writes[side] = match &outboxes[side] {
                     Some(out) => {
-                        let tag = exchange_tag(w, side ^ 1);
+                        let tag = exchange_tag(places[w], side ^ 1);
                         exchange.sends.push((out.clone(), layout.ranks[w], tag));
                         Some(out.clone())
                     }
@@ -787,7 +794,7 @@ impl Runtime {
                         .expect("a channel across the side");
                     exchange
                         .recvs
-                        .push((c, layout.ranks[w], exchange_tag(s, side)));
+                        .push((c, layout.ranks[w], exchange_tag(places[s], side)));
                 }
             }
             self.send(s, Command::Attach(Box::new(links)))?;
@@ -1475,14 +1482,14 @@ fn across(layout: &Layout, s: usize) -> [bool; SIDE_COUNT] {
     })
 }
 
-/// Refuses a layout the job cannot run: ranks it does not have, a rank without a slab, more slabs
-/// than the exchange's tags can name.
+/// Refuses a layout the job cannot run: ranks it does not have, a rank without a slab, a rank with
+/// more slabs than the exchange's tags can name.
 fn check_layout(layout: &Layout, cluster: &dyn Cluster) -> Result<(), RuntimeError> {
     let size = cluster.size();
-    if layout.slabs.len() > MAX_SLABS {
+    let most = layout.places().into_iter().max().map_or(0, |p| p + 1);
+    if most > MAX_SLABS_PER_RANK {
         return Err(RuntimeError::Cluster(format!(
-            "{} slabs: a cluster job runs at most {MAX_SLABS}",
-            layout.slabs.len()
+            "a rank runs {most} slabs: a rank of a cluster job runs at most {MAX_SLABS_PER_RANK}"
         )));
     }
     if layout.rank_count() != size {
@@ -1686,17 +1693,18 @@ impl StepHook for RankExchange {
     }
 }
 
-/// Rank 0's stand-in for the worker of slab `s` on rank `rank`: forwards each command as a
+/// Rank 0's stand-in for the worker of slab `s` on rank `rank`, whose messages travel under `tag`
+/// ([`command_tag`]): forwards each command as a
 /// message and hands its reply to the coordinator as a local worker would, starting with the
 /// report of the module's creation.
 fn proxy_main(
     s: usize,
     rank: usize,
+    tag: Tag,
     cluster: &dyn Cluster,
     commands: Receiver<Command>,
     replies: Sender<(usize, Reply)>,
 ) {
-    let tag = s as Tag;
     let receive = || -> Reply {
         let got = cluster
             .recv(rank, tag)
@@ -1721,12 +1729,12 @@ fn proxy_main(
     }
 }
 
-/// A serving rank's feed of slab `s`'s worker: the coordinator's commands, until it shuts the
-/// worker down or the job ends.
-fn relay_main(s: usize, cluster: &dyn Cluster, commands: Sender<Command>) {
+/// A serving rank's feed of a slab's worker: the coordinator's commands under the slab's `tag`
+/// ([`command_tag`]), until it shuts the worker down or the job ends.
+fn relay_main(tag: Tag, cluster: &dyn Cluster, commands: Sender<Command>) {
     loop {
         let cmd = cluster
-            .recv(0, s as Tag)
+            .recv(0, tag)
             .ok()
             .and_then(|b| postcard::from_bytes::<Command>(&b).ok())
             .unwrap_or(Command::Shutdown);
