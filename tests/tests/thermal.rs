@@ -182,18 +182,42 @@ fn conduction_in_16_bits_is_linear_to_the_storages_rounding(m: Module) {
                     m.name()
                 );
                 errors.push((c, slabs, worst));
-                let mut table = s.held_table();
-                if matches!(m, Module::Cpu) {
-                    // (The CUDA module compiles held temperatures in unless they are steered.)
-                    table[5] = -15.9;
-                    rt.set_held_temperatures(&table).unwrap();
-                }
-                table[5] = 16.0;
-                assert!(rt.set_held_temperatures(&table).is_err());
                 rt.shutdown();
             }
         }
     }
+    // Steering, with the held temperatures steerable (the CUDA module then reads them from memory
+    // instead of compiling them in): a wall just inside the scale's bound is taken and runs, the
+    // bound itself is refused.
+    let case = box_case(
+        [3, 4, 12],
+        [true, true, false],
+        0.1,
+        OPERATORS[0],
+        Precision::F16,
+    );
+    let mut faces = ALL_FACES_ADIABATIC;
+    faces[4] = ThermalFace::Held(1.0);
+    faces[5] = ThermalFace::Held(0.0);
+    let mut s = setup(0.2, [0.0; 3], faces);
+    s.store_scale = s.store_scale_for(Precision::F16);
+    assert_eq!(s.held_bound(Precision::F16), 16.0);
+    let params = ModelParams {
+        thermal: Some(s.clone()),
+        steered_temperatures: true,
+        ..model(&case)
+    };
+    let mut rt = m.runtime_with(params, &case, &m.slab_ids(1));
+    let mut table = s.held_table();
+    table[5] = -15.9;
+    rt.set_held_temperatures(&table).unwrap();
+    rt.run(200).unwrap();
+    let cold = rt.fields().unwrap().temperature;
+    assert!(cold.iter().all(|t| t.is_finite()) && cold.iter().any(|&t| t < -1.0));
+    table[5] = 16.0;
+    let e = rt.set_held_temperatures(&table).unwrap_err().to_string();
+    assert!(e.contains("beyond what f16 storage holds"), "{e}");
+    rt.shutdown();
     for (c, slabs, worst) in errors {
         assert!(
             worst < CONDUCTION_16_BIT,

@@ -747,6 +747,7 @@ fn load_resume(case: &CaseConfig, path: &Path) -> Result<(checkpoint::Checkpoint
     let ck = checkpoint::load(path).map_err(|e| UsageError::new("--resume", format!("{e:#}")))?;
     let h = &ck.header;
     h.check_lattices(case)
+        .and_then(|()| h.check_store_scale(case))
         .map_err(|e| UsageError::new("--resume", format!("{e:#}")))?;
     if h.size != case.domain.size || h.precision != case.numerics.precision {
         return Err(UsageError::new(

@@ -102,6 +102,11 @@ pub struct Header {
     /// holds them so.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held: Option<Vec<f64>>,
+    /// The power of two the temperature lattice's populations are stored multiplied by
+    /// (`ThermalSetup::store_scale`, fixed by the case's temperatures in 16-bit storage); absent:
+    /// 1. A resumed run must store them so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_scale: Option<f64>,
 }
 
 impl Header {
@@ -112,6 +117,14 @@ impl Header {
             held: self.held.clone(),
         }
     }
+}
+
+/// The store scale of `case`'s temperature lattice (`ThermalSetup::store_scale`); `None` without
+/// `[thermal]` or for a case that does not validate.
+pub fn store_scale(case: &CaseConfig) -> Option<f64> {
+    case.thermal.as_ref()?;
+    let lattice = case.validate().ok()?;
+    case.thermal_setup(&lattice).map(|s| s.store_scale)
 }
 
 /// Fields of the time averages' sums for `case`: ρ, u_x, u_y, u_z, and θ with `[thermal]`.
@@ -196,6 +209,7 @@ pub fn write_to(
         means: means.first().map(|m| m.samples),
         walls: steered.walls.clone(),
         held: steered.held.clone(),
+        store_scale: store_scale(case).filter(|&s| s != 1.0),
     };
     let total: usize = slabs.iter().map(Vec::len).sum();
     if total as u64 != header.data_bytes || slabs.iter().any(|s| s.len() % q != 0) {
@@ -341,6 +355,25 @@ impl Header {
                 "the checkpoint holds the lattices {}, the case runs {}: resume a checkpoint of the same case",
                 describe(&self.stencil),
                 describe(&wanted)
+            );
+        }
+        Ok(())
+    }
+}
+
+impl Header {
+    /// Refuses to resume `case` when its temperature lattice is stored under another scale than
+    /// the checkpoint's populations (16-bit storage scales them by a power of two that the case's
+    /// temperatures fix): read under another, every one would be off by their ratio.
+    pub fn check_store_scale(&self, case: &CaseConfig) -> Result<()> {
+        let written = self.store_scale.unwrap_or(1.0);
+        let wanted = store_scale(case).unwrap_or(1.0);
+        if written != wanted {
+            bail!(
+                "the checkpoint stores the temperature lattice scaled by {written}, the case's \
+                 temperatures call for {wanted} (in {} the scale follows the largest |T − t0| of \
+                 the held faces, patches and start): resume with the temperatures it was written with",
+                case.numerics.precision.name()
             );
         }
         Ok(())
@@ -544,6 +577,55 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// A case whose temperatures reach |θ| = 5 in f16 stores its temperature populations scaled by
+    /// 2⁻⁵; the header records it (and nothing in f32), and a case whose temperatures call for
+    /// another scale is refused, naming both.
+    #[test]
+    fn the_store_scale_is_recorded_and_a_case_of_another_is_refused() {
+        let held = |t: f64| {
+            let mut c = thermal_case();
+            c.numerics.precision = Precision::F16;
+            c.boundary.push(thelma_core::BoundaryConfig {
+                temperature: Some(t),
+                ..thelma_core::BoundaryConfig::new(
+                    thelma_core::Face::XMinus,
+                    thelma_core::BoundaryKind::Wall,
+                )
+            });
+            c
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(FILE_NAME);
+        let c = held(5.0);
+        let parts = [vec![0u8; 2 * THERMAL * 24]];
+        thelma_results::write_atomic(&path, |w| {
+            write_to(w, &c, 3, &parts, &[], &Steered::default())
+        })
+        .unwrap();
+        let h = read_header(&path).unwrap();
+        assert_eq!(h.store_scale, Some(1.0 / 32.0));
+        h.check_store_scale(&c).unwrap();
+        // |θ| = 7 keeps 2⁻⁵; 9 calls for 2⁻⁶.
+        h.check_store_scale(&held(7.0)).unwrap();
+        let e = h.check_store_scale(&held(9.0)).unwrap_err().to_string();
+        assert!(
+            e.starts_with("the checkpoint stores the temperature lattice scaled by 0.03125, the case's temperatures call for 0.015625"),
+            "{e}"
+        );
+        let mut f32_case = c.clone();
+        f32_case.numerics.precision = Precision::F32;
+        assert_eq!(store_scale(&f32_case), Some(1.0));
+        let parts = [vec![0u8; 4 * THERMAL * 24]];
+        thelma_results::write_atomic(&path, |w| {
+            write_to(w, &f32_case, 3, &parts, &[], &Steered::default())
+        })
+        .unwrap();
+        let h = read_header(&path).unwrap();
+        assert_eq!(h.store_scale, None);
+        h.check_store_scale(&f32_case).unwrap();
+        assert!(h.check_store_scale(&c).is_err());
     }
 
     /// A thermal case's 26 populations per node (the flow's 19, then the temperature's 7) come back

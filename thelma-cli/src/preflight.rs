@@ -38,7 +38,7 @@ pub fn check(
     let lattice_bytes = |slab: &SlabSpec| {
         slab_bytes(slab, &D3Q19, precision, case.numerics.streaming)
             + if thermal {
-                thermal_slab_bytes(slab, precision)
+                thermal_slab_bytes(slab, precision, host_lattices)
             } else {
                 0
             }

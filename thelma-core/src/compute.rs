@@ -624,16 +624,17 @@ pub fn slab_bytes(
 }
 
 /// Bytes a slab's temperature lattice adds to [`slab_bytes`] (D3Q7 beside the flow): two lattices
-/// of 7 populations as stored, and what the CPU module keeps between its passes in the
-/// arithmetic's precision, the pulled populations, the per-node force and the advecting velocity
-/// (7 + 3 + 3 values; the CUDA module's fused step needs none, so this bounds both), and the
-/// thermal plane of the 4 channel buffers.
-pub fn thermal_slab_bytes(slab: &SlabSpec, precision: Precision) -> u64 {
+/// of 7 populations as stored and the thermal plane of the 4 channel buffers; with `passes` (the
+/// CPU module, whose step runs in passes) also what it keeps between them in the arithmetic's
+/// precision: the pulled populations, the per-node force and the advecting velocity (7 + 3 + 3
+/// values). The CUDA module's fused step keeps them in registers.
+pub fn thermal_slab_bytes(slab: &SlabSpec, precision: Precision, passes: bool) -> u64 {
     let nodes = slab.nodes() as u64;
     let b = precision.bytes() as u64;
     let arith = precision.arithmetic().bytes() as u64;
     let qt = crate::physics::QT as u64;
-    (2 * qt * b + (qt + 6) * arith) * nodes + 4 * (slab.nx() * slab.ny()) as u64 * b
+    let kept = if passes { (qt + 6) * arith } else { 0 };
+    (2 * qt * b + kept) * nodes + 4 * (slab.nx() * slab.ny()) as u64 * b
 }
 
 /// Where a worker thread should be bound.
