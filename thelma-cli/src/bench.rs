@@ -104,8 +104,9 @@ pub struct BenchArgs {
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub block: Option<u32>,
     /// CUDA: minimum resident blocks per multiprocessor the kernel is compiled for (bounds its
-    /// registers). Default: 1,024 threads' worth in f32 (896 with [thermal], 768 with [thermal]
-    /// under the Smagorinsky model), 1,280 in f16 (1,024 with [thermal]), 512 in f64.
+    /// registers). Default: 1,024 threads' worth in f32 (896 with [thermal]; with [thermal] under
+    /// the Smagorinsky model 768 for BGK, 640 for MRT and TRT), 1,280 in f16 (1,024 with
+    /// [thermal]), 512 in f64.
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub min_blocks: Option<u32>,
     /// CPU backend: threads in all (0: one per core).
@@ -541,7 +542,7 @@ fn host_bytes(
         .map(|s| {
             slab_bytes(s, &D3Q19, precision, streaming)
                 + if thermal {
-                    thelma_core::thermal_slab_bytes(s, precision)
+                    thelma_core::thermal_slab_bytes(s, precision, true)
                 } else {
                     0
                 }

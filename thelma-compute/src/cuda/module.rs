@@ -349,7 +349,7 @@ where
             min_blocks: shape.min_blocks_of(
                 S::PRECISION,
                 params.thermal.is_some(),
-                params.model.smagorinsky.is_some(),
+                params.model.smagorinsky.map(|_| params.model.collision),
             ),
             index_bytes,
             thermal: params.thermal.clone(),

@@ -1,6 +1,7 @@
 //! How the collision kernel is launched: the block shape and the register plan, measured per
 //! precision (PERFORMANCE.md).
 
+use thelma_core::physics::Collision;
 use thelma_core::Precision;
 
 /// Threads per block along x of the collision kernel (TheLMA's 2^n layout; measured in PERFORMANCE.md).
@@ -24,11 +25,18 @@ pub const RESIDENT_THREADS_F64: u32 = 512;
 /// and 768 on an H100 with blocks of 128 (PERFORMANCE.md). Its f64 step keeps the flow's plan.
 pub const RESIDENT_THREADS_THERMAL_F32: u32 = 896;
 
-/// The same for that step under the Smagorinsky model (the eddy viscosity's stress and square root
-/// beside both collisions): 768 threads (a cap of 80 registers) measured fastest of 640, 768, 896
-/// and 1,024 on an H200 for MRT (+9 % over 896) and BGK (+13 %); TRT lost 0.8 % and shares it
-/// (PERFORMANCE.md).
+/// The same for that step under the Smagorinsky model with BGK (the eddy viscosity's stress and
+/// square root beside both collisions): 768 threads (a cap of 80 registers) measured fastest of
+/// 640, 768, 896 and 1,024 on an H200 in blocks of 128 (+13 % over 896), and again in blocks of 32
+/// (640 lost 6.4 % at 256³) (PERFORMANCE.md).
 pub const RESIDENT_THREADS_THERMAL_LES_F32: u32 = 768;
+
+/// The same under the Smagorinsky model with MRT or TRT, whose moments spill under the cap of 80
+/// registers (Nsight Compute: 0.65 million local-memory requests per step of the ventilated room):
+/// 640 threads (a cap of 96) in blocks of 32 on an H200, against 768: the room +4.1 %, 256³ MRT
+/// +0.5 %, TRT +16.5 %; 512 threads gained nothing more on the room (PERFORMANCE.md). (In blocks
+/// of 128, which only an explicit `--block` now gives the coupled step, 768 measured faster.)
+pub const RESIDENT_THREADS_THERMAL_LES_MOMENTS_F32: u32 = 640;
 
 /// The same for f16 storage (collided in f32): its loads and stores carry half the bytes, so the
 /// bandwidth needs more of them in flight. 1,280 threads (a cap of 48 registers) measured fastest
@@ -76,17 +84,25 @@ impl LaunchShape {
 
     /// The minimum blocks per multiprocessor for `precision`.
     pub fn min_blocks_for(&self, precision: Precision) -> u32 {
-        self.min_blocks_of(precision, false, false)
+        self.min_blocks_of(precision, false, None)
     }
 
     /// The minimum blocks per multiprocessor for the step of `precision`, with a temperature lattice
-    /// or not, under the Smagorinsky model (`les`) or not.
-    pub fn min_blocks_of(&self, precision: Precision, thermal: bool, les: bool) -> u32 {
+    /// or not, under the Smagorinsky model with the collision `les` or not (`None`).
+    pub fn min_blocks_of(
+        &self,
+        precision: Precision,
+        thermal: bool,
+        les: Option<Collision>,
+    ) -> u32 {
         let threads = match (precision, thermal) {
             (Precision::F32, false) => RESIDENT_THREADS_F32,
             (Precision::F16 | Precision::F16c, false) => RESIDENT_THREADS_F16,
             (Precision::F16 | Precision::F16c, true) => RESIDENT_THREADS_THERMAL_16,
-            (Precision::F32, true) if les => RESIDENT_THREADS_THERMAL_LES_F32,
+            (Precision::F32, true) if les == Some(Collision::BGK) => {
+                RESIDENT_THREADS_THERMAL_LES_F32
+            }
+            (Precision::F32, true) if les.is_some() => RESIDENT_THREADS_THERMAL_LES_MOMENTS_F32,
             (Precision::F32, true) => RESIDENT_THREADS_THERMAL_F32,
             (Precision::F64, _) => RESIDENT_THREADS_F64,
         };
@@ -102,42 +118,50 @@ mod tests {
 
     /// The measured shapes: blocks of 128 with 8 of them resident in f32, 10 in 16 bits and 4 in
     /// f64 (LES alone keeps the flow's plan); blocks of 32 for the f32 step with a temperature
-    /// lattice, 28 of them resident (896 threads), 24 under LES (768), while the f64 one keeps the
-    /// flow's shape. An explicit width keeps the thread counts (blocks of 256 halve those of 128);
+    /// lattice, 28 of them resident (896 threads), under LES 24 with BGK (768) and 20 with MRT or
+    /// TRT (640), while the f64 one keeps the flow's shape. An explicit width keeps the thread counts (blocks of 256 halve those of 128);
     /// an explicit `min_blocks` wins.
     #[test]
     fn each_step_takes_its_measured_shape() {
         let s = LaunchShape::default();
+        let (bgk, mrt, trt) = (
+            Some(Collision::BGK),
+            Some(Collision::MRT),
+            Some(Collision::TRT),
+        );
         let plans = [
-            (Precision::F32, false, false, 128, 8),
-            (Precision::F32, false, true, 128, 8),
-            (Precision::F32, true, false, 32, 28),
-            (Precision::F32, true, true, 32, 24),
-            (Precision::F16, false, false, 128, 10),
-            (Precision::F16c, false, true, 128, 10),
-            (Precision::F16, true, false, 32, 32),
-            (Precision::F16c, true, true, 32, 32),
-            (Precision::F64, false, false, 128, 4),
-            (Precision::F64, true, true, 128, 4),
+            (Precision::F32, false, None, 128, 8),
+            (Precision::F32, false, mrt, 128, 8),
+            (Precision::F32, true, None, 32, 28),
+            (Precision::F32, true, bgk, 32, 24),
+            (Precision::F32, true, mrt, 32, 20),
+            (Precision::F32, true, trt, 32, 20),
+            (Precision::F16, false, None, 128, 10),
+            (Precision::F16c, false, mrt, 128, 10),
+            (Precision::F16, true, None, 32, 32),
+            (Precision::F16c, true, mrt, 32, 32),
+            (Precision::F64, false, None, 128, 4),
+            (Precision::F64, true, bgk, 128, 4),
         ];
         for (p, thermal, les, width, blocks) in plans {
             assert_eq!(s.block_x_of(p, thermal), width, "{p:?} {thermal}");
             assert_eq!(
                 s.min_blocks_of(p, thermal, les),
                 blocks,
-                "{p:?} {thermal} {les}"
+                "{p:?} {thermal} {les:?}"
             );
         }
         let narrow = LaunchShape::for_block(128);
         assert_eq!(narrow.block_x_of(Precision::F32, true), 128);
-        assert_eq!(narrow.min_blocks_of(Precision::F32, true, true), 6);
+        assert_eq!(narrow.min_blocks_of(Precision::F32, true, bgk), 6);
+        assert_eq!(narrow.min_blocks_of(Precision::F32, true, mrt), 5);
         let wide = LaunchShape::for_block(256);
-        assert_eq!(wide.min_blocks_of(Precision::F32, true, true), 3);
-        assert_eq!(wide.min_blocks_of(Precision::F32, false, false), 4);
+        assert_eq!(wide.min_blocks_of(Precision::F32, true, bgk), 3);
+        assert_eq!(wide.min_blocks_of(Precision::F32, false, None), 4);
         let fixed = LaunchShape {
             block_x: Some(128),
             min_blocks: Some(5),
         };
-        assert_eq!(fixed.min_blocks_of(Precision::F32, true, true), 5);
+        assert_eq!(fixed.min_blocks_of(Precision::F32, true, mrt), 5);
     }
 }
