@@ -123,6 +123,7 @@ fn a_nan_in_the_populations_is_reported_at_its_node() {
             &whole,
             &[],
             &checkpoint::Steered::default(),
+            ck.header.store_scale,
         )
     })
     .unwrap();
@@ -161,7 +162,15 @@ fn a_case_without_field_outputs_points_to_its_checkpoint_as_the_healthy_state() 
         .flat_map(|v| (*v as f32).to_le_bytes())
         .collect();
     thelma_results::write_atomic(&tmp.path().join(checkpoint::FILE_NAME), |w| {
-        checkpoint::write_to(w, &c, 0, &[whole], &[], &checkpoint::Steered::default())
+        checkpoint::write_to(
+            w,
+            &c,
+            0,
+            &[whole],
+            &[],
+            &checkpoint::Steered::default(),
+            None,
+        )
     })
     .unwrap();
     let e = run_case_from(

@@ -232,8 +232,10 @@ pub fn run_case_live(
     rt.set_immersed(immersed, uniform_force)?;
     // The last state known to be healthy on disk: the checkpoint resumed from, then each one saved.
     let mut saved: Option<(u64, PathBuf)> = None;
-    // What the live view (of this run or of the one resumed) steered: every checkpoint keeps it.
+    // What the live view (of this run or of the one resumed) steered: every checkpoint keeps it,
+    // with the scale the temperature lattice is stored under.
     let mut steered = Steered::default();
+    let store_scale = case.thermal_setup(&lattice).map(|s| s.store_scale);
     if let Some((ck, path)) = resumed {
         ck.restore(&mut rt)?;
         saved = Some((ck.header.step, path));
@@ -385,7 +387,7 @@ pub fn run_case_live(
             && (at(every_checkpoint) || end)
             && saved.as_ref().is_none_or(|s| s.0 != step)
         {
-            checkpoint::save(&case.output.dir, case, &mut rt, &steered)?;
+            checkpoint::save(&case.output.dir, case, &mut rt, &steered, store_scale)?;
             saved = Some((step, case.output.dir.join(checkpoint::FILE_NAME)));
         }
         tally.last_change = change.or(tally.last_change);
@@ -422,6 +424,7 @@ pub fn run_case_live(
                     outputs: &mut outputs,
                     saved: &mut saved,
                     steered: &mut steered,
+                    store_scale,
                 },
             )? {
                 page_stop = true;
@@ -499,6 +502,8 @@ struct SteerContext<'a> {
     outputs: &'a mut Outputs,
     saved: &'a mut Option<(u64, PathBuf)>,
     steered: &'a mut Steered,
+    /// The temperature lattice's store scale, which every checkpoint records.
+    store_scale: Option<f64>,
 }
 
 /// Bytes crossing a subdomain's channels per step, both ways: each side with a neighbour carries
@@ -547,7 +552,13 @@ fn steer(
                         ));
                         continue;
                     }
-                    checkpoint::save(&cx.case.output.dir, cx.case, cx.rt, cx.steered)?;
+                    checkpoint::save(
+                        &cx.case.output.dir,
+                        cx.case,
+                        cx.rt,
+                        cx.steered,
+                        cx.store_scale,
+                    )?;
                     *cx.saved = Some((step, cx.case.output.dir.join(checkpoint::FILE_NAME)));
                 }
                 Due::Stop => stop = true,
@@ -747,7 +758,6 @@ fn load_resume(case: &CaseConfig, path: &Path) -> Result<(checkpoint::Checkpoint
     let ck = checkpoint::load(path).map_err(|e| UsageError::new("--resume", format!("{e:#}")))?;
     let h = &ck.header;
     h.check_lattices(case)
-        .and_then(|()| h.check_store_scale(case))
         .map_err(|e| UsageError::new("--resume", format!("{e:#}")))?;
     if h.size != case.domain.size || h.precision != case.numerics.precision {
         return Err(UsageError::new(
@@ -762,6 +772,8 @@ fn load_resume(case: &CaseConfig, path: &Path) -> Result<(checkpoint::Checkpoint
         )
         .into());
     }
+    h.check_store_scale(case)
+        .map_err(|e| UsageError::new("--resume", format!("{e:#}")))?;
     let (flag, target) = match case.run.steps {
         Some(n) => ("--steps", n),
         None => ("--max-steps", case.run.max_steps),

@@ -530,19 +530,21 @@ fn check_args(args: &BenchArgs) -> Result<()> {
     Ok(())
 }
 
-/// Host memory the lattices of `slabs` take on the CPU module.
-fn host_bytes(
+/// Memory the lattices of `slabs` take: on the CPU module (`passes`, whose temperature lattice
+/// keeps per-node arrays between its passes) or on a GPU.
+fn lattice_bytes_of(
     slabs: &[SlabSpec],
     precision: Precision,
     streaming: Streaming,
     thermal: bool,
+    passes: bool,
 ) -> u64 {
     slabs
         .iter()
         .map(|s| {
             slab_bytes(s, &D3Q19, precision, streaming)
                 + if thermal {
-                    thelma_core::thermal_slab_bytes(s, precision, true)
+                    thelma_core::thermal_slab_bytes(s, precision, passes)
                 } else {
                     0
                 }
@@ -651,7 +653,7 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
                 .map(|&s| Streaming::from(s))
                 .min_by_key(|s| s.lattices())
                 .unwrap_or_default();
-            let need = host_bytes(&one, Precision::F32, streaming, thermal);
+            let need = lattice_bytes_of(&one, Precision::F32, streaming, thermal, true);
             if need > avail {
                 bail!(UsageError::new(
                     if base.is_some() { "--case" } else { "--sizes" },
@@ -862,11 +864,12 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
                             };
                             // The flow's lattices and, for a case with [thermal], the temperature's.
                             let lattice_bytes = |sl: &SlabSpec| {
-                                host_bytes(
+                                lattice_bytes_of(
                                     std::slice::from_ref(sl),
                                     precision,
                                     streaming,
                                     case.thermal.is_some(),
+                                    !on_gpu,
                                 )
                             };
                             let too_big = slab_specs

@@ -103,8 +103,9 @@ pub struct Header {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held: Option<Vec<f64>>,
     /// The power of two the temperature lattice's populations are stored multiplied by
-    /// (`ThermalSetup::store_scale`, fixed by the case's temperatures in 16-bit storage); absent:
-    /// 1. A resumed run must store them so.
+    /// (`ThermalSetup::store_scale`, fixed by the case's temperatures in 16-bit storage, 1
+    /// otherwise), written with every temperature lattice; a resumed run must store them so.
+    /// Absent: no temperature lattice, or a file written before it was recorded (at its case's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub store_scale: Option<f64>,
 }
@@ -120,7 +121,7 @@ impl Header {
 }
 
 /// The store scale of `case`'s temperature lattice (`ThermalSetup::store_scale`); `None` without
-/// `[thermal]` or for a case that does not validate.
+/// `[thermal]` or for a case that does not validate (validates it: for a resume, not every write).
 pub fn store_scale(case: &CaseConfig) -> Option<f64> {
     case.thermal.as_ref()?;
     let lattice = case.validate().ok()?;
@@ -184,6 +185,7 @@ impl Write for Hashing<'_> {
 /// Writes a checkpoint of `slabs` (each `[i][z][y][x]` of its own planes for the Q populations of
 /// `case`'s lattices, in slab order, in the machine's byte order) to `w`, reordering them into the
 /// whole domain's layout as it goes.
+/// `store_scale`: the run's temperature lattice's (`ThermalSetup::store_scale`), `None` without one.
 pub fn write_to(
     w: &mut dyn Write,
     case: &CaseConfig,
@@ -191,6 +193,7 @@ pub fn write_to(
     slabs: &[Vec<u8>],
     means: &[MeanSums],
     steered: &Steered,
+    store_scale: Option<f64>,
 ) -> std::io::Result<()> {
     let means = if means.first().is_some_and(|m| m.samples > 0) {
         means
@@ -209,7 +212,7 @@ pub fn write_to(
         means: means.first().map(|m| m.samples),
         walls: steered.walls.clone(),
         held: steered.held.clone(),
-        store_scale: store_scale(case).filter(|&s| s != 1.0),
+        store_scale,
     };
     let total: usize = slabs.iter().map(Vec::len).sum();
     if total as u64 != header.data_bytes || slabs.iter().any(|s| s.len() % q != 0) {
@@ -264,8 +267,15 @@ pub fn write_to(
 
 /// Saves the runtime's current populations as `dir/checkpoint.thelma`, atomically: a failure or an
 /// interruption at any point leaves the previous checkpoint as it was.
-/// Saves the runtime's state at its step into `dir`, with what the live view steered.
-pub fn save(dir: &Path, case: &CaseConfig, rt: &mut Runtime, steered: &Steered) -> Result<()> {
+/// Saves the runtime's state at its step into `dir`, with what the live view steered and the
+/// temperature lattice's store scale (`None` without one).
+pub fn save(
+    dir: &Path,
+    case: &CaseConfig,
+    rt: &mut Runtime,
+    steered: &Steered,
+    store_scale: Option<f64>,
+) -> Result<()> {
     let mut slabs = rt.read_populations()?;
     let mut means = if case.output.average_from.is_some() {
         rt.slab_mean_sums()?
@@ -287,7 +297,7 @@ pub fn save(dir: &Path, case: &CaseConfig, rt: &mut Runtime, steered: &Steered) 
     }
     let path = dir.join(FILE_NAME);
     thelma_results::write_atomic(&path, |w| {
-        write_to(w, case, rt.step(), &slabs, &means, steered)
+        write_to(w, case, rt.step(), &slabs, &means, steered, store_scale)
     })
     .with_context(|| format!("cannot write the checkpoint {}", path.display()))
 }
@@ -366,7 +376,10 @@ impl Header {
     /// the checkpoint's populations (16-bit storage scales them by a power of two that the case's
     /// temperatures fix): read under another, every one would be off by their ratio.
     pub fn check_store_scale(&self, case: &CaseConfig) -> Result<()> {
-        let written = self.store_scale.unwrap_or(1.0);
+        let Some(written) = self.store_scale else {
+            // No temperature lattice, or written at its case's scale before scales were recorded.
+            return Ok(());
+        };
         let wanted = store_scale(case).unwrap_or(1.0);
         if written != wanted {
             bail!(
@@ -551,7 +564,7 @@ mod tests {
         let (whole, parts) = slabs(FLOW, 1.0);
         let path = dir.path().join(FILE_NAME);
         thelma_results::write_atomic(&path, |w| {
-            write_to(w, &c, 77, &parts, &[], &Steered::default())
+            write_to(w, &c, 77, &parts, &[], &Steered::default(), None)
         })
         .unwrap();
         let ck = load(dir.path()).unwrap();
@@ -601,7 +614,7 @@ mod tests {
         let c = held(5.0);
         let parts = [vec![0u8; 2 * THERMAL * 24]];
         thelma_results::write_atomic(&path, |w| {
-            write_to(w, &c, 3, &parts, &[], &Steered::default())
+            write_to(w, &c, 3, &parts, &[], &Steered::default(), store_scale(&c))
         })
         .unwrap();
         let h = read_header(&path).unwrap();
@@ -619,13 +632,16 @@ mod tests {
         assert_eq!(store_scale(&f32_case), Some(1.0));
         let parts = [vec![0u8; 4 * THERMAL * 24]];
         thelma_results::write_atomic(&path, |w| {
-            write_to(w, &f32_case, 3, &parts, &[], &Steered::default())
+            write_to(w, &f32_case, 3, &parts, &[], &Steered::default(), Some(1.0))
         })
         .unwrap();
-        let h = read_header(&path).unwrap();
-        assert_eq!(h.store_scale, None);
+        let mut h = read_header(&path).unwrap();
+        assert_eq!(h.store_scale, Some(1.0));
         h.check_store_scale(&f32_case).unwrap();
         assert!(h.check_store_scale(&c).is_err());
+        // A file from before the scale was recorded was written at its case's: accepted.
+        h.store_scale = None;
+        h.check_store_scale(&c).unwrap();
     }
 
     /// A thermal case's 26 populations per node (the flow's 19, then the temperature's 7) come back
@@ -662,7 +678,7 @@ mod tests {
         let path = dir.path().join(FILE_NAME);
         let parts = [cut(0, 3), cut(3, 4)];
         thelma_results::write_atomic(&path, |w| {
-            write_to(w, &c, 12, &parts, &[], &Steered::default())
+            write_to(w, &c, 12, &parts, &[], &Steered::default(), store_scale(&c))
         })
         .unwrap();
         let ck = load(&path).unwrap();
@@ -683,7 +699,16 @@ mod tests {
         }
         // Flow-sized slabs do not make a thermal checkpoint.
         let (_, flow) = slabs(FLOW, 1.0);
-        let e = write_to(&mut Vec::new(), &c, 12, &flow, &[], &Steered::default()).unwrap_err();
+        let e = write_to(
+            &mut Vec::new(),
+            &c,
+            12,
+            &flow,
+            &[],
+            &Steered::default(),
+            None,
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("D3Q19+D3Q7"), "{e}");
     }
 
@@ -695,12 +720,20 @@ mod tests {
         let (flow, thermal) = (dir.path().join("flow"), dir.path().join("thermal"));
         let (_, parts) = slabs(FLOW, 1.0);
         thelma_results::write_atomic(&flow, |w| {
-            write_to(w, &case(), 3, &parts, &[], &Steered::default())
+            write_to(w, &case(), 3, &parts, &[], &Steered::default(), None)
         })
         .unwrap();
         let (_, parts) = slabs(THERMAL, 1.0);
         thelma_results::write_atomic(&thermal, |w| {
-            write_to(w, &thermal_case(), 3, &parts, &[], &Steered::default())
+            write_to(
+                w,
+                &thermal_case(),
+                3,
+                &parts,
+                &[],
+                &Steered::default(),
+                Some(1.0),
+            )
         })
         .unwrap();
         let flow = read_header(&flow).unwrap();
@@ -723,7 +756,7 @@ mod tests {
         let path = dir.path().join(FILE_NAME);
         let (_, parts) = slabs(FLOW, 1.0);
         thelma_results::write_atomic(&path, |w| {
-            write_to(w, &case(), 5, &parts, &[], &Steered::default())
+            write_to(w, &case(), 5, &parts, &[], &Steered::default(), None)
         })
         .unwrap();
         let good = std::fs::read(&path).unwrap();
@@ -769,7 +802,7 @@ mod tests {
         let path = dir.path().join(FILE_NAME);
         let (first, parts) = slabs(FLOW, 1.0);
         thelma_results::write_atomic(&path, |w| {
-            write_to(w, &case(), 10, &parts, &[], &Steered::default())
+            write_to(w, &case(), 10, &parts, &[], &Steered::default(), None)
         })
         .unwrap();
         let (_, newer) = slabs(FLOW, 2.0);
@@ -784,6 +817,7 @@ mod tests {
                 &newer,
                 &[],
                 &Steered::default(),
+                None,
             )
         });
         assert!(err.is_err());

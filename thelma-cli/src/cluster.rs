@@ -107,8 +107,9 @@ mod mpi_cluster {
     const PIECE: usize = 1 << 30;
 
     /// MPI_COMM_WORLD, initialised with MPI_THREAD_MULTIPLE. Messages longer than a gibibyte go in
-    /// pieces after a header giving their length; one thread sends under each tag (the runtime's
-    /// proxies and relays are one per slab), so the pieces arrive in order. A thread waiting for a
+    /// pieces after a header giving their length; one thread sends to each rank under each tag
+    /// (the runtime's proxies and relays are one per slab, and a slab's tags are its own among
+    /// its rank's), so the pieces arrive in order. A thread waiting for a
     /// message polls and sleeps rather than blocking in the library, whose blocking receives spin
     /// and would take a core from the workers for the whole run.
     pub struct MpiCluster {

@@ -50,6 +50,18 @@ pub(crate) const SETUP_TAG: Tag = EXCHANGE_TAGS - 1;
 /// must be valid MPI tags. A job's count is not bounded by its tags.
 pub const MAX_SLABS_PER_RANK: usize = (32_768 - EXCHANGE_TAGS as usize) / SIDE_COUNT;
 
+/// Refuses a tag MPI need not accept (it guarantees 0 to 32,767): the local job holds the
+/// runtime to what an MPI job can carry.
+fn check_tag(tag: Tag) -> Result<(), ClusterError> {
+    if (0..=32_767).contains(&tag) {
+        Ok(())
+    } else {
+        Err(ClusterError(format!(
+            "tag {tag} is outside MPI's guaranteed 0 to 32,767"
+        )))
+    }
+}
+
 /// A failed message, collective or job.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
@@ -222,6 +234,7 @@ impl Cluster for LocalCluster {
     }
 
     fn send(&self, to: usize, tag: Tag, bytes: &[u8]) -> Result<(), ClusterError> {
+        check_tag(tag)?;
         let mut s = self.hub.state.lock();
         Self::check(&s)?;
         s.queues
@@ -233,6 +246,7 @@ impl Cluster for LocalCluster {
     }
 
     fn recv(&self, from: usize, tag: Tag) -> Result<Vec<u8>, ClusterError> {
+        check_tag(tag)?;
         let mut s = self.hub.state.lock();
         loop {
             Self::check(&s)?;
@@ -340,6 +354,11 @@ mod tests {
             "{:?}",
             (tags[0], tags[n - 1])
         );
+        // The local job refuses what MPI need not carry, as the runtime's tests run over it.
+        let one = &LocalCluster::job(1)[0];
+        assert!(one.send(0, 32_768, &[]).is_err() && one.send(0, -1, &[]).is_err());
+        one.send(0, 32_767, &[7]).unwrap();
+        assert_eq!(one.recv(0, 32_767).unwrap(), vec![7]);
     }
 
     #[test]

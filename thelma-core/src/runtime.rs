@@ -1694,9 +1694,8 @@ impl StepHook for RankExchange {
 }
 
 /// Rank 0's stand-in for the worker of slab `s` on rank `rank`, whose messages travel under `tag`
-/// ([`command_tag`]): forwards each command as a
-/// message and hands its reply to the coordinator as a local worker would, starting with the
-/// report of the module's creation.
+/// ([`command_tag`]): forwards each command as a message and hands its reply to the coordinator
+/// as a local worker would, starting with the report of the module's creation.
 fn proxy_main(
     s: usize,
     rank: usize,

@@ -31,11 +31,11 @@ pub const RESIDENT_THREADS_THERMAL_F32: u32 = 896;
 /// (640 lost 6.4 % at 256³) (PERFORMANCE.md).
 pub const RESIDENT_THREADS_THERMAL_LES_F32: u32 = 768;
 
-/// The same under the Smagorinsky model with MRT or TRT, whose moments spill under the cap of 80
-/// registers (Nsight Compute: 0.65 million local-memory requests per step of the ventilated room):
+/// The same under the Smagorinsky model with an operator other than BGK (MRT, TRT) in blocks of
+/// one warp ([`BLOCK_X_THERMAL_F32`]), whose moments spill under the cap of 80 registers (Nsight Compute: 0.65 million local-memory requests per step of the ventilated room):
 /// 640 threads (a cap of 96) in blocks of 32 on an H200, against 768: the room +4.1 %, 256³ MRT
-/// +0.5 %, TRT +16.5 %; 512 threads gained nothing more on the room (PERFORMANCE.md). (In blocks
-/// of 128, which only an explicit `--block` now gives the coupled step, 768 measured faster.)
+/// +0.5 %, TRT +16.5 %; 512 threads gained nothing more on the room (PERFORMANCE.md). In wider
+/// blocks (an explicit `--block`) they keep 768, which measured faster in blocks of 128.
 pub const RESIDENT_THREADS_THERMAL_LES_MOMENTS_F32: u32 = 640;
 
 /// The same for f16 storage (collided in f32): its loads and stores carry half the bytes, so the
@@ -58,7 +58,8 @@ pub struct LaunchShape {
     pub block_x: Option<u32>,
     /// `__launch_bounds__` minimum blocks per multiprocessor; `None`: the measured default of the
     /// precision ([`RESIDENT_THREADS_F32`], [`RESIDENT_THREADS_THERMAL_F32`],
-    /// [`RESIDENT_THREADS_THERMAL_LES_F32`], [`RESIDENT_THREADS_THERMAL_16`],
+    /// [`RESIDENT_THREADS_THERMAL_LES_F32`], [`RESIDENT_THREADS_THERMAL_LES_MOMENTS_F32`],
+    /// [`RESIDENT_THREADS_THERMAL_16`],
     /// [`RESIDENT_THREADS_F16`] or [`RESIDENT_THREADS_F64`]
     /// resident threads, in whole blocks: 896 threads are 7 blocks of 128, 28 of 32
     /// but 3 of 256).
@@ -99,10 +100,14 @@ impl LaunchShape {
             (Precision::F32, false) => RESIDENT_THREADS_F32,
             (Precision::F16 | Precision::F16c, false) => RESIDENT_THREADS_F16,
             (Precision::F16 | Precision::F16c, true) => RESIDENT_THREADS_THERMAL_16,
-            (Precision::F32, true) if les == Some(Collision::BGK) => {
-                RESIDENT_THREADS_THERMAL_LES_F32
+            // Operators other than BGK (MRT, TRT) in blocks of one warp; 768 in wider blocks.
+            (Precision::F32, true)
+                if les.is_some_and(|c| c != Collision::BGK)
+                    && self.block_x_of(precision, thermal) == BLOCK_X_THERMAL_F32 =>
+            {
+                RESIDENT_THREADS_THERMAL_LES_MOMENTS_F32
             }
-            (Precision::F32, true) if les.is_some() => RESIDENT_THREADS_THERMAL_LES_MOMENTS_F32,
+            (Precision::F32, true) if les.is_some() => RESIDENT_THREADS_THERMAL_LES_F32,
             (Precision::F32, true) => RESIDENT_THREADS_THERMAL_F32,
             (Precision::F64, _) => RESIDENT_THREADS_F64,
         };
@@ -119,7 +124,7 @@ mod tests {
     /// The measured shapes: blocks of 128 with 8 of them resident in f32, 10 in 16 bits and 4 in
     /// f64 (LES alone keeps the flow's plan); blocks of 32 for the f32 step with a temperature
     /// lattice, 28 of them resident (896 threads), under LES 24 with BGK (768) and 20 with MRT or
-    /// TRT (640), while the f64 one keeps the flow's shape. An explicit width keeps the thread counts (blocks of 256 halve those of 128);
+    /// TRT (640; 768 in wider blocks), while the f64 one keeps the flow's shape. An explicit width keeps the thread counts (blocks of 256 halve those of 128);
     /// an explicit `min_blocks` wins.
     #[test]
     fn each_step_takes_its_measured_shape() {
@@ -154,7 +159,7 @@ mod tests {
         let narrow = LaunchShape::for_block(128);
         assert_eq!(narrow.block_x_of(Precision::F32, true), 128);
         assert_eq!(narrow.min_blocks_of(Precision::F32, true, bgk), 6);
-        assert_eq!(narrow.min_blocks_of(Precision::F32, true, mrt), 5);
+        assert_eq!(narrow.min_blocks_of(Precision::F32, true, mrt), 6);
         let wide = LaunchShape::for_block(256);
         assert_eq!(wide.min_blocks_of(Precision::F32, true, bgk), 3);
         assert_eq!(wide.min_blocks_of(Precision::F32, false, None), 4);
