@@ -4,12 +4,12 @@
 use std::sync::Arc;
 
 use anyhow::Result;
-use thelma_compute::{BackendError, Choice, ModelParams, Tuning};
+use thelma_compute::{BackendError, Choice, Devices, ModelParams, Tuning};
 use thelma_core::{
     plan_transports, BackendName, CaseConfig, DeviceSpec, Domain, Layout, ModuleFactory,
 };
 
-use crate::cluster::Job;
+use crate::cluster::{HostPlace, Job};
 use crate::error::UsageError;
 use crate::layout::LayoutFile;
 
@@ -46,6 +46,46 @@ pub fn check_transport(factory: &dyn ModuleFactory, layout: &Layout, rank: usize
     Ok(())
 }
 
+/// The devices each rank of a job runs under `--devices` `spec` on a backend of physical devices,
+/// `count` per host, by rank (`hosts`: every rank's place on its host): the ranks sharing a host
+/// deal its devices in runs, the rank of index k among n taking the k-th run, of `N` devices for a
+/// count `N` and of an even share (the least over the job's hosts) for `all`; an explicit list is
+/// every rank's as given. A host of one rank takes the devices as one process does.
+pub fn deal_devices(
+    spec: &DeviceSpec,
+    count: usize,
+    hosts: &[HostPlace],
+) -> Result<Vec<Vec<usize>>, UsageError> {
+    let each = match spec {
+        DeviceSpec::List(ids) => return Ok(vec![ids.clone(); hosts.len()]),
+        DeviceSpec::Count(n) => *n,
+        DeviceSpec::All => hosts
+            .iter()
+            .map(|h| count / h.ranks.max(1))
+            .min()
+            .unwrap_or(count),
+    };
+    if let Some(h) = hosts
+        .iter()
+        .find(|h| h.ranks.saturating_mul(each.max(1)) > count)
+    {
+        return Err(UsageError::new(
+            "--devices",
+            format!(
+                "{} ranks share a host of {count} device(s), and each needs {}: run at most \
+                 {} rank(s) per host, or give each fewer devices",
+                h.ranks,
+                each.max(1),
+                count / each.max(1)
+            ),
+        ));
+    }
+    Ok(hosts
+        .iter()
+        .map(|h| (h.index * each..(h.index + 1) * each).collect())
+        .collect())
+}
+
 /// Picks the backend the case names and lays the domain out: the layout file's slabs, or an
 /// even split over the device list (on each rank of a cluster job `job`); this process's
 /// devices are those of its slabs.
@@ -57,10 +97,26 @@ pub fn select(case: &CaseConfig, params: ModelParams, job: Option<&Job>) -> Resu
     let layout = match &hw.layout {
         Some(file) => LayoutFile::read(file)?.layout(domain)?,
         None => {
-            let devices = resolve(&choice, &hw.devices)?;
+            let mut devices = resolve(&choice, &hw.devices)?;
+            // Ranks sharing a host share its GPUs: each takes its own run of them.
+            let dealt = match (job, choice.devices) {
+                (Some(job), Devices::Physical { count }) => {
+                    Some(deal_devices(&hw.devices, count, job.hosts())?)
+                }
+                _ => None,
+            };
+            if let Some(lists) = &dealt {
+                devices = lists[rank].clone();
+            }
             crate::preflight::check_devices(case, &devices)?;
-            Layout::spread(domain, ranks, &devices)
-                .map_err(|e| UsageError::new("--devices", e.to_string()))?
+            let mut layout = Layout::spread(domain, ranks, &devices)
+                .map_err(|e| UsageError::new("--devices", e.to_string()))?;
+            if let Some(lists) = dealt {
+                for (s, d) in layout.devices.iter_mut().enumerate() {
+                    *d = lists[layout.ranks[s]][s % devices.len()];
+                }
+            }
+            layout
         }
     };
     if layout.rank_count() != ranks {
@@ -141,4 +197,63 @@ pub fn resolve(choice: &Choice, spec: &DeviceSpec) -> Result<Vec<usize>> {
     Ok(choice
         .resolve(spec)
         .map_err(|e| UsageError::new("--devices", e.to_string()))?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hosts(places: &[(usize, usize)]) -> Vec<HostPlace> {
+        places
+            .iter()
+            .map(|&(index, ranks)| HostPlace { index, ranks })
+            .collect()
+    }
+
+    /// Ranks sharing a host take their own runs of its GPUs; a host of one rank takes them as one
+    /// process does; an explicit list is every rank's; more than a host holds is refused, naming
+    /// the option.
+    #[test]
+    fn the_ranks_of_a_host_deal_its_devices() {
+        // Four ranks on one host of 8 GPUs, 2 each; then `all`: an even share.
+        let four = hosts(&[(0, 4), (1, 4), (2, 4), (3, 4)]);
+        let two_each = vec![vec![0, 1], vec![2, 3], vec![4, 5], vec![6, 7]];
+        assert_eq!(
+            deal_devices(&DeviceSpec::Count(2), 8, &four).unwrap(),
+            two_each
+        );
+        assert_eq!(deal_devices(&DeviceSpec::All, 8, &four).unwrap(), two_each);
+        // Two hosts of two ranks (ranks 0 and 2 first on theirs), one GPU each.
+        let two_hosts = hosts(&[(0, 2), (0, 2), (1, 2), (1, 2)]);
+        assert_eq!(
+            deal_devices(&DeviceSpec::Count(1), 4, &two_hosts).unwrap(),
+            vec![vec![0], vec![0], vec![1], vec![1]]
+        );
+        // One rank per host: every device, as one process.
+        let alone = hosts(&[(0, 1), (0, 1)]);
+        assert_eq!(
+            deal_devices(&DeviceSpec::All, 3, &alone).unwrap(),
+            vec![vec![0, 1, 2]; 2]
+        );
+        // Uneven hosts under `all`: the least share, so every rank runs as many slabs.
+        let uneven = hosts(&[(0, 1), (0, 2), (1, 2)]);
+        assert_eq!(
+            deal_devices(&DeviceSpec::All, 4, &uneven).unwrap(),
+            vec![vec![0, 1], vec![0, 1], vec![2, 3]]
+        );
+        // A list is the user's pick, on every rank.
+        assert_eq!(
+            deal_devices(&DeviceSpec::List(vec![3, 1]), 4, &four).unwrap(),
+            vec![vec![3, 1]; 4]
+        );
+        for (spec, count) in [(DeviceSpec::Count(3), 8), (DeviceSpec::All, 3)] {
+            let e = deal_devices(&spec, count, &four).unwrap_err();
+            assert_eq!(e.flag, "--devices");
+            assert!(
+                e.message.starts_with("4 ranks share a host of"),
+                "{}",
+                e.message
+            );
+        }
+    }
 }

@@ -14,9 +14,18 @@ use thelma_core::Cluster;
 
 use crate::error::UsageError;
 
+/// A rank's place on its host: its index among the job's ranks there, and how many share it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HostPlace {
+    pub index: usize,
+    pub ranks: usize,
+}
+
 /// This process's place in a job of several ranks.
 pub struct Job {
     cluster: Arc<dyn Cluster>,
+    /// Every rank's place on its host, by rank (MPI's shared-memory split of the job).
+    hosts: Vec<HostPlace>,
     // Finalises MPI when the job ends.
     #[cfg(feature = "mpi")]
     _universe: mpi::environment::Universe,
@@ -31,6 +40,11 @@ impl Job {
     }
     pub fn cluster(&self) -> Arc<dyn Cluster> {
         self.cluster.clone()
+    }
+    /// Every rank's place on its host, by rank: how a GPU backend deals a host's devices among
+    /// the ranks it runs (`backend::deal_devices`).
+    pub fn hosts(&self) -> &[HostPlace] {
+        &self.hosts
     }
     /// Ends every rank of the job with `message` and exit status `code` (never returns over MPI).
     pub fn abort(&self, message: &str, code: i32) {
@@ -67,7 +81,7 @@ fn connect(_: usize) -> Result<Option<Job>, UsageError> {
 
 #[cfg(feature = "mpi")]
 fn connect(_: usize) -> Result<Option<Job>, UsageError> {
-    use mpi::traits::Communicator;
+    use mpi::traits::{Communicator, CommunicatorCollectives};
     let (universe, threading) = mpi::initialize_with_threading(mpi::Threading::Multiple)
         .ok_or_else(|| UsageError::new("mpirun", "MPI was already initialised"))?;
     if threading != mpi::Threading::Multiple {
@@ -87,8 +101,21 @@ fn connect(_: usize) -> Result<Option<Job>, UsageError> {
     if cluster.size < 2 {
         return Ok(None);
     }
+    // The ranks sharing this host (MPI_COMM_TYPE_SHARED), then every rank's place on its own.
+    let host = world.split_shared(world.rank());
+    let mine = [host.rank() as u64, host.size() as u64];
+    let mut all = vec![0u64; 2 * cluster.size];
+    world.all_gather_into(&mine[..], &mut all[..]);
+    let hosts = all
+        .chunks_exact(2)
+        .map(|c| HostPlace {
+            index: c[0] as usize,
+            ranks: c[1] as usize,
+        })
+        .collect();
     Ok(Some(Job {
         cluster: Arc::new(cluster),
+        hosts,
         _universe: universe,
     }))
 }
@@ -109,9 +136,9 @@ mod mpi_cluster {
     /// MPI_COMM_WORLD, initialised with MPI_THREAD_MULTIPLE. Messages longer than a gibibyte go in
     /// pieces after a header giving their length; one thread sends to each rank under each tag
     /// (the runtime's proxies and relays are one per slab, and a slab's tags are its own among
-    /// its rank's), so the pieces arrive in order. A thread waiting for a
-    /// message polls and sleeps rather than blocking in the library, whose blocking receives spin
-    /// and would take a core from the workers for the whole run.
+    /// its rank's), so the pieces arrive in order. A thread waiting for a message polls and
+    /// sleeps rather than blocking in the library, whose blocking receives spin and would take a
+    /// core from the workers for the whole run.
     pub struct MpiCluster {
         pub rank: usize,
         pub size: usize,
