@@ -599,6 +599,9 @@ mod tests {
     fn the_store_scale_is_recorded_and_a_case_of_another_is_refused() {
         let held = |t: f64| {
             let mut c = thermal_case();
+            // A cavity with walled edges of 4 nodes at least, which validates.
+            c.domain.size = [4, 4, 4];
+            c.run.steps = Some(10);
             c.numerics.precision = Precision::F16;
             c.boundary.push(thelma_core::BoundaryConfig {
                 temperature: Some(t),
@@ -612,7 +615,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(FILE_NAME);
         let c = held(5.0);
-        let parts = [vec![0u8; 2 * THERMAL * 24]];
+        c.validate().unwrap();
+        let parts = [vec![0u8; 2 * THERMAL * 64]];
         thelma_results::write_atomic(&path, |w| {
             write_to(w, &c, 3, &parts, &[], &Steered::default(), store_scale(&c))
         })
@@ -630,7 +634,7 @@ mod tests {
         let mut f32_case = c.clone();
         f32_case.numerics.precision = Precision::F32;
         assert_eq!(store_scale(&f32_case), Some(1.0));
-        let parts = [vec![0u8; 4 * THERMAL * 24]];
+        let parts = [vec![0u8; 4 * THERMAL * 64]];
         thelma_results::write_atomic(&path, |w| {
             write_to(w, &f32_case, 3, &parts, &[], &Steered::default(), Some(1.0))
         })
