@@ -44,7 +44,7 @@ fn run_help_documents_every_option() {
 fn bad_values_give_one_line_naming_the_option_and_exit_2() {
     let tmp = std::env::temp_dir().join(format!("thelma-cli-bad-{}", std::process::id()));
     let o = tmp.to_str().unwrap();
-    // A case with a temperature lattice, which f16 storage is refused with.
+    // A case with a temperature lattice, which f16c storage is refused with.
     let room = format!(
         "{}/../examples/ventilated-room.toml",
         env!("CARGO_MANIFEST_DIR")
@@ -73,7 +73,7 @@ fn bad_values_give_one_line_naming_the_option_and_exit_2() {
         (&["run", "--force", "0.5,0,0", "-o", o], "--force"),
         (&["run", "--precision", "f8", "-o", o], "--precision"),
         (
-            &["run", "--config", &room, "--precision", "f16", "-o", o],
+            &["run", "--config", &room, "--precision", "f16c", "-o", o],
             "numerics.precision",
         ),
         (&["run", "--streaming", "aa", "-o", o], "--streaming"),
