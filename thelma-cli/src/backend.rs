@@ -47,43 +47,30 @@ pub fn check_transport(factory: &dyn ModuleFactory, layout: &Layout, rank: usize
 }
 
 /// The devices each rank of a job runs under `--devices` `spec` on a backend of physical devices,
-/// `count` per host, by rank (`hosts`: every rank's place on its host): the ranks sharing a host
-/// deal its devices in runs, the rank of index k among n taking the k-th run, of `N` devices for a
-/// count `N` and of an even share (the least over the job's hosts) for `all`; an explicit list is
-/// every rank's as given. A host of one rank takes the devices as one process does.
-pub fn deal_devices(
-    spec: &DeviceSpec,
-    count: usize,
-    hosts: &[HostPlace],
-) -> Result<Vec<Vec<usize>>, UsageError> {
+/// `count` visible to each rank, by rank (`hosts`: every rank's place on its host): the ranks
+/// sharing a host deal its devices in runs, the rank of index k taking the k-th run, of `N`
+/// devices for a count `N` and of an even share for `all` (the least share over the job's hosts,
+/// so every rank runs as many slabs); an explicit list is every rank's as given. Where a host's
+/// devices cannot give each of its ranks a run of its own (more ranks than GPUs, or a launcher
+/// that shows each rank only its own GPU), its ranks share them: every rank takes the first `N`,
+/// or all of them, as one process would.
+pub fn deal_devices(spec: &DeviceSpec, count: usize, hosts: &[HostPlace]) -> Vec<Vec<usize>> {
     let each = match spec {
-        DeviceSpec::List(ids) => return Ok(vec![ids.clone(); hosts.len()]),
+        DeviceSpec::List(ids) => return vec![ids.clone(); hosts.len()],
         DeviceSpec::Count(n) => *n,
-        DeviceSpec::All => hosts
-            .iter()
-            .map(|h| count / h.ranks.max(1))
-            .min()
-            .unwrap_or(count),
+        DeviceSpec::All => match hosts.iter().map(|h| count / h.ranks.max(1)).min() {
+            Some(share) if share > 0 => share,
+            _ => count,
+        },
     };
-    if let Some(h) = hosts
+    hosts
         .iter()
-        .find(|h| h.ranks.saturating_mul(each.max(1)) > count)
-    {
-        return Err(UsageError::new(
-            "--devices",
-            format!(
-                "{} ranks share a host of {count} device(s), and each needs {}: run at most \
-                 {} rank(s) per host, or give each fewer devices",
-                h.ranks,
-                each.max(1),
-                count / each.max(1)
-            ),
-        ));
-    }
-    Ok(hosts
-        .iter()
-        .map(|h| (h.index * each..(h.index + 1) * each).collect())
-        .collect())
+        .map(|h| {
+            let own = h.ranks.saturating_mul(each) <= count;
+            let first = if own { h.index * each } else { 0 };
+            (first..first + each).collect()
+        })
+        .collect()
 }
 
 /// Picks the backend the case names and lays the domain out: the layout file's slabs, or an
@@ -101,7 +88,7 @@ pub fn select(case: &CaseConfig, params: ModelParams, job: Option<&Job>) -> Resu
             // Ranks sharing a host share its GPUs: each takes its own run of them.
             let dealt = match (job, choice.devices) {
                 (Some(job), Devices::Physical { count }) => {
-                    Some(deal_devices(&hw.devices, count, job.hosts())?)
+                    Some(deal_devices(&hw.devices, count, job.hosts()))
                 }
                 _ => None,
             };
@@ -211,49 +198,52 @@ mod tests {
     }
 
     /// Ranks sharing a host take their own runs of its GPUs; a host of one rank takes them as one
-    /// process does; an explicit list is every rank's; more than a host holds is refused, naming
-    /// the option.
+    /// process does; an explicit list is every rank's; a host with too few GPUs for a run per rank
+    /// shares them.
     #[test]
     fn the_ranks_of_a_host_deal_its_devices() {
         // Four ranks on one host of 8 GPUs, 2 each; then `all`: an even share.
         let four = hosts(&[(0, 4), (1, 4), (2, 4), (3, 4)]);
         let two_each = vec![vec![0, 1], vec![2, 3], vec![4, 5], vec![6, 7]];
-        assert_eq!(
-            deal_devices(&DeviceSpec::Count(2), 8, &four).unwrap(),
-            two_each
-        );
-        assert_eq!(deal_devices(&DeviceSpec::All, 8, &four).unwrap(), two_each);
-        // Two hosts of two ranks (ranks 0 and 2 first on theirs), one GPU each.
+        assert_eq!(deal_devices(&DeviceSpec::Count(2), 8, &four), two_each);
+        assert_eq!(deal_devices(&DeviceSpec::All, 8, &four), two_each);
+        // Two hosts of two ranks (ranks 0 and 1 first on theirs), one GPU each.
         let two_hosts = hosts(&[(0, 2), (0, 2), (1, 2), (1, 2)]);
         assert_eq!(
-            deal_devices(&DeviceSpec::Count(1), 4, &two_hosts).unwrap(),
+            deal_devices(&DeviceSpec::Count(1), 4, &two_hosts),
             vec![vec![0], vec![0], vec![1], vec![1]]
         );
         // One rank per host: every device, as one process.
         let alone = hosts(&[(0, 1), (0, 1)]);
         assert_eq!(
-            deal_devices(&DeviceSpec::All, 3, &alone).unwrap(),
+            deal_devices(&DeviceSpec::All, 3, &alone),
             vec![vec![0, 1, 2]; 2]
         );
         // Uneven hosts under `all`: the least share, so every rank runs as many slabs.
         let uneven = hosts(&[(0, 1), (0, 2), (1, 2)]);
         assert_eq!(
-            deal_devices(&DeviceSpec::All, 4, &uneven).unwrap(),
+            deal_devices(&DeviceSpec::All, 4, &uneven),
             vec![vec![0, 1], vec![0, 1], vec![2, 3]]
         );
         // A list is the user's pick, on every rank.
         assert_eq!(
-            deal_devices(&DeviceSpec::List(vec![3, 1]), 4, &four).unwrap(),
+            deal_devices(&DeviceSpec::List(vec![3, 1]), 4, &four),
             vec![vec![3, 1]; 4]
         );
-        for (spec, count) in [(DeviceSpec::Count(3), 8), (DeviceSpec::All, 3)] {
-            let e = deal_devices(&spec, count, &four).unwrap_err();
-            assert_eq!(e.flag, "--devices");
-            assert!(
-                e.message.starts_with("4 ranks share a host of"),
-                "{}",
-                e.message
-            );
-        }
+        // Too few GPUs for a run each: shared, as one process takes them (four ranks on one
+        // GPU; a launcher showing each rank only its own).
+        assert_eq!(deal_devices(&DeviceSpec::All, 1, &four), vec![vec![0]; 4]);
+        assert_eq!(
+            deal_devices(&DeviceSpec::Count(1), 1, &four),
+            vec![vec![0]; 4]
+        );
+        assert_eq!(
+            deal_devices(&DeviceSpec::Count(3), 8, &four),
+            vec![vec![0, 1, 2]; 4]
+        );
+        // Under `all`, a host of one rank beside one of four, 8 GPUs each: the least share, two.
+        let mixed = hosts(&[(0, 1), (0, 4), (1, 4), (2, 4), (3, 4)]);
+        let dealt = deal_devices(&DeviceSpec::All, 8, &mixed);
+        assert_eq!((&dealt[0], &dealt[4]), (&vec![0, 1], &vec![6, 7]));
     }
 }

@@ -173,7 +173,8 @@ pub struct RunArgs {
     pub backend: Option<BackendName>,
     /// Devices in slab order: `all`, a count N, or ids `2,0,1,3` (one id alone: `3,`). With
     /// --backend cpu, N CPU devices share the cores. Under mpirun, ranks sharing a host deal its
-    /// GPUs: the k-th takes N of them from kN (`all`: an even share); a list is every rank's.
+    /// GPUs: the k-th takes N of them from kN (`all`: an even share), or, where the host has too
+    /// few for that, all share the first N; a list is every rank's.
     #[arg(long, value_name = "SPEC", value_parser = DeviceSpec::parse, allow_hyphen_values = true)]
     pub devices: Option<DeviceSpec>,
     /// CPU backend: threads in all (0: one per core).
