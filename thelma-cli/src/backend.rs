@@ -50,7 +50,8 @@ pub fn check_transport(factory: &dyn ModuleFactory, layout: &Layout, rank: usize
 /// `count` visible to each rank, by rank (`hosts`: every rank's place on its host): the ranks
 /// sharing a host deal its devices in runs, the rank of index k taking the k-th run, of `N`
 /// devices for a count `N` and of an even share for `all` (the least share over the job's hosts,
-/// so every rank runs as many slabs); an explicit list is every rank's as given. Where a host's
+/// so every rank runs as many slabs; where that is none, every rank of the job takes all of its
+/// host's devices); an explicit list is every rank's as given. Where a host's
 /// devices cannot give each of its ranks a run of its own (more ranks than GPUs, or a launcher
 /// that shows each rank only its own GPU), its ranks share them: every rank takes the first `N`,
 /// or all of them, as one process would.
