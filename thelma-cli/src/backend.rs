@@ -74,6 +74,15 @@ pub fn deal_devices(spec: &DeviceSpec, count: usize, hosts: &[HostPlace]) -> Vec
         .collect()
 }
 
+/// Gives each slab of `layout` the device of its place among its rank's slabs in that rank's
+/// dealt run `lists[rank]` (as `Layout::spread` gives it the place in the device list).
+fn take_dealt(layout: &mut Layout, lists: &[Vec<usize>]) {
+    let places = layout.places();
+    for (s, d) in layout.devices.iter_mut().enumerate() {
+        *d = lists[layout.ranks[s]][places[s]];
+    }
+}
+
 /// Picks the backend the case names and lays the domain out: the layout file's slabs, or an
 /// even split over the device list (on each rank of a cluster job `job`); this process's
 /// devices are those of its slabs.
@@ -100,9 +109,7 @@ pub fn select(case: &CaseConfig, params: ModelParams, job: Option<&Job>) -> Resu
             let mut layout = Layout::spread(domain, ranks, &devices)
                 .map_err(|e| UsageError::new("--devices", e.to_string()))?;
             if let Some(lists) = dealt {
-                for (s, d) in layout.devices.iter_mut().enumerate() {
-                    *d = lists[layout.ranks[s]][s % devices.len()];
-                }
+                take_dealt(&mut layout, &lists);
             }
             layout
         }
@@ -196,6 +203,16 @@ mod tests {
             .iter()
             .map(|&(index, ranks)| HostPlace { index, ranks })
             .collect()
+    }
+
+    /// Each slab of a spread layout takes its rank's dealt device for its place there.
+    #[test]
+    fn each_slab_takes_its_ranks_dealt_device() {
+        let domain = Domain::new([8, 8, 16], [false; 3]);
+        let mut layout = Layout::spread(domain, 2, &[0, 1]).unwrap();
+        take_dealt(&mut layout, &[vec![0, 1], vec![2, 3]]);
+        assert_eq!(layout.ranks, vec![0, 0, 1, 1]);
+        assert_eq!(layout.devices, vec![0, 1, 2, 3]);
     }
 
     /// Ranks sharing a host take their own runs of its GPUs; a host of one rank takes them as one
