@@ -59,9 +59,10 @@ pub fn deal_devices(spec: &DeviceSpec, count: usize, hosts: &[HostPlace]) -> Vec
     let each = match spec {
         DeviceSpec::List(ids) => return vec![ids.clone(); hosts.len()],
         DeviceSpec::Count(n) => *n,
-        DeviceSpec::All => match hosts.iter().map(|h| count / h.ranks.max(1)).min() {
-            Some(share) if share > 0 => share,
-            _ => count,
+        // The least share is that of the host with the most ranks.
+        DeviceSpec::All => match count / hosts.iter().map(|h| h.ranks).max().unwrap_or(1).max(1) {
+            0 => count,
+            share => share,
         },
     };
     hosts
