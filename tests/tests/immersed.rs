@@ -299,9 +299,13 @@ fn sphere_array_drag_on(
 fn a_sphere_array_drags_as_zick_and_homsy_tabulate() {
     let n = 24;
     let a = 0.1861 * n as f64;
-    let (k, load) = sphere_array_drag(n, a, Some(DEFAULT_RETRACTION));
-    let (k0, _) = sphere_array_drag(n, a, Some(0.0));
-    let (kb, _) = sphere_array_drag(n, a, None);
+    // The three flows side by side (one slab, one thread each).
+    let ((k, load), (k0, _), (kb, _)) = std::thread::scope(|s| {
+        let retracted = s.spawn(|| sphere_array_drag(n, a, Some(DEFAULT_RETRACTION)));
+        let on_mesh = s.spawn(|| sphere_array_drag(n, a, Some(0.0)));
+        let bounce = sphere_array_drag(n, a, None);
+        (retracted.join().unwrap(), on_mesh.join().unwrap(), bounce)
+    });
     eprintln!("immersed: K = {k:.4} (on the mesh {k0:.4}), load/(f n³) = {load:.6}; bounce-back: K = {kb:.4}");
     assert!((load - 1.0).abs() < 1e-4, "{load}");
     assert!((kb - 2.008).abs() < 0.03 * 2.008, "bounce-back K {kb}");

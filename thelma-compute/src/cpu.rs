@@ -380,7 +380,7 @@ struct NodeForces<T> {
     set: Vec<u32>,
 }
 
-impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> CpuModule<T, S> {
+impl<T: RowArith, S: Stored<Arith = T>> CpuModule<T, S> {
     pub fn new(params: &ModelParams, slab: SlabSpec, threads: usize) -> Result<Self, ComputeError> {
         let flags = params
             .geometry
@@ -676,17 +676,9 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> CpuModule<T, S> {
             #[cfg(target_arch = "x86_64")]
             if self.wide {
                 // SAFETY: `wide` is set only where the CPU has these AVX-512 subsets.
-                return if std::mem::size_of::<R::Value>() == 4 {
-                    rows().for_each(|(z, y)| unsafe {
-                        row_avx512::<R, O, EXTRA, WIDE_LANES_F32>(step, z, y)
-                    })
-                } else {
-                    rows().for_each(|(z, y)| unsafe {
-                        row_avx512::<R, O, EXTRA, WIDE_LANES_F64>(step, z, y)
-                    })
-                };
+                return rows().for_each(|(z, y)| unsafe { step.wide_row::<O, EXTRA>(z, y) });
             }
-            rows().for_each(|(z, y)| step.step_row::<O, EXTRA, LANES>(z, y))
+            rows().for_each(|(z, y)| step.narrow_row::<O, EXTRA>(z, y))
         });
     }
 
@@ -927,7 +919,7 @@ struct StepWith<'m, T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> {
     part: StepPart,
 }
 
-impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> OperatorVisitor for StepWith<'_, T, S> {
+impl<T: RowArith, S: Stored<Arith = T>> OperatorVisitor for StepWith<'_, T, S> {
     type Output = ();
     fn visit<O: CollisionOperator>(self) {
         let m = self.module;
@@ -945,15 +937,135 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> OperatorVisitor for Step
 
 /// What a step does to row (z, y), in bundles of `L` nodes collided together: the two-lattice
 /// step's [`StepCtx::row`] or an in-place step's [`InPlaceCtx::row`]. [`CpuModule::for_rows`] runs it
-/// on every row.
-trait RowStep: Sync {
-    /// The arithmetic type, whose width sets the AVX-512 bundles' lanes.
-    type Value: Real;
+/// on every row, in bundles of [`LANES`] ([`RowStep::narrow_row`]) or of 512-bit registers
+/// ([`RowStep::wide_row`]).
+///
+/// Each kind of step has its [`LANES`] rows compiled in a module of its own, and each kind of step
+/// and arithmetic type its AVX-512 rows ([`row_modules!`]): the compiler builds each module's functions as one unit, and with the rows
+/// of every precision, operator and instruction set in one unit, that unit alone took most of a
+/// clean build on one core.
+pub trait RowStep: Sync {
     fn step_row<O: CollisionOperator, const EXTRA: bool, const L: usize>(&self, z: usize, y: usize);
+    /// Row (z, y) in bundles of [`LANES`].
+    fn narrow_row<O: CollisionOperator, const EXTRA: bool>(&self, z: usize, y: usize);
+    /// Row (z, y) built for AVX-512, in bundles of one 512-bit register per population.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512 F, VL, DQ and BW ([`avx512_available`]).
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn wide_row<O: CollisionOperator, const EXTRA: bool>(&self, z: usize, y: usize);
 }
 
-impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> RowStep for StepCtx<'_, T, S> {
-    type Value = T;
+/// The CPU module's arithmetic types (f32 and f64), each with its AVX-512 rows in bundles of its
+/// 512-bit lanes ([`WIDE_LANES_F32`], [`WIDE_LANES_F64`]): chosen by type, so that no row is
+/// compiled for the other type's width. Public in this private module (not exported): a bound of
+/// the public `CpuModule`'s impls.
+pub trait RowArith: Real + Arith<Scalar = Self> {
+    /// A two-lattice step's row; safety as [`RowStep::wide_row`].
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn wide_pull<R: RowStep, O: CollisionOperator, const EXTRA: bool>(
+        step: &R,
+        z: usize,
+        y: usize,
+    );
+    /// An in-place step's row; safety as [`RowStep::wide_row`].
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn wide_in_place<R: RowStep, O: CollisionOperator, const EXTRA: bool>(
+        step: &R,
+        z: usize,
+        y: usize,
+    );
+}
+
+/// Modules of row functions ([`RowStep`] says why): each `narrow` module runs a kind of step's
+/// rows in bundles of [`LANES`], each `wide` one in bundles of its `$lanes`, built for AVX-512.
+macro_rules! row_modules {
+    (narrow: $($narrow:ident),*; wide: $($wide:ident: $lanes:expr),*;) => {
+        $(
+            mod $narrow {
+                use super::{CollisionOperator, RowStep, LANES};
+                /// `step`'s row (z, y) in bundles of [`LANES`].
+                pub(super) fn row<R: RowStep, O: CollisionOperator, const EXTRA: bool>(
+                    step: &R,
+                    z: usize,
+                    y: usize,
+                ) {
+                    step.step_row::<O, EXTRA, LANES>(z, y)
+                }
+            }
+        )*
+        $(
+            #[cfg(target_arch = "x86_64")]
+            mod $wide {
+                use super::{CollisionOperator, RowStep};
+                /// `step`'s row (z, y) built for AVX-512, in bundles of one 512-bit register per
+                /// population: the bundle path (loads, patches, collision, stores) is inlined into
+                /// it, so the whole collision is built for the wider registers.
+                ///
+                /// # Safety
+                /// The CPU must support AVX-512 F, VL, DQ and BW.
+                #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx512bw")]
+                pub(super) unsafe fn row<R: RowStep, O: CollisionOperator, const EXTRA: bool>(
+                    step: &R,
+                    z: usize,
+                    y: usize,
+                ) {
+                    step.step_row::<O, EXTRA, { $lanes }>(z, y)
+                }
+            }
+        )*
+    };
+}
+
+row_modules! {
+    narrow: pull_rows, in_place_rows;
+    wide: pull_rows_f32: super::WIDE_LANES_F32, pull_rows_f64: super::WIDE_LANES_F64,
+        in_place_rows_f32: super::WIDE_LANES_F32, in_place_rows_f64: super::WIDE_LANES_F64;
+}
+
+impl RowArith for f32 {
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn wide_pull<R: RowStep, O: CollisionOperator, const EXTRA: bool>(
+        step: &R,
+        z: usize,
+        y: usize,
+    ) {
+        pull_rows_f32::row::<R, O, EXTRA>(step, z, y)
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn wide_in_place<R: RowStep, O: CollisionOperator, const EXTRA: bool>(
+        step: &R,
+        z: usize,
+        y: usize,
+    ) {
+        in_place_rows_f32::row::<R, O, EXTRA>(step, z, y)
+    }
+}
+
+impl RowArith for f64 {
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn wide_pull<R: RowStep, O: CollisionOperator, const EXTRA: bool>(
+        step: &R,
+        z: usize,
+        y: usize,
+    ) {
+        pull_rows_f64::row::<R, O, EXTRA>(step, z, y)
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn wide_in_place<R: RowStep, O: CollisionOperator, const EXTRA: bool>(
+        step: &R,
+        z: usize,
+        y: usize,
+    ) {
+        in_place_rows_f64::row::<R, O, EXTRA>(step, z, y)
+    }
+}
+
+impl<T: RowArith, S: Stored<Arith = T>> RowStep for StepCtx<'_, T, S> {
     #[inline(always)]
     fn step_row<O: CollisionOperator, const EXTRA: bool, const L: usize>(
         &self,
@@ -961,6 +1073,15 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> RowStep for StepCtx<'_, 
         y: usize,
     ) {
         self.row::<O, EXTRA, L>(z, y)
+    }
+    #[inline(always)]
+    fn narrow_row<O: CollisionOperator, const EXTRA: bool>(&self, z: usize, y: usize) {
+        pull_rows::row::<Self, O, EXTRA>(self, z, y)
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn wide_row<O: CollisionOperator, const EXTRA: bool>(&self, z: usize, y: usize) {
+        T::wide_pull::<Self, O, EXTRA>(self, z, y)
     }
 }
 
@@ -970,8 +1091,7 @@ struct InPlaceStep<'c, 'a, T: Real, S> {
     pull: bool,
 }
 
-impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> RowStep for InPlaceStep<'_, '_, T, S> {
-    type Value = T;
+impl<T: RowArith, S: Stored<Arith = T>> RowStep for InPlaceStep<'_, '_, T, S> {
     #[inline(always)]
     fn step_row<O: CollisionOperator, const EXTRA: bool, const L: usize>(
         &self,
@@ -980,22 +1100,15 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> RowStep for InPlaceStep<
     ) {
         self.ctx.row::<O, EXTRA, L>(z, y, self.pull)
     }
-}
-
-/// A row of `step` compiled for AVX-512, in bundles of `L` (one 512-bit register per population):
-/// the bundle path (loads, patches, collision, stores) is inlined into it, so the whole collision is
-/// built for the wider registers.
-///
-/// # Safety
-/// The CPU must support AVX-512 F, VL, DQ and BW ([`avx512_available`]).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512vl,avx512dq,avx512bw")]
-unsafe fn row_avx512<R: RowStep, O: CollisionOperator, const EXTRA: bool, const L: usize>(
-    step: &R,
-    z: usize,
-    y: usize,
-) {
-    step.step_row::<O, EXTRA, L>(z, y)
+    #[inline(always)]
+    fn narrow_row<O: CollisionOperator, const EXTRA: bool>(&self, z: usize, y: usize) {
+        in_place_rows::row::<Self, O, EXTRA>(self, z, y)
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn wide_row<O: CollisionOperator, const EXTRA: bool>(&self, z: usize, y: usize) {
+        T::wide_in_place::<Self, O, EXTRA>(self, z, y)
+    }
 }
 
 struct StepCtx<'a, T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> {
@@ -1688,7 +1801,7 @@ impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> CpuModule<T, S> {
     }
 }
 
-impl<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>> ComputeModule for CpuModule<T, S> {
+impl<T: RowArith, S: Stored<Arith = T>> ComputeModule for CpuModule<T, S> {
     fn describe(&self) -> String {
         format!(
             "cpu {} ({} thread{})",
@@ -2052,9 +2165,7 @@ mod tests {
     }
 
     /// A module's populations as values (copied, so the byte buffer's alignment does not matter).
-    fn populations<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>>(
-        m: &mut CpuModule<T, S>,
-    ) -> Vec<T> {
+    fn populations<T: RowArith, S: Stored<Arith = T>>(m: &mut CpuModule<T, S>) -> Vec<T> {
         let bytes = m.read_populations().unwrap();
         bytemuck::pod_collect_to_vec::<u8, S>(&bytes)
             .into_iter()
@@ -2079,7 +2190,7 @@ mod tests {
         vectorised_step_equals_the_definition::<f32, Half12>();
     }
 
-    fn vectorised_step_equals_the_definition<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>>() {
+    fn vectorised_step_equals_the_definition<T: RowArith, S: Stored<Arith = T>>() {
         let small = [1usize, 2, 3, 8, 9, 15, 16, 17, 31, 32, 33]
             .into_iter()
             .flat_map(|nx| (1..=3).flat_map(move |ny| (1..=4).map(move |nz| [nx, ny, nz])));

@@ -22,9 +22,9 @@ pub use arith::{term, Arith};
 pub use boundary::{momentum_exchange, node_density, parabola, pressure_terms};
 pub use collision::{
     density_momentum, dispatch, eddy_of, eddy_viscosity, equilibrium, equilibrium_moments,
-    equilibrium_pairs, guo_source, macroscopic, smagorinsky_relaxation, stored_macroscopic, Bgk,
-    Coefficients, Collision, CollisionOperator, FlowModel, Macroscopic, Mrt, MrtRates,
-    OperatorVisitor, Pairs, Trt, DEFAULT_TRT_MAGIC, OPERATORS,
+    equilibrium_pairs, guo_moments, guo_source, macroscopic, smagorinsky_relaxation,
+    stored_macroscopic, Bgk, Coefficients, Collision, CollisionOperator, FlowModel, Macroscopic,
+    Mrt, MrtRates, OperatorVisitor, Pairs, Trt, DEFAULT_TRT_MAGIC, OPERATORS,
 };
 pub use error::PhysicsError;
 pub use immersed::{

@@ -84,6 +84,27 @@ fn equilibrium_moments_are_the_moments_of_the_shifted_equilibrium() {
 }
 
 #[test]
+fn guo_moments_are_the_moments_of_guos_source() {
+    for (u, f) in [
+        ([0.0, 0.0, 0.0], [1e-3, -2e-3, 5e-4]),
+        ([0.05, -0.02, 0.08], [3e-4, 1e-4, -7e-4]),
+        ([-0.1, 0.07, 0.01], [-2e-5, 6e-5, 1e-5]),
+    ] {
+        let s = guo_source(&u, &f).unpack();
+        let closed = guo_moments(&u, &f);
+        let scale = f.iter().map(|v: &f64| v.abs()).fold(0.0, f64::max);
+        for k in 0..NM {
+            let mk: f64 = (0..Q).map(|i| M[k][i] as f64 * s[i]).sum();
+            let got = closed[k].unwrap_or(0.0);
+            assert!(
+                (mk - got).abs() < 1e-13 * scale,
+                "moment {k}: {mk} vs {got} (u {u:?}, F {f:?})"
+            );
+        }
+    }
+}
+
+#[test]
 fn the_rest_state_is_exactly_zero_and_stays_so() {
     for c in ALL {
         for les in [None, Some(0.17)] {
