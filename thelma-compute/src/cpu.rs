@@ -1023,46 +1023,35 @@ row_modules! {
         in_place_rows_f32: super::WIDE_LANES_F32, in_place_rows_f64: super::WIDE_LANES_F64;
 }
 
-impl RowArith for f32 {
-    #[cfg(target_arch = "x86_64")]
-    #[inline(always)]
-    unsafe fn wide_pull<R: RowStep, O: CollisionOperator, const EXTRA: bool>(
-        step: &R,
-        z: usize,
-        y: usize,
-    ) {
-        pull_rows_f32::row::<R, O, EXTRA>(step, z, y)
-    }
-    #[cfg(target_arch = "x86_64")]
-    #[inline(always)]
-    unsafe fn wide_in_place<R: RowStep, O: CollisionOperator, const EXTRA: bool>(
-        step: &R,
-        z: usize,
-        y: usize,
-    ) {
-        in_place_rows_f32::row::<R, O, EXTRA>(step, z, y)
-    }
+/// [`RowArith`] for an arithmetic type whose AVX-512 rows are in modules `$pull` and `$in_place`.
+macro_rules! row_arith {
+    ($($t:ty: $pull:ident, $in_place:ident;)*) => {$(
+        impl RowArith for $t {
+            #[cfg(target_arch = "x86_64")]
+            #[inline(always)]
+            unsafe fn wide_pull<R: RowStep, O: CollisionOperator, const EXTRA: bool>(
+                step: &R,
+                z: usize,
+                y: usize,
+            ) {
+                $pull::row::<R, O, EXTRA>(step, z, y)
+            }
+            #[cfg(target_arch = "x86_64")]
+            #[inline(always)]
+            unsafe fn wide_in_place<R: RowStep, O: CollisionOperator, const EXTRA: bool>(
+                step: &R,
+                z: usize,
+                y: usize,
+            ) {
+                $in_place::row::<R, O, EXTRA>(step, z, y)
+            }
+        }
+    )*};
 }
 
-impl RowArith for f64 {
-    #[cfg(target_arch = "x86_64")]
-    #[inline(always)]
-    unsafe fn wide_pull<R: RowStep, O: CollisionOperator, const EXTRA: bool>(
-        step: &R,
-        z: usize,
-        y: usize,
-    ) {
-        pull_rows_f64::row::<R, O, EXTRA>(step, z, y)
-    }
-    #[cfg(target_arch = "x86_64")]
-    #[inline(always)]
-    unsafe fn wide_in_place<R: RowStep, O: CollisionOperator, const EXTRA: bool>(
-        step: &R,
-        z: usize,
-        y: usize,
-    ) {
-        in_place_rows_f64::row::<R, O, EXTRA>(step, z, y)
-    }
+row_arith! {
+    f32: pull_rows_f32, in_place_rows_f32;
+    f64: pull_rows_f64, in_place_rows_f64;
 }
 
 impl<T: RowArith, S: Stored<Arith = T>> RowStep for StepCtx<'_, T, S> {
