@@ -18,6 +18,7 @@ use thelma_results::{line_plot, Mark, Series, XAxis};
 
 use crate::bench::{BenchReport, Scaling};
 use crate::cli::{BackendParser, PrecisionArg};
+use crate::cluster::HostPlace;
 use crate::error::UsageError;
 
 /// Whether transposed accesses are measured.
@@ -47,9 +48,9 @@ pub struct CommBenchArgs {
     #[arg(long, value_name = "NAME", value_parser = BackendParser)]
     pub backend: Option<BackendName>,
     /// Devices in graph order: `all`, a count N, or ids `0,2,1,3` (the order the solver's slabs
-    /// would take). Default all. In an MPI job (`--transport mpi`), rank r drives device
-    /// r mod n of the n devices listed here (ranks placed host by host, as mpirun does by
-    /// default): two ranks on a one-GPU host share it.
+    /// would take). Default all. In an MPI job (`--transport mpi`), the k-th rank of a host
+    /// drives device k mod n of the n devices listed here, whatever order the launcher placed
+    /// the ranks in: two ranks on a one-GPU host share it.
     #[arg(long, value_name = "SPEC", value_parser = DeviceSpec::parse, allow_hyphen_values = true)]
     pub devices: Option<DeviceSpec>,
     /// Communication graphs, comma-separated: linear, circular. Default linear.
@@ -399,10 +400,12 @@ fn cpu_devices_fit(n: usize, args: &CommBenchArgs) -> Result<()> {
 }
 
 /// Runs every configuration the arguments ask for, calling `progress` after each. In an MPI job
-/// (`cluster`) every rank calls it, and only rank 0's report has the results.
+/// (`cluster`, with every rank's place on its host, `hosts`) every rank calls it, and only rank
+/// 0's report has the results.
 pub fn measure(
     args: &CommBenchArgs,
     cluster: Option<&Arc<dyn Cluster>>,
+    hosts: &[HostPlace],
     progress: &mut dyn FnMut(&BenchResult),
 ) -> Result<Report> {
     let name = args.backend.clone().unwrap_or_default();
@@ -515,8 +518,7 @@ pub fn measure(
                 )
             ));
         }
-        // One position per rank, each on device rank mod n of its host's list.
-        devices = (0..c.size()).map(|r| devices[r % devices.len()]).collect();
+        devices = position_devices(&devices, c.size(), hosts, matches!(backend, Backend::Cpu));
     }
     let transposes: &[bool] = match args.transpose.unwrap_or(TransposeArg::Off) {
         TransposeArg::Off => &[false],
@@ -787,12 +789,35 @@ impl Report {
     }
 }
 
+/// The device of each position of an MPI job of `ranks` processes, one position per rank, from
+/// the device list each rank resolved (`devices`): a GPU rank takes the device of its index
+/// among its host's ranks (`hosts`), so that the ranks of one host take distinct GPUs whatever
+/// order the launcher placed them in (`--map-by node` deals ranks round the hosts); CPU devices
+/// are virtual and go by rank, as do GPUs where the hosts are not known.
+pub fn position_devices(
+    devices: &[usize],
+    ranks: usize,
+    hosts: &[HostPlace],
+    virtual_devices: bool,
+) -> Vec<usize> {
+    (0..ranks)
+        .map(|r| {
+            let k = match hosts.get(r) {
+                Some(h) if !virtual_devices && hosts.len() == ranks => h.index,
+                _ => r,
+            };
+            devices[k % devices.len()]
+        })
+        .collect()
+}
+
 /// Runs `thelma comm-bench`, alone or as one rank of an MPI job (`--transport mpi`): measures,
 /// prints, writes the requested files. Only rank 0 of a job speaks and writes.
 pub fn run(args: CommBenchArgs, job: Option<&crate::cluster::Job>) -> Result<()> {
     let cluster = job.map(crate::cluster::Job::cluster);
+    let hosts = job.map_or(&[][..], crate::cluster::Job::hosts);
     if job.is_some_and(|j| j.rank() > 0) {
-        return measure(&args, cluster.as_ref(), &mut |_| {}).map(|_| ());
+        return measure(&args, cluster.as_ref(), hosts, &mut |_| {}).map(|_| ());
     }
     crate::say!(
         "comm-bench: {} arrays of {}² words per link and direction ({} KiB), {} iterations after {} warm-up",
@@ -802,7 +827,7 @@ pub fn run(args: CommBenchArgs, job: Option<&crate::cluster::Job>) -> Result<()>
         args.iterations,
         args.warmup
     );
-    let report = measure(&args, cluster.as_ref(), &mut |r| {
+    let report = measure(&args, cluster.as_ref(), hosts, &mut |r| {
         crate::say!(
             "  {} {} devices {:?}{}: {:.2} GB/s, {:.2} µs/iteration",
             r.transport,
@@ -849,6 +874,23 @@ pub fn run(args: CommBenchArgs, job: Option<&crate::cluster::Job>) -> Result<()>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_ranks_of_a_host_take_its_gpus_in_their_order_there() {
+        let place = |index, ranks| HostPlace { index, ranks };
+        // Four ranks dealt round two hosts (`--map-by node`): 0 and 2 on one, 1 and 3 on the other.
+        let hosts = [place(0, 2), place(0, 2), place(1, 2), place(1, 2)];
+        assert_eq!(
+            position_devices(&[0, 1], 4, &hosts, false),
+            vec![0, 0, 1, 1]
+        );
+        // By rank they would have shared a GPU on each host (0 and 2 both on device 0).
+        assert_eq!(position_devices(&[0, 1], 4, &[], false), vec![0, 1, 0, 1]);
+        // Virtual (CPU) devices go by rank; more ranks on a host than GPUs share them.
+        assert_eq!(position_devices(&[0, 1], 4, &hosts, true), vec![0, 1, 0, 1]);
+        let crowded = [place(0, 3), place(1, 3), place(2, 3)];
+        assert_eq!(position_devices(&[4, 5], 3, &crowded, false), vec![4, 5, 4]);
+    }
     use crate::bench::BenchRow;
 
     fn row(collision: &str, precision: &str, size: usize, devices: usize, mlups: f64) -> BenchRow {

@@ -16,7 +16,7 @@ pub use backend::{
     choose, names as backend_names, parse_name as parse_backend, Backend, BackendError, Choice,
     DeviceError, Devices, Tuning, BACKENDS, MAX_CPU_DEVICES,
 };
-pub use cpu::{CpuFactory, CpuModule};
+pub use cpu::{wide_rows_available, CpuFactory, CpuModule};
 pub use params::ModelParams;
 
 /// How the populations of an in-place lattice are arranged between steps (both modules; the CPU

@@ -46,8 +46,11 @@ fn every_kernel_variant_compiles_for_sm_90() {
     // Every variant with every operator and every storage precision, though not every pair of
     // them: the variant's k-th compile takes the k-th precision and operator k + variant (so the
     // pairs shift from one variant to the next). The full product (47 compiles after the refusals,
-    // most of them the immersed bodies' slow ones) took half of CI's test time.
-    let jobs: Vec<(Precision, usize, usize)> = (0..5)
+    // most of them the immersed bodies' slow ones) took half of CI's test time. One compile of each
+    // variant (its k-th, k = variant mod n, so the four precisions take turns) runs to a cubin
+    // through the assembler (ptxas); the others stop at PTX, which checks the same source and
+    // kernels in a third of the time.
+    let jobs: Vec<(Precision, usize, usize, &str)> = (0..5)
         .flat_map(|variant| {
             let precisions: Vec<Precision> = [
                 Precision::F32,
@@ -65,6 +68,11 @@ fn every_kernel_variant_compiles_for_sm_90() {
                     precisions[k % precisions.len()],
                     (k + variant) % OPERATORS.len(),
                     variant,
+                    if k == variant % n {
+                        "sm_90"
+                    } else {
+                        "compute_90"
+                    },
                 )
             })
         })
@@ -76,10 +84,10 @@ fn every_kernel_variant_compiles_for_sm_90() {
     std::thread::scope(|s| {
         for _ in 0..threads {
             s.spawn(|| {
-                while let Some(&(precision, op, variant)) =
+                while let Some(&(precision, op, variant, arch)) =
                     jobs.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
                 {
-                    variant_compiles(precision, op, variant);
+                    variant_compiles(precision, op, variant, arch);
                 }
             });
         }
@@ -110,8 +118,9 @@ fn every_kernel_is_in_a_source_and_the_bandwidth_kernel_compiles() {
 /// or, as a run served live reads them, in constant memory); with sponge layers in the open and
 /// coupled steps; and a grid's subdomain (4: every side through channel tables, with the eddy
 /// viscosity, a force, a sponge layer and a temperature lattice but in f16c, where it is refused);
-/// the temperature lattice in f16 under its store scale.
-fn variant_compiles(precision: Precision, op_index: usize, variant: usize) {
+/// the temperature lattice in f16 under its store scale. `arch` is `sm_90` for a cubin or
+/// `compute_90` for PTX.
+fn variant_compiles(precision: Precision, op_index: usize, variant: usize, arch: &str) {
     let op = OPERATORS[op_index].0;
     let collision = Collision::parse(op).unwrap();
     let mut p = PreludeParams::example(precision, collision);
@@ -197,8 +206,8 @@ fn variant_compiles(precision: Precision, op_index: usize, variant: usize) {
     // plain variant (closed, open and in-place steps: here f32, f16 and f16c) and of the thermal
     // one (f32 and f16).
     p.slot_offset = (variant == 0 || variant == 3) && op_index.is_multiple_of(2);
-    let cubin = compile(&lbm_source(&p), "lbm_d3q19.cu", "sm_90")
-        .unwrap_or_else(|e| panic!("{precision:?} {op} variant {variant}: {e}"));
+    let image = compile(&lbm_source(&p), "lbm_d3q19.cu", arch)
+        .unwrap_or_else(|e| panic!("{precision:?} {op} variant {variant} for {arch}: {e}"));
     let kernels = [
         Kernel::CollidePropagate(collision),
         Kernel::CollideOpen(collision),
@@ -232,7 +241,11 @@ fn variant_compiles(precision: Precision, op_index: usize, variant: usize) {
             && (!k.in_place() || p.in_place)
             && (!k.grid() || p.grid)
             && (!k.immersed() || p.immersed);
-        assert_eq!(contains(&cubin, &name), want, "{name} in variant {variant}");
+        assert_eq!(
+            contains(&image, &name),
+            want,
+            "{name} in variant {variant} for {arch}"
+        );
     }
 }
 
@@ -249,4 +262,18 @@ fn a_broken_kernel_reports_the_compiler_log() {
         Err(ComputeError::Compile(log)) => assert!(log.contains("undefined_thing"), "{log}"),
         other => panic!("expected a compile error, got {other:?}"),
     }
+}
+
+#[test]
+fn a_virtual_architecture_gives_ptx_with_the_kernel() {
+    if !nvrtc_or_skip() {
+        return;
+    }
+    let ptx = compile(BANDWIDTH_SOURCE, "bandwidth.cu", "compute_90").expect("bandwidth PTX");
+    let text = String::from_utf8_lossy(&ptx);
+    assert!(text.contains(".target sm_90"), "{text}");
+    assert!(text.contains(&format!(
+        ".entry {}",
+        Kernel::BandwidthCopy.name(Precision::F32)
+    )));
 }

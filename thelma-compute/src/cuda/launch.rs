@@ -326,8 +326,10 @@ pub fn compile_cubin(source: &str, name: &str, arch: &str) -> Result<Arc<Vec<u8>
     Ok(cubin)
 }
 
-/// Compiles `source` to a cubin for `arch` with NVRTC, caching nothing (the compile check's way:
-/// it must run the compiler). A failure carries NVRTC's log.
+/// Compiles `source` with NVRTC for `arch`, caching nothing (the compile check's way: it must run
+/// the compiler): a cubin for a real architecture (`sm_90`), PTX for a virtual one (`compute_90`,
+/// which stops before the assembler, ptxas, most of a large kernel's compile). A failure carries
+/// NVRTC's log.
 pub fn compile(source: &str, name: &str, arch: &str) -> Result<Vec<u8>, ComputeError> {
     if !nvrtc_present() {
         return Err(ComputeError::Compile(
@@ -337,7 +339,8 @@ pub fn compile(source: &str, name: &str, arch: &str) -> Result<Vec<u8>, ComputeE
     compile_with(source, name, arch, &options(arch))
 }
 
-/// Runs NVRTC on `source` with `options`, made for `arch`.
+/// Runs NVRTC on `source` with `options`, made for `arch`: the cubin, or the PTX for a virtual
+/// architecture (`compute_*`).
 fn compile_with(
     source: &str,
     name: &str,
@@ -350,7 +353,17 @@ fn compile_with(
         CString::new(name).map_err(|_| ComputeError::Compile("NUL in kernel name".into()))?;
     let prog = nvrtc::create_program(&src, Some(&cname))
         .map_err(|e| ComputeError::Compile(format!("{name}: cannot create the program: {e:?}")))?;
-    // SAFETY: `prog` was created above and is destroyed exactly once below; the log and the cubin are
+    let (what, get_size, get): (_, unsafe fn(_, _) -> _, unsafe fn(_, _) -> _) =
+        if arch.starts_with("compute_") {
+            ("PTX", nvrtc_sys::nvrtcGetPTXSize, nvrtc_sys::nvrtcGetPTX)
+        } else {
+            (
+                "cubin",
+                nvrtc_sys::nvrtcGetCUBINSize,
+                nvrtc_sys::nvrtcGetCUBIN,
+            )
+        };
+    // SAFETY: `prog` was created above and is destroyed exactly once below; the log and the image are
     // copied into buffers of the sizes NVRTC reports.
     unsafe {
         let compiled = nvrtc::compile_program(prog, options);
@@ -365,15 +378,15 @@ fn compile_with(
             }
             Ok(()) => {
                 let mut size = 0usize;
-                let r = nvrtc_sys::nvrtcGetCUBINSize(prog, &mut size);
+                let r = get_size(prog, &mut size);
                 if r != nvrtc_sys::nvrtcResult::NVRTC_SUCCESS || size == 0 {
-                    Err(ComputeError::Compile(format!("{name}: no cubin ({r:?})")))
+                    Err(ComputeError::Compile(format!("{name}: no {what} ({r:?})")))
                 } else {
                     let mut buf = vec![0u8; size];
-                    let r = nvrtc_sys::nvrtcGetCUBIN(prog, buf.as_mut_ptr() as *mut c_char);
+                    let r = get(prog, buf.as_mut_ptr() as *mut c_char);
                     if r != nvrtc_sys::nvrtcResult::NVRTC_SUCCESS {
                         Err(ComputeError::Compile(format!(
-                            "{name}: cannot read the cubin ({r:?})"
+                            "{name}: cannot read the {what} ({r:?})"
                         )))
                     } else {
                         Ok(buf)
