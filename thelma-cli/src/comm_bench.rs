@@ -50,7 +50,8 @@ pub struct CommBenchArgs {
     /// Devices in graph order: `all`, a count N, or ids `0,2,1,3` (the order the solver's slabs
     /// would take). Default all. In an MPI job (`--transport mpi`), the k-th rank of a host
     /// drives device k mod n of the n devices listed here, whatever order the launcher placed
-    /// the ranks in: two ranks on a one-GPU host share it.
+    /// the ranks in: two ranks on a one-GPU host share it. CPU devices are virtual: rank r takes
+    /// the r-th, mod n.
     #[arg(long, value_name = "SPEC", value_parser = DeviceSpec::parse, allow_hyphen_values = true)]
     pub devices: Option<DeviceSpec>,
     /// Communication graphs, comma-separated: linear, circular. Default linear.
@@ -800,6 +801,7 @@ pub fn position_devices(
     hosts: &[HostPlace],
     virtual_devices: bool,
 ) -> Vec<usize> {
+    debug_assert!(!devices.is_empty(), "a device list is never empty");
     (0..ranks)
         .map(|r| {
             let k = match hosts.get(r) {
@@ -874,6 +876,7 @@ pub fn run(args: CommBenchArgs, job: Option<&crate::cluster::Job>) -> Result<()>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::BenchRow;
 
     #[test]
     fn the_ranks_of_a_host_take_its_gpus_in_their_order_there() {
@@ -891,7 +894,6 @@ mod tests {
         let crowded = [place(0, 3), place(1, 3), place(2, 3)];
         assert_eq!(position_devices(&[4, 5], 3, &crowded, false), vec![4, 5, 4]);
     }
-    use crate::bench::BenchRow;
 
     fn row(collision: &str, precision: &str, size: usize, devices: usize, mlups: f64) -> BenchRow {
         BenchRow {

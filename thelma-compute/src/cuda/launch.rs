@@ -282,7 +282,8 @@ fn nvrtc_version() -> Option<(i32, i32)> {
     (r == nvrtc_sys::nvrtcResult::NVRTC_SUCCESS).then_some((major, minor))
 }
 
-/// A cubin of `source` for `arch` (`sm_90`): from this process's images, else from the disk cache
+/// A cubin of `source` for `arch`, a real architecture (`sm_90`; a virtual one would store PTX
+/// under the cubin's key): from this process's images, else from the disk cache
 /// ([`cache::Store::from_env`]), else compiled by NVRTC and saved there. A disk cache that cannot
 /// be used only means compiling (with one warning per process); a compile failure carries NVRTC's
 /// log.
@@ -328,8 +329,8 @@ pub fn compile_cubin(source: &str, name: &str, arch: &str) -> Result<Arc<Vec<u8>
 
 /// Compiles `source` with NVRTC for `arch`, caching nothing (the compile check's way: it must run
 /// the compiler): a cubin for a real architecture (`sm_90`), PTX for a virtual one (`compute_90`,
-/// which stops before the assembler, ptxas, most of a large kernel's compile). A failure carries
-/// NVRTC's log.
+/// which stops before the assembler, ptxas, about half of a compile and three quarters of the
+/// immersed bodies'; PTX ends in NVRTC's terminating NUL). A failure carries NVRTC's log.
 pub fn compile(source: &str, name: &str, arch: &str) -> Result<Vec<u8>, ComputeError> {
     if !nvrtc_present() {
         return Err(ComputeError::Compile(
