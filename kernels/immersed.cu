@@ -4,16 +4,22 @@
 // macroscopic state, printed from thelma-core in double) and `thelma_collide_forced`.
 //
 // A step of a module that holds the bodies:
-//   1. ib_place (a thread per point, or a warp: see ib_iterate): each point placed by its body's
-//      pose (uploaded 64 steps at a time), and its 27 support nodes claimed into the band: the
-//      first point to reach a node appends it (`slot[node]`: its band slot; a dense array, empty
-//      between steps).
-//   2. ib_band (a thread per band node): the populations the step will pull there, and ρ and
-//      u* = (j + F/2)/ρ under the uniform force; both force accumulators zeroed.
+//   1. ib_place (a thread per point, or a group of THELMA_IB_GROUP lanes: see ib_iterate): each
+//      point placed by its body's pose (uploaded 64 steps at a time), and its 27 support nodes
+//      claimed into the band: the first point to reach a node appends it (`slot[node]`: its band
+//      slot; a dense array, empty between steps).
+//   2. ib_band (band nodes, a grid-stride loop): the populations the step will pull there, and ρ
+//      and u* = (j + F/2)/ρ under the uniform force; both force records cleared, the read one
+//      holding 1/(2ρ) in its fourth word.
 //   3. K times ib_iterate (per point: interpolate, correct the point's force, spread it) and
-//      ib_fold (per band node: the accumulator read next equals the one written).
+//      ib_fold (per band node: the record read next holds the sums written).
 //   4. after the fused step, ib_collide (per band node): the node pulled again and collided under
 //      the uniform force plus its spread force, over what the step stored; its slot emptied.
+//
+// The first iteration interpolates u* and ρ and keeps, per point, V = U_d − Σ δ u* and
+// R = Σ δ ρ (`vr`); the later ones read only each node's record of 32 bytes, one sector: the
+// force spread so far (fixed point, three words) and 1/(2ρ) — the interpolated velocity is
+// Σ δ u* plus Σ δ S/(2ρ), and V − Σ δ S/(2ρ) is what the force corrects.
 //
 // Spreading adds each point's share to its nodes with 64-bit integer atomics on a fixed-point
 // force (2^-50 of a lattice unit): integer sums do not depend on their order, so a run is
@@ -110,8 +116,9 @@ __device__ __forceinline__ void thelma_ib_pull_at(real* f, size_t p, THELMA_IB_P
 }
 
 // 1. Places every point at this step's pose of its body (thelma_core::physics::immersed::Pose::place)
-// and claims its support nodes into the band. With LANES = 32 a warp serves a point, each of its
-// first 27 lanes one support node; with 1, a thread serves a point and all its nodes.
+// and claims its support nodes into the band. With LANES = THELMA_IB_GROUP a group of lanes serves
+// a point, each lane every LANES-th support node; with 1, a thread serves a point and all its
+// nodes.
 template <int LANES>
 __device__ __forceinline__ void ib_place(const double* __restrict__ pose,
                                          const unsigned int* __restrict__ body,
@@ -141,6 +148,7 @@ __device__ __forceinline__ void ib_place(const double* __restrict__ pose,
         u_out[3 * (size_t)k + 2] = P[20] + (w[0] * r[1] - w[1] * r[0]);
     }
     const thelma_ib_kernel K = thelma_ib_kernel_at(x, nx, ny, nz, periodic);
+#pragma unroll
     for (int s = lane; s < 27; s += LANES) {
         const unsigned int n = K.node(s, nx, ny);
         if (atomicCAS(&slot[n], THELMA_IB_EMPTY, THELMA_IB_CLAIMED) == THELMA_IB_EMPTY) {
@@ -162,43 +170,56 @@ extern "C" __global__ void __launch_bounds__(128) THELMA_NAME(ib_place)(THELMA_I
 }
 
 extern "C" __global__ void __launch_bounds__(128)
-THELMA_NAME(ib_place_warp)(THELMA_IB_PLACE_ARGS) {
-    ib_place<32>(pose, body, ref, points, x_out, u_out, slot, band, count, nx, ny, nz, periodic);
+THELMA_NAME(ib_place_group)(THELMA_IB_PLACE_ARGS) {
+    ib_place<THELMA_IB_GROUP>(pose, body, ref, points, x_out, u_out, slot, band, count, nx, ny, nz,
+                              periodic);
 }
 
+// The force records of band slot s, THELMA_IB_RECORD words each (4, from the prelude: 32 bytes,
+// one sector): the one read holds the force spread so far (fixed point) and 1/(2ρ) as the bits of
+// a double; the one written, at slot `capacity + s`, the sums of this iteration's spreading.
+
 // 2. The band's state before the forcing: each node pulled as this step will pull it, ρ and u*
-// under the uniform force (printed from thelma_core::physics::macroscopic), both force
-// accumulators (3 components per band node each) zeroed.
+// under the uniform force (printed from thelma_core::physics::macroscopic), both force records
+// cleared and 1/(2ρ) in the read one. A grid-stride loop: only the device knows the band's size.
 extern "C" __global__ void __launch_bounds__(128)
 THELMA_NAME(ib_band)(THELMA_IB_PULL_ARGS, const unsigned int* __restrict__ band,
                      const unsigned int* __restrict__ count, double* __restrict__ rho,
                      double* __restrict__ u, long long* __restrict__ acc, unsigned int capacity) {
-    const unsigned int s = blockIdx.x * blockDim.x + threadIdx.x;
-    if (s >= *count) return;
-    const size_t p = band[s];
-    real f[THELMA_Q];
-    thelma_ib_pull_at(f, p, a, index, pal_mask, pal_term, pal_link, below_in, above_in, nx, ny, nz,
-                      periodic, z0, nz_domain, open);
-    double g[THELMA_Q];
+    const unsigned int n = *count;
+    for (unsigned int s = blockIdx.x * blockDim.x + threadIdx.x; s < n;
+         s += gridDim.x * blockDim.x) {
+        const size_t p = band[s];
+        real f[THELMA_Q];
+        thelma_ib_pull_at(f, p, a, index, pal_mask, pal_term, pal_link, below_in, above_in, nx,
+                          ny, nz, periodic, z0, nz_domain, open);
+        double g[THELMA_Q];
 #pragma unroll
-    for (int i = 0; i < THELMA_Q; i++) g[i] = (double)f[i];
-    double r[1], v[3];
-    thelma_ib::macroscopic(g, r, v);
-    rho[s] = r[0];
+        for (int i = 0; i < THELMA_Q; i++) g[i] = (double)f[i];
+        double r[1], v[3];
+        thelma_ib::macroscopic(g, r, v);
+        rho[s] = r[0];
 #pragma unroll
-    for (int c = 0; c < 3; c++) {
-        u[3 * (size_t)s + c] = v[c];
-        acc[3 * (size_t)s + c] = 0;
-        acc[3 * ((size_t)capacity + s) + c] = 0;
+        for (int c = 0; c < 3; c++) u[3 * (size_t)s + c] = v[c];
+        longlong2* read = reinterpret_cast<longlong2*>(acc + THELMA_IB_RECORD * (size_t)s);
+        longlong2* write =
+            reinterpret_cast<longlong2*>(acc + THELMA_IB_RECORD * ((size_t)capacity + s));
+        read[0] = make_longlong2(0, 0);
+        read[1] = make_longlong2(0, __double_as_longlong(1.0 / (THELMA_IB_SCALE * 2.0 * r[0])));
+        write[0] = make_longlong2(0, 0);
+        write[1] = make_longlong2(0, 0);
     }
 }
 
 // 3a. One iteration of the direct forcing: the velocity interpolated from the band (u* moved by the
-// force spread so far, `read`, over 2ρ), the point's force density corrected by 2ρ(U_d − U) and
-// summed in `total`, the correction times the point's area spread into `write`. With LANES = 1 a
-// thread serves a point (the "kernel" strategy); with 32 a warp does, a lane per support node, the
-// sums reduced across the warp by a butterfly (every lane ends with the same sums, in an order
-// fixed by the lanes).
+// force spread so far over 2ρ), the point's force density corrected by 2ρ(U_d − U) and summed in
+// `total`, the correction times the point's area spread into the written records. The first
+// iteration (nothing spread yet) interpolates u* and ρ and keeps V = U_d − Σ δ u* and R = Σ δ ρ in
+// `vr`; the later ones interpolate only the spread force's velocity Σ δ S/(2ρ) from the read
+// records and correct by 2R(V − Σ δ S/(2ρ)). With LANES = 1 a thread serves a point (the "kernel"
+// strategy); with THELMA_IB_GROUP a group of lanes does, each lane every LANES-th support node,
+// the sums reduced across the group by a butterfly (every lane ends with the same sums, in an
+// order fixed by the lanes).
 template <int LANES>
 __device__ __forceinline__ void ib_iterate(const double* __restrict__ x,
                                            const double* __restrict__ ud,
@@ -207,55 +228,82 @@ __device__ __forceinline__ void ib_iterate(const double* __restrict__ x,
                                            const double* __restrict__ rho,
                                            const double* __restrict__ u,
                                            const long long* __restrict__ read, long long* write,
-                                           double* __restrict__ total, int first, int nx, int ny,
-                                           int nz, int periodic) {
+                                           double* __restrict__ total, double* __restrict__ vr,
+                                           int first, int nx, int ny, int nz, int periodic) {
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
     const int k = t / LANES, lane = t % LANES;
     if (k >= points) return;
     const thelma_ib_kernel K = thelma_ib_kernel_at(x + 3 * (size_t)k, nx, ny, nz, periodic);
-    constexpr int MINE = LANES == 1 ? 27 : 1;
+    constexpr int MINE = (27 + LANES - 1) / LANES;
     double U[3] = {0.0, 0.0, 0.0}, R = 0.0;
     unsigned int sl[MINE];
     double wl[MINE];
 #pragma unroll
     for (int m = 0; m < MINE; m++) {
-        const int s = LANES == 1 ? m : lane;
+        const int s = lane + m * LANES;
         wl[m] = 0.0;
         sl[m] = 0;
         if (s < 27) {
             const unsigned int b = slot[K.node(s, nx, ny)];
+            const double w = K.weight(s);
             sl[m] = b;
-            const double w = K.weight(s), rb = rho[b];
             wl[m] = w;
+            if (first) {
 #pragma unroll
-            for (int c = 0; c < 3; c++)
-                U[c] += w * (u[3 * (size_t)b + c] +
-                             (double)read[3 * (size_t)b + c] / (THELMA_IB_SCALE * 2.0 * rb));
-            R += w * rb;
+                for (int c = 0; c < 3; c++) U[c] += w * u[3 * (size_t)b + c];
+                R += w * rho[b];
+            } else {
+                const longlong2* rec =
+                    reinterpret_cast<const longlong2*>(read + THELMA_IB_RECORD * (size_t)b);
+                const longlong2 s01 = rec[0], s2h = rec[1];
+                const double wh = w * __longlong_as_double(s2h.y);
+                U[0] += wh * (double)s01.x;
+                U[1] += wh * (double)s01.y;
+                U[2] += wh * (double)s2h.x;
+            }
         }
     }
-    if (LANES == 32) {
+    if (LANES > 1) {
+        // The group's lanes: LANES consecutive lanes of one warp (LANES divides 32).
+        const unsigned int group =
+            LANES == 32 ? 0xffffffffu
+                        : ((1u << (LANES % 32)) - 1u) << ((threadIdx.x % 32) / LANES * LANES);
 #pragma unroll
-        for (int o = 16; o > 0; o >>= 1) {
+        for (int o = LANES / 2; o > 0; o >>= 1) {
 #pragma unroll
-            for (int c = 0; c < 3; c++) U[c] += __shfl_xor_sync(0xffffffffu, U[c], o);
-            R += __shfl_xor_sync(0xffffffffu, R, o);
+            for (int c = 0; c < 3; c++) U[c] += __shfl_xor_sync(group, U[c], o);
+            if (first) R += __shfl_xor_sync(group, R, o);
         }
+    }
+    double* vk = vr + 4 * (size_t)k;
+    double V[3];
+    if (first) {
+#pragma unroll
+        for (int c = 0; c < 3; c++) V[c] = ud[3 * (size_t)k + c] - U[c];
+        if (lane == 0) {
+#pragma unroll
+            for (int c = 0; c < 3; c++) vk[c] = V[c];
+            vk[3] = R;
+        }
+    } else {
+#pragma unroll
+        for (int c = 0; c < 3; c++) V[c] = vk[c] - U[c];
+        R = vk[3];
     }
     double df[3];
 #pragma unroll
     for (int c = 0; c < 3; c++) {
-        df[c] = 2.0 * R * (ud[3 * (size_t)k + c] - U[c]);
+        df[c] = 2.0 * R * V[c];
         if (lane == 0)
             total[3 * (size_t)k + c] = first ? df[c] : total[3 * (size_t)k + c] + df[c];
         df[c] *= area[k] * THELMA_IB_SCALE;
     }
 #pragma unroll
     for (int m = 0; m < MINE; m++) {
-        if (LANES == 1 || lane < 27) {
+        if (lane + m * LANES < 27) {
 #pragma unroll
             for (int c = 0; c < 3; c++)
-                atomicAdd((unsigned long long*)&write[3 * (size_t)sl[m] + c],
+                atomicAdd((unsigned long long*)&write[THELMA_IB_RECORD * (size_t)sl[m] + c],
                           (unsigned long long)__double2ll_rn(wl[m] * df[c]));
         }
     }
@@ -265,65 +313,74 @@ __device__ __forceinline__ void ib_iterate(const double* __restrict__ x,
     const double *__restrict__ x, const double *__restrict__ ud, const double *__restrict__ area,  \
         int points, const unsigned int *__restrict__ slot, const double *__restrict__ rho,         \
         const double *__restrict__ u, const long long *__restrict__ read, long long *write,        \
-        double *__restrict__ total, int first, int nx, int ny, int nz, int periodic
+        double *__restrict__ total, double *__restrict__ vr, int first, int nx, int ny, int nz,    \
+        int periodic
 
 extern "C" __global__ void __launch_bounds__(128)
 THELMA_NAME(ib_iterate)(THELMA_IB_ITERATE_ARGS) {
-    ib_iterate<1>(x, ud, area, points, slot, rho, u, read, write, total, first, nx, ny, nz,
+    ib_iterate<1>(x, ud, area, points, slot, rho, u, read, write, total, vr, first, nx, ny, nz,
                   periodic);
 }
 
 extern "C" __global__ void __launch_bounds__(128)
-THELMA_NAME(ib_iterate_warp)(THELMA_IB_ITERATE_ARGS) {
-    ib_iterate<32>(x, ud, area, points, slot, rho, u, read, write, total, first, nx, ny, nz,
-                   periodic);
+THELMA_NAME(ib_iterate_group)(THELMA_IB_ITERATE_ARGS) {
+    ib_iterate<THELMA_IB_GROUP>(x, ud, area, points, slot, rho, u, read, write, total, vr, first,
+                                nx, ny, nz, periodic);
 }
 
-// 3b. After an iteration, per band node: `read` takes what `write` summed (then both hold the
-// force spread so far); after the last, the node's force density into `force` instead.
+// 3b. After an iteration, per band node (a grid-stride loop): the read record takes the sums the
+// written one holds (then both hold the force spread so far); after the last, the node's force
+// density into `force` instead.
 extern "C" __global__ void __launch_bounds__(128)
 THELMA_NAME(ib_fold)(const unsigned int* __restrict__ count, long long* __restrict__ read,
                      const long long* __restrict__ write, double* __restrict__ force, int last) {
-    const unsigned int s = blockIdx.x * blockDim.x + threadIdx.x;
-    if (s >= *count) return;
+    const unsigned int n = *count;
+    for (unsigned int s = blockIdx.x * blockDim.x + threadIdx.x; s < n;
+         s += gridDim.x * blockDim.x) {
+        const size_t r = THELMA_IB_RECORD * (size_t)s;
 #pragma unroll
-    for (int c = 0; c < 3; c++) {
-        const long long v = write[3 * (size_t)s + c];
-        if (last)
-            force[3 * (size_t)s + c] = (double)v / THELMA_IB_SCALE;
-        else
-            read[3 * (size_t)s + c] = v;
+        for (int c = 0; c < 3; c++) {
+            const long long v = write[r + c];
+            if (last)
+                force[3 * (size_t)s + c] = (double)v / THELMA_IB_SCALE;
+            else
+                read[r + c] = v;
+        }
     }
 }
 
 // 4. After the step, per listed node (the band, or the nodes the host forced): pulled again from
 // lattice a, collided under the uniform force plus its own `force` and stored over what the step
 // stored in b (and in the outgoing interface buffers on a boundary layer), as the step would have
-// with that force; its band slot emptied where there is one.
+// with that force; its band slot emptied where there is one. A grid-stride loop.
 extern "C" __global__ void __launch_bounds__(128)
 THELMA_NAME(ib_collide)(THELMA_IB_PULL_ARGS, store_t* __restrict__ b, store_t* above_out,
                         store_t* below_out, const unsigned int* __restrict__ nodes,
                         const unsigned int* __restrict__ count, const double* __restrict__ force,
                         double fx, double fy, double fz, unsigned int* slot) {
-    const unsigned int s = blockIdx.x * blockDim.x + threadIdx.x;
-    if (s >= *count) return;
-    const size_t p = nodes[s];
-    if (slot != nullptr) slot[p] = THELMA_IB_EMPTY;
-    const unsigned int k = index[p];
-    const unsigned int mask = pal_mask[k];
-    if (mask & THELMA_SOLID_BIT) return;
-    const int x = (int)(p % nx), y = (int)(p / nx % ny), z = (int)(p / ((size_t)nx * ny));
-    real f[THELMA_Q];
-    thelma_ib_pull(f, a, k, mask, pal_term, pal_link, below_in, above_in, nx, ny, nz, periodic,
-                   x, y, z, p, z0, nz_domain, open);
-    // The host's per-node force: the uniform force plus the node's, summed in double, rounded once.
-    const real F[3] = {(real)(fx + force[3 * (size_t)s]), (real)(fy + force[3 * (size_t)s + 1]),
-                       (real)(fz + force[3 * (size_t)s + 2])};
-    thelma_collide_forced(f, F, (real)0.0);
+    const unsigned int n = *count;
+    for (unsigned int s = blockIdx.x * blockDim.x + threadIdx.x; s < n;
+         s += gridDim.x * blockDim.x) {
+        const size_t p = nodes[s];
+        if (slot != nullptr) slot[p] = THELMA_IB_EMPTY;
+        const unsigned int k = index[p];
+        const unsigned int mask = pal_mask[k];
+        if (mask & THELMA_SOLID_BIT) continue;
+        const int x = (int)(p % nx), y = (int)(p / nx % ny), z = (int)(p / ((size_t)nx * ny));
+        real f[THELMA_Q];
+        thelma_ib_pull(f, a, k, mask, pal_term, pal_link, below_in, above_in, nx, ny, nz,
+                       periodic, x, y, z, p, z0, nz_domain, open);
+        // The host's per-node force: the uniform force plus the node's, summed in double,
+        // rounded once.
+        const real F[3] = {(real)(fx + force[3 * (size_t)s]),
+                           (real)(fy + force[3 * (size_t)s + 1]),
+                           (real)(fz + force[3 * (size_t)s + 2])};
+        thelma_collide_forced(f, F, (real)0.0);
 #ifdef THELMA_SPONGE
-    if (open) thelma_sponge_absorb(f, x, y, z0 + z);
+        if (open) thelma_sponge_absorb(f, x, y, z0 + z);
 #endif
-    store_node(f, b, above_out, below_out, nx, ny, nz, x, y, z, p, 0);
+        store_node(f, b, above_out, below_out, nx, ny, nz, x, y, z, p, 0);
+    }
 }
 
 // The live view's plane at the listed nodes (the band, or the nodes the host forced) that lie in

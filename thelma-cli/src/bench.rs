@@ -215,6 +215,11 @@ pub struct LiveCost {
     /// (one served run, its share of the row's plain run).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rounds: Vec<[f64; 2]>,
+    /// The median over the served runs of the share of their wall time spent outside their runs
+    /// of steps (pictures, status messages, the breaks between runs); absent in reports written
+    /// before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outside: Option<f64>,
 }
 
 /// The median of `v` (not empty): the mean of the middle two for an even count.
@@ -265,15 +270,18 @@ fn live_cost(rt: &mut Runtime, case: &CaseConfig, steps: u64, rounds: u32) -> Re
     }
     let nodes = rt.domain().nodes() as f64;
     let mut measured = Vec::with_capacity(rounds as usize);
+    let mut outside = Vec::with_capacity(rounds as usize);
     for _ in 0..rounds {
         let st = rt.run(steps)?;
         let plain = nodes * st.steps as f64 / st.wall.as_secs_f64() / 1e6;
         let target = rt.step() + steps;
         let mut rate = plain * 1e6 / nodes;
         let t = Instant::now();
+        let mut stepping = std::time::Duration::ZERO;
         while rt.step() < target {
             let chunk = live.clamp_chunk(rt.step(), target - rt.step(), rate);
             let st = rt.run(chunk)?;
+            stepping += st.wall;
             rate = chunk as f64 / st.wall.as_secs_f64().max(1e-9);
             let figures = crate::live::Figures {
                 step: rt.step(),
@@ -284,8 +292,10 @@ fn live_cost(rt: &mut Runtime, case: &CaseConfig, steps: u64, rounds: u32) -> Re
             live.publish(rt, &figures, false)?;
             let _ = live.poll();
         }
-        let served = nodes * steps as f64 / t.elapsed().as_secs_f64() / 1e6;
+        let whole = t.elapsed();
+        let served = nodes * steps as f64 / whole.as_secs_f64() / 1e6;
         measured.push([plain, served]);
+        outside.push(1.0 - stepping.as_secs_f64() / whole.as_secs_f64().max(1e-9));
     }
     drop(live);
     let _ = viewer.join();
@@ -294,6 +304,7 @@ fn live_cost(rt: &mut Runtime, case: &CaseConfig, steps: u64, rounds: u32) -> Re
         share: median(measured.iter().map(|r| r[1] / r[0]).collect()),
         pictures: pictures.load(Ordering::Relaxed),
         rounds: measured,
+        outside: Some(median(outside)),
     })
 }
 
@@ -1017,12 +1028,16 @@ pub fn run_bench(args: &BenchArgs, progress: &mut dyn FnMut(&str)) -> Result<Ben
                                     .map(|[p, s]| format!("{:.1}", 100.0 * s / p))
                                     .collect();
                                 progress(&format!(
-                                    "  served live: {:.0} MLUPS, {:.1} % of the plain run (median of {} rounds: {} %), {} pictures to one viewer",
+                                    "  served live: {:.0} MLUPS, {:.1} % of the plain run (median of {} rounds: {} %), {} pictures to one viewer{}",
                                     l.mlups,
                                     100.0 * l.share,
                                     l.rounds.len(),
                                     each.join(" / "),
-                                    l.pictures
+                                    l.pictures,
+                                    l.outside.map_or(String::new(), |o| format!(
+                                        "; {:.2} % of the served time outside the steps",
+                                        100.0 * o
+                                    ))
                                 ));
                             }
                             rows.push(row);

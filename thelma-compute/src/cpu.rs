@@ -1940,14 +1940,16 @@ impl<T: RowArith, S: Stored<Arith = T>> ComputeModule for CpuModule<T, S> {
             .thermal
             .as_ref()
             .map(|th| move |p: usize| th.theta(p).to_f64());
-        plane_from_populations(
-            &self.slab,
-            &self.a,
-            (axis, index),
-            solid,
-            force,
-            theta.as_ref().map(|f| f as &dyn Fn(usize) -> f64),
-        )
+        self.pool.install(|| {
+            plane_from_populations(
+                &self.slab,
+                &self.a,
+                (axis, index),
+                solid,
+                force,
+                theta.as_ref().map(|f| f as &(dyn Fn(usize) -> f64 + Sync)),
+            )
+        })
     }
 
     fn set_wall_velocities(&mut self, walls: &[[f64; 3]]) -> Result<(), ComputeError> {

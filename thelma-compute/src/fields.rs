@@ -144,14 +144,16 @@ pub(crate) fn plane_nodes(slab: &SlabSpec, axis: usize, index: usize) -> ([usize
 }
 
 /// The plane `axis = index` (slab-local) of a slab from its shifted populations `g`, each node as
-/// [`fields_from_populations`] computes it, rounded to `f32`; θ from `theta` where given.
+/// [`fields_from_populations`] computes it, rounded to `f32`; θ from `theta` where given. The nodes
+/// are shared out over the threads of the rayon pool it runs in (each node's values depend on that
+/// node alone): a plane taken between two runs of steps holds every thread of the run up.
 pub(crate) fn plane_from_populations<T: Real + Arith<Scalar = T>, S: Stored<Arith = T>>(
     slab: &SlabSpec,
     g: &[S],
     (axis, index): (usize, usize),
-    solid: impl Fn(usize) -> bool,
-    force: impl Fn(usize) -> Option<[T; 3]>,
-    theta: Option<&dyn Fn(usize) -> f64>,
+    solid: impl Fn(usize) -> bool + Sync,
+    force: impl Fn(usize) -> Option<[T; 3]> + Sync,
+    theta: Option<&(dyn Fn(usize) -> f64 + Sync)>,
 ) -> Result<PlaneFields, ComputeError> {
     let size = [slab.nx(), slab.ny(), slab.nz()];
     if axis > 2 || index >= size[axis] {
@@ -162,28 +164,38 @@ pub(crate) fn plane_from_populations<T: Real + Arith<Scalar = T>, S: Stored<Arit
     }
     let n = slab.nodes();
     let (dims, nodes) = plane_nodes(slab, axis, index);
+    // Per node: ρ, u, whether solid, θ (0 without `theta`).
+    let values: Vec<([f32; 5], bool)> = nodes
+        .par_iter()
+        .with_min_len(256)
+        .map(|&p| {
+            let s = solid(p);
+            let (rho, u) = if s {
+                (0.0, [0.0; 3])
+            } else {
+                let node: [T; Q] = std::array::from_fn(|i| g[i * n + p].load());
+                let m = stored_macroscopic(&node, force(p));
+                (1.0 + m.drho.to_f64(), m.u.map(|v| v.to_f64()))
+            };
+            let t = match theta {
+                Some(theta) if !s => theta(p) as f32,
+                _ => 0.0,
+            };
+            ([rho as f32, u[0] as f32, u[1] as f32, u[2] as f32, t], s)
+        })
+        .collect();
     let mut out = PlaneFields {
         axis,
         size: dims,
         ..PlaneFields::default()
     };
-    for &p in &nodes {
-        let s = solid(p);
-        let (rho, u) = if s {
-            (0.0, [0.0; 3])
-        } else {
-            let node: [T; Q] = std::array::from_fn(|i| g[i * n + p].load());
-            let m = stored_macroscopic(&node, force(p));
-            (1.0 + m.drho.to_f64(), m.u.map(|v| v.to_f64()))
-        };
-        out.rho.push(rho as f32);
-        out.ux.push(u[0] as f32);
-        out.uy.push(u[1] as f32);
-        out.uz.push(u[2] as f32);
-        out.solid.push(s);
-        if let Some(theta) = theta {
-            out.temperature.push(if s { 0.0 } else { theta(p) as f32 });
-        }
+    out.rho = values.iter().map(|v| v.0[0]).collect();
+    out.ux = values.iter().map(|v| v.0[1]).collect();
+    out.uy = values.iter().map(|v| v.0[2]).collect();
+    out.uz = values.iter().map(|v| v.0[3]).collect();
+    out.solid = values.iter().map(|v| v.1).collect();
+    if theta.is_some() {
+        out.temperature = values.iter().map(|v| v.0[4]).collect();
     }
     Ok(out)
 }

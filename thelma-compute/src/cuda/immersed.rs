@@ -21,6 +21,9 @@ const POSE: usize = 21;
 const POSE_STEPS: u64 = 64;
 /// An empty slot of the band map (`THELMA_IB_EMPTY`).
 const EMPTY: u32 = u32::MAX;
+/// Words (i64) of a band slot's force record (`THELMA_IB_RECORD`, printed into the prelude):
+/// three fixed-point sums and 1/(2ρ), 32 bytes, one sector.
+pub const RECORD: usize = 4;
 
 fn grid(threads: usize) -> LaunchConfig {
     LaunchConfig {
@@ -30,10 +33,24 @@ fn grid(threads: usize) -> LaunchConfig {
     }
 }
 
-/// The points up to which a warp serves each point (beyond, a thread): on one H200 a warp per
-/// point was faster with 2,000 and 12,000 points (80 % and 65 % of the box's MLUPS against 61 %
-/// and 58 %) and a thread per point with 36,000 (46 % against 44 %), PERFORMANCE.md.
-const WARP_UP_TO: usize = 24_000;
+/// The launch of a kernel that loops over the band (`ib_band`, `ib_fold`, `ib_collide`), whose
+/// size only the device knows: [`BAND_THREADS`] threads, fewer where the band holds fewer nodes.
+/// (A thread per slot of the band's capacity, 27 a point, started mostly empty blocks: the
+/// supports of neighbouring points overlap, so a band has a few nodes a point.)
+fn band_grid(capacity: usize) -> LaunchConfig {
+    grid(capacity.min(BAND_THREADS))
+}
+
+/// Threads of a band loop: 1,024 blocks, eight per multiprocessor of an H100 or H200.
+const BAND_THREADS: usize = 1024 * BLOCK as usize;
+
+/// The lanes of a group that serves one point (`THELMA_IB_GROUP`, printed into the prelude), each
+/// lane every eighth of its 27 support nodes.
+pub const GROUP: usize = 8;
+
+/// The points up to which a group of lanes serves each point (beyond, a thread), from the
+/// measurements on one H200 in PERFORMANCE.md.
+const GROUP_UP_TO: usize = 24_000;
 
 fn dev_err(what: &'static str) -> impl FnOnce(cudarc::driver::DriverError) -> ComputeError {
     move |e| ComputeError::Device(format!("{what}: {e}"))
@@ -52,10 +69,10 @@ fn raw<U>(s: &CudaSlice<U>, stream: &CudaStream) -> u64 {
 /// The kernels, in [`super::launch::Kernel::IMMERSED`]'s order.
 pub struct IbKernels {
     pub place: CudaFunction,
-    pub place_warp: CudaFunction,
+    pub place_group: CudaFunction,
     pub band: CudaFunction,
     pub iterate: CudaFunction,
-    pub iterate_warp: CudaFunction,
+    pub iterate_group: CudaFunction,
     pub fold: CudaFunction,
     pub collide: CudaFunction,
     pub pull: CudaFunction,
@@ -87,21 +104,24 @@ struct Held {
     points: usize,
     capacity: usize,
     /// Per point: body, reference position, area; position and desired velocity this step; force
-    /// density summed over the iterations.
+    /// density summed over the iterations; what the first iteration keeps for the next (the
+    /// velocity to correct and the interpolated ρ, 4 doubles).
     body: CudaSlice<u32>,
     reference: CudaSlice<f64>,
     area: CudaSlice<f64>,
     x: CudaSlice<f64>,
     ud: CudaSlice<f64>,
     total: CudaSlice<f64>,
+    vr: CudaSlice<f64>,
     /// The poses of steps `pose_base..pose_base + POSE_STEPS`, step after step.
     pose: CudaSlice<f64>,
     pose_base: Option<u64>,
-    /// Threads per point: 1 (a thread serves a point), or 32 (a warp, a lane per support node).
+    /// Threads per point: 1 (a thread serves a point), or [`GROUP`] (a group of lanes).
     lanes: usize,
     /// Per node of the slab: its band slot this step (empty outside the band).
     slot: CudaSlice<u32>,
-    /// Per band slot: node, ρ, u*, the two fixed-point accumulators, the force; and the count.
+    /// Per band slot: node, ρ, u*, the two force records (the one read, then the one written:
+    /// `RECORD` words each), the force; and the count.
     band: CudaSlice<u32>,
     count: CudaSlice<u32>,
     rho: CudaSlice<f64>,
@@ -116,9 +136,10 @@ struct Held {
 /// device (the memory check before a run).
 pub fn immersed_device_bytes(points: usize, nodes: usize) -> u64 {
     let capacity = (points.saturating_mul(27)).min(nodes) as u64;
-    // body 4, reference 24, area 8, x 24, ud 24, total 24 per point; slot 4 per node; band 4,
-    // ρ 8, u 24, accumulators 48, force 24 per band slot; and 64 steps of poses per body (small).
-    points as u64 * 108 + nodes as u64 * 4 + capacity * 108
+    // body 4, reference 24, area 8, x 24, ud 24, total 24, vr 32 per point; slot 4 per node;
+    // band 4, ρ 8, u 24, records 64, force 24 per band slot; and 64 steps of poses per body
+    // (small).
+    points as u64 * 140 + nodes as u64 * 4 + capacity * 124
 }
 
 /// The addresses and sizes the immersed kernels share with the step.
@@ -202,13 +223,14 @@ impl ImmersedDevice {
             x: zeros_f64(3 * points, "points")?,
             ud: zeros_f64(3 * points, "points")?,
             total: zeros_f64(3 * points, "points")?,
+            vr: zeros_f64(4 * points, "points")?,
             pose: zeros_f64(POSE * bodies.bodies.len() * POSE_STEPS as usize, "poses")?,
             pose_base: None,
-            // THELMA_IB_LANES = 1 or 32 overrides the choice (to measure both).
+            // THELMA_IB_LANES = 1 or 8 (GROUP) overrides the choice (to measure both).
             lanes: match std::env::var("THELMA_IB_LANES").as_deref() {
                 Ok("1") => 1,
-                Ok("32") => 32,
-                _ if points <= WARP_UP_TO => 32,
+                Ok(g) if g == GROUP.to_string() => GROUP,
+                _ if points <= GROUP_UP_TO => GROUP,
                 _ => 1,
             },
             slot,
@@ -219,7 +241,7 @@ impl ImmersedDevice {
             rho: zeros_f64(capacity, "band")?,
             u: zeros_f64(3 * capacity, "band")?,
             acc: stream
-                .alloc_zeros::<i64>(6 * capacity.max(1))
+                .alloc_zeros::<i64>(2 * RECORD * capacity.max(1))
                 .map_err(oom("band"))?,
             force: zeros_f64(3 * capacity, "band")?,
             last: None,
@@ -300,12 +322,13 @@ impl ImmersedDevice {
         let periodic = view.periodic3(periodic_z);
         let points = h.points as i32;
         let addr = |s: &CudaSlice<f64>| raw(s, stream);
-        let (pose, x, ud, total, area) = (
+        let (pose, x, ud, total, vr, area) = (
             addr(&h.pose)
                 + ((t - base) as usize * bodies * POSE * std::mem::size_of::<f64>()) as u64,
             addr(&h.x),
             addr(&h.ud),
             addr(&h.total),
+            addr(&h.vr),
             addr(&h.area),
         );
         let (body, reference) = (raw(&h.body, stream), addr(&h.reference));
@@ -316,21 +339,21 @@ impl ImmersedDevice {
         );
         let (rho, u, force) = (addr(&h.rho), addr(&h.u), addr(&h.force));
         let acc = raw(&h.acc, stream);
-        let acc_write = acc + (3 * h.capacity * std::mem::size_of::<i64>()) as u64;
+        let acc_write = acc + (RECORD * h.capacity * std::mem::size_of::<i64>()) as u64;
         let capacity = h.capacity as u32;
         let launch_err = |what: &'static str| dev_err(what);
         // SAFETY (every launch below): the argument lists match the kernels of
         // kernels/immersed.cu, loaded for this module's precision; the lattice, palette and
         // interface addresses are the step's own (as in `step`); the points' buffers hold
-        // `points` entries (3 doubles for positions and velocities), the band's `capacity`
-        // (27 per point, at most the slab's nodes: a band has no more) with the accumulators
-        // two blocks of 3·capacity, and the band map one slot per node of the slab. All of them
-        // belong to `self`, which the module synchronises before dropping.
+        // `points` entries (3 doubles for positions and velocities, 4 for `vr`), the band's
+        // `capacity` (27 per point, at most the slab's nodes: a band has no more) with the force
+        // records two blocks of RECORD·capacity words, and the band map one slot per node of the
+        // slab. All of them belong to `self`, which the module synchronises before dropping.
         unsafe {
             let (place, iterate) = if h.lanes == 1 {
                 (&k.place, &k.iterate)
             } else {
-                (&k.place_warp, &k.iterate_warp)
+                (&k.place_group, &k.iterate_group)
             };
             let mut b = stream.launch_builder(place);
             b.arg(&pose)
@@ -357,7 +380,7 @@ impl ImmersedDevice {
                 .arg(&u)
                 .arg(&acc)
                 .arg(&capacity);
-            b.launch(grid(h.capacity))
+            b.launch(band_grid(h.capacity))
                 .map_err(launch_err("launch of ib_band failed"))?;
             let iterations = h.bodies.iterations;
             for it in 0..iterations {
@@ -373,6 +396,7 @@ impl ImmersedDevice {
                     .arg(&acc)
                     .arg(&acc_write)
                     .arg(&total)
+                    .arg(&vr)
                     .arg(&first)
                     .arg(&nx)
                     .arg(&ny)
@@ -387,7 +411,7 @@ impl ImmersedDevice {
                     .arg(&acc_write)
                     .arg(&force)
                     .arg(&last);
-                b.launch(grid(h.capacity))
+                b.launch(band_grid(h.capacity))
                     .map_err(launch_err("launch of ib_fold failed"))?;
             }
         }
@@ -449,7 +473,7 @@ impl ImmersedDevice {
                 .arg(&uniform[1])
                 .arg(&uniform[2])
                 .arg(&slot);
-            b.launch(grid(threads))
+            b.launch(band_grid(threads))
                 .map_err(dev_err("launch of ib_collide failed"))?;
         }
         Ok(())

@@ -69,15 +69,16 @@ pub enum Kernel {
     AccumulateMeans,
     /// The live view's plane: the fields of one plane of nodes.
     Plane,
-    /// The immersed bodies' points placed and their band claimed: a thread per point, or a warp.
+    /// The immersed bodies' points placed and their band claimed: a thread per point, or a group
+    /// of lanes.
     IbPlace,
-    IbPlaceWarp,
+    IbPlaceGroup,
     /// The band's pulled state before the forcing.
     IbBand,
     /// One iteration of the direct forcing: interpolate, correct, spread; a thread per point, or
-    /// a warp.
+    /// a group of lanes.
     IbIterate,
-    IbIterateWarp,
+    IbIterateGroup,
     /// The band's force accumulators after an iteration.
     IbFold,
     /// Listed nodes collided again under their own force after the step.
@@ -143,10 +144,10 @@ impl Kernel {
             Kernel::AccumulateMeans => format!("accumulate_means_d3q19_{suffix}"),
             Kernel::Plane => format!("plane_d3q19_{suffix}"),
             Kernel::IbPlace => format!("ib_place_{suffix}"),
-            Kernel::IbPlaceWarp => format!("ib_place_warp_{suffix}"),
+            Kernel::IbPlaceGroup => format!("ib_place_group_{suffix}"),
             Kernel::IbBand => format!("ib_band_{suffix}"),
             Kernel::IbIterate => format!("ib_iterate_{suffix}"),
-            Kernel::IbIterateWarp => format!("ib_iterate_warp_{suffix}"),
+            Kernel::IbIterateGroup => format!("ib_iterate_group_{suffix}"),
             Kernel::IbFold => format!("ib_fold_{suffix}"),
             Kernel::IbCollide => format!("ib_collide_{suffix}"),
             Kernel::IbPull => format!("ib_pull_{suffix}"),
@@ -189,10 +190,10 @@ impl Kernel {
         matches!(
             self,
             Kernel::IbPlace
-                | Kernel::IbPlaceWarp
+                | Kernel::IbPlaceGroup
                 | Kernel::IbBand
                 | Kernel::IbIterate
-                | Kernel::IbIterateWarp
+                | Kernel::IbIterateGroup
                 | Kernel::IbFold
                 | Kernel::IbCollide
                 | Kernel::IbPull
@@ -203,10 +204,10 @@ impl Kernel {
     /// Every immersed-body kernel, in the order [`crate::cuda::CudaModule`] loads them.
     pub const IMMERSED: [Kernel; 9] = [
         Kernel::IbPlace,
-        Kernel::IbPlaceWarp,
+        Kernel::IbPlaceGroup,
         Kernel::IbBand,
         Kernel::IbIterate,
-        Kernel::IbIterateWarp,
+        Kernel::IbIterateGroup,
         Kernel::IbFold,
         Kernel::IbCollide,
         Kernel::IbPull,

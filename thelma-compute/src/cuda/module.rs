@@ -433,10 +433,10 @@ where
             Some(ImmersedDevice::new(
                 IbKernels {
                     place: next(),
-                    place_warp: next(),
+                    place_group: next(),
                     band: next(),
                     iterate: next(),
-                    iterate_warp: next(),
+                    iterate_group: next(),
                     fold: next(),
                     collide: next(),
                     pull: next(),

@@ -804,15 +804,22 @@ pub fn prelude(p: &PreludeParams) -> String {
 }
 
 /// What the immersed bodies' kernels (`kernels/immersed.cu`) read besides the step's functions:
-/// `THELMA_IMMERSED`, the flow's collision under a per-node force (`thelma_collide_forced`, unless
-/// the temperature lattice's functions printed it: `forced`), and in namespace `thelma_ib`, where
+/// `THELMA_IMMERSED`, the lanes of a group serving one point (`THELMA_IB_GROUP`,
+/// [`super::immersed::GROUP`]) and the words of a band node's force record (`THELMA_IB_RECORD`,
+/// [`super::immersed::RECORD`]), the flow's collision under a per-node force
+/// (`thelma_collide_forced`, unless the temperature lattice's functions printed it: `forced`), and
+/// in namespace `thelma_ib`, where
 /// `real` is double (the host solves the forcing in f64), Roma's kernel in its two branches
 /// (`delta_inner`, `delta_outer`, printed from `thelma_core::physics::immersed`) and a node's
 /// ρ and velocity under the uniform force (`macroscopic`, from `thelma_core::physics::macroscopic`).
 pub fn immersed_source(model: &FlowModel, forced: bool) -> String {
-    let mut s = String::from(
+    let mut s = format!(
         "#define THELMA_IMMERSED 1
+#define THELMA_IB_GROUP {}
+#define THELMA_IB_RECORD {}
 ",
+        super::immersed::GROUP,
+        super::immersed::RECORD
     );
     if forced {
         s.push_str(&collision_function(model, true, false));
