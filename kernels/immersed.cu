@@ -10,7 +10,7 @@
 //      slot; a dense array, empty between steps).
 //   2. ib_band (band nodes, a grid-stride loop): the populations the step will pull there, and ρ
 //      and u* = (j + F/2)/ρ under the uniform force; both force records cleared, the read one
-//      holding 1/(2ρ) in its fourth word.
+//      holding 1/(2ρ) (over the fixed point's scale) in its fourth word.
 //   3. K times ib_iterate (per point: interpolate, correct the point's force, spread it) and
 //      ib_fold (per band node: the record read next holds the sums written).
 //   4. after the fused step, ib_collide (per band node): the node pulled again and collided under
@@ -18,7 +18,7 @@
 //
 // The first iteration interpolates u* and ρ and keeps, per point, V = U_d − Σ δ u* and
 // R = Σ δ ρ (`vr`); the later ones read only each node's record of 32 bytes, one sector: the
-// force spread so far (fixed point, three words) and 1/(2ρ) — the interpolated velocity is
+// force spread so far S (fixed point, three words) and 1/(2ρ) — the interpolated velocity is
 // Σ δ u* plus Σ δ S/(2ρ), and V − Σ δ S/(2ρ) is what the force corrects.
 //
 // Spreading adds each point's share to its nodes with 64-bit integer atomics on a fixed-point
@@ -35,6 +35,9 @@
 #define THELMA_IB_SCALE 1125899906842624.0
 // Doubles per body pose: origin, centre, rotation (row-major), angular velocity, velocity.
 #define THELMA_IB_POSE 21
+
+static_assert(THELMA_IB_GROUP <= 32 && 32 % THELMA_IB_GROUP == 0,
+              "a group of lanes serving a point lies within one warp");
 
 // The three support nodes of coordinate x along an axis of `len` nodes (wrapped when `periodic`,
 // clamped otherwise: the host keeps every walled axis's support inside) and Roma's weights at them
@@ -148,7 +151,6 @@ __device__ __forceinline__ void ib_place(const double* __restrict__ pose,
         u_out[3 * (size_t)k + 2] = P[20] + (w[0] * r[1] - w[1] * r[0]);
     }
     const thelma_ib_kernel K = thelma_ib_kernel_at(x, nx, ny, nz, periodic);
-#pragma unroll
     for (int s = lane; s < 27; s += LANES) {
         const unsigned int n = K.node(s, nx, ny);
         if (atomicCAS(&slot[n], THELMA_IB_EMPTY, THELMA_IB_CLAIMED) == THELMA_IB_EMPTY) {
@@ -176,12 +178,14 @@ THELMA_NAME(ib_place_group)(THELMA_IB_PLACE_ARGS) {
 }
 
 // The force records of band slot s, THELMA_IB_RECORD words each (4, from the prelude: 32 bytes,
-// one sector): the one read holds the force spread so far (fixed point) and 1/(2ρ) as the bits of
-// a double; the one written, at slot `capacity + s`, the sums of this iteration's spreading.
+// one sector): the one read holds the force spread so far (fixed point) and 1/(2ρ·THELMA_IB_SCALE)
+// as the bits of a double, which turns the fixed-point sums into velocities; the one written, at
+// slot `capacity + s`, the sums of this iteration's spreading.
 
 // 2. The band's state before the forcing: each node pulled as this step will pull it, ρ and u*
 // under the uniform force (printed from thelma_core::physics::macroscopic), both force records
-// cleared and 1/(2ρ) in the read one. A grid-stride loop: only the device knows the band's size.
+// cleared and 1/(2ρ·THELMA_IB_SCALE) in the read one. A grid-stride loop: only the device knows the
+// band's size.
 extern "C" __global__ void __launch_bounds__(128)
 THELMA_NAME(ib_band)(THELMA_IB_PULL_ARGS, const unsigned int* __restrict__ band,
                      const unsigned int* __restrict__ count, double* __restrict__ rho,

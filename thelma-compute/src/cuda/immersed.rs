@@ -22,7 +22,7 @@ const POSE_STEPS: u64 = 64;
 /// An empty slot of the band map (`THELMA_IB_EMPTY`).
 const EMPTY: u32 = u32::MAX;
 /// Words (i64) of a band slot's force record (`THELMA_IB_RECORD`, printed into the prelude):
-/// three fixed-point sums and 1/(2ρ), 32 bytes, one sector.
+/// three fixed-point sums and 1/(2ρ) over the fixed point's scale, 32 bytes, one sector.
 pub const RECORD: usize = 4;
 
 fn grid(threads: usize) -> LaunchConfig {

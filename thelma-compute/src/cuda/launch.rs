@@ -79,7 +79,7 @@ pub enum Kernel {
     /// a group of lanes.
     IbIterate,
     IbIterateGroup,
-    /// The band's force accumulators after an iteration.
+    /// The band's force records after an iteration.
     IbFold,
     /// Listed nodes collided again under their own force after the step.
     IbCollide,
