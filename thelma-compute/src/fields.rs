@@ -189,13 +189,15 @@ pub(crate) fn plane_from_populations<T: Real + Arith<Scalar = T>, S: Stored<Arit
         size: dims,
         ..PlaneFields::default()
     };
-    out.rho = values.iter().map(|v| v.0[0]).collect();
-    out.ux = values.iter().map(|v| v.0[1]).collect();
-    out.uy = values.iter().map(|v| v.0[2]).collect();
-    out.uz = values.iter().map(|v| v.0[3]).collect();
-    out.solid = values.iter().map(|v| v.1).collect();
-    if theta.is_some() {
-        out.temperature = values.iter().map(|v| v.0[4]).collect();
+    for ([rho, ux, uy, uz, t], s) in values {
+        out.rho.push(rho);
+        out.ux.push(ux);
+        out.uy.push(uy);
+        out.uz.push(uz);
+        out.solid.push(s);
+        if theta.is_some() {
+            out.temperature.push(t);
+        }
     }
     Ok(out)
 }
