@@ -6,15 +6,20 @@
 // A step of a module that holds the bodies:
 //   1. ib_place (a thread per point, or a group of THELMA_IB_GROUP lanes: see ib_iterate): each
 //      point placed by its body's pose (uploaded 64 steps at a time), and its 27 support nodes
-//      claimed into the band: the first point to reach a node appends it (`slot[node]`: its band
-//      slot; a dense array, empty between steps).
+//      marked in the band's bitmap (a bit a slab node, zero between steps). ib_count, ib_scan
+//      and ib_list then list the marked nodes in node order: the band (`band[slot]`: its node;
+//      `slot[node]`: its band slot, a dense array, empty between steps). In node order a point's
+//      rows of three nodes along x are three adjacent slots, and the kernels over the band pull
+//      rows of the lattice.
 //   2. ib_band (band nodes, a grid-stride loop): the populations the step will pull there, and ρ
 //      and u* = (j + F/2)/ρ under the uniform force; both force records cleared, the read one
 //      holding 1/(2ρ) (over the fixed point's scale) in its fourth word.
 //   3. K times ib_iterate (per point: interpolate, correct the point's force, spread it) and
 //      ib_fold (per band node: the record read next holds the sums written).
-//   4. after the fused step, ib_collide (per band node): the node pulled again and collided under
-//      the uniform force plus its spread force, over what the step stored; its slot emptied.
+//   4. the fused step (lbm_d3q19.cu's collide_propagate, compiled with THELMA_IMMERSED) collides
+//      each node whose bit is set under the uniform force plus its spread force, and clears the
+//      node's bit and slot. ib_collide does the same after the step, over what it stored, for the
+//      per-node forces the coordinator sets on several slabs.
 //
 // The first iteration interpolates u* and ρ and keeps, per point, V = U_d − Σ δ u* and
 // R = Σ δ ρ (`vr`); the later ones read only each node's record of 32 bytes, one sector: the
@@ -23,15 +28,12 @@
 //
 // Spreading adds each point's share to its nodes with 64-bit integer atomics on a fixed-point
 // force (2^-50 of a lattice unit): integer sums do not depend on their order, so a run is
-// deterministic whatever the threads' timing, and the band's order (that of the claims) does not
-// matter either.
+// deterministic whatever the threads' timing.
 
 #ifdef THELMA_GRID
 #error "immersed bodies run on slabs only: their kernels take no grid parity"
 #endif
 
-#define THELMA_IB_EMPTY 0xffffffffu
-#define THELMA_IB_CLAIMED 0xfffffffeu
 #define THELMA_IB_SCALE 1125899906842624.0
 // Doubles per body pose: origin, centre, rotation (row-major), angular velocity, velocity.
 #define THELMA_IB_POSE 21
@@ -119,16 +121,15 @@ __device__ __forceinline__ void thelma_ib_pull_at(real* f, size_t p, THELMA_IB_P
 }
 
 // 1. Places every point at this step's pose of its body (thelma_core::physics::immersed::Pose::place)
-// and claims its support nodes into the band. With LANES = THELMA_IB_GROUP a group of lanes serves
-// a point, each lane every LANES-th support node; with 1, a thread serves a point and all its
-// nodes.
+// and marks its support nodes in the band's bitmap. With LANES = THELMA_IB_GROUP a group of lanes
+// serves a point, each lane every LANES-th of its nine rows along x; with 1, a thread serves a
+// point and all its rows.
 template <int LANES>
 __device__ __forceinline__ void ib_place(const double* __restrict__ pose,
                                          const unsigned int* __restrict__ body,
                                          const double* __restrict__ ref, int points,
                                          double* __restrict__ x_out, double* __restrict__ u_out,
-                                         unsigned int* slot, unsigned int* band,
-                                         unsigned int* count, int nx, int ny, int nz,
+                                         unsigned int* marks, int nx, int ny, int nz,
                                          int periodic) {
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
     const int k = t / LANES, lane = t % LANES;
@@ -151,12 +152,27 @@ __device__ __forceinline__ void ib_place(const double* __restrict__ pose,
         u_out[3 * (size_t)k + 2] = P[20] + (w[0] * r[1] - w[1] * r[0]);
     }
     const thelma_ib_kernel K = thelma_ib_kernel_at(x, nx, ny, nz, periodic);
-    for (int s = lane; s < 27; s += LANES) {
-        const unsigned int n = K.node(s, nx, ny);
-        if (atomicCAS(&slot[n], THELMA_IB_EMPTY, THELMA_IB_CLAIMED) == THELMA_IB_EMPTY) {
-            const unsigned int b = atomicAdd(count, 1u);
-            band[b] = n;
-            slot[n] = b;
+    for (int row = lane; row < 9; row += LANES) {
+        unsigned int n[3];
+#pragma unroll
+        for (int i = 0; i < 3; i++) n[i] = K.node(3 * row + i, nx, ny);
+        // A row's three nodes (adjacent, clamped onto one another at a wall, or wrapped across
+        // the slab) in at most three words: each word's bits set once, after a plain read, for
+        // most are set already by a neighbouring point (a stale read only costs a needless OR:
+        // bits are only set while points are placed).
+#pragma unroll
+        for (int i = 0; i < 3; i++) {
+            const unsigned int w = n[i] >> 5;
+            bool earlier = false;
+            unsigned int m = 0;
+#pragma unroll
+            for (int j = 0; j < 3; j++) {
+                if (n[j] >> 5 == w) {
+                    if (j < i) earlier = true;
+                    m |= 1u << (n[j] & 31);
+                }
+            }
+            if (!earlier && (marks[w] & m) != m) atomicOr(&marks[w], m);
         }
     }
 }
@@ -164,17 +180,103 @@ __device__ __forceinline__ void ib_place(const double* __restrict__ pose,
 #define THELMA_IB_PLACE_ARGS                                                                       \
     const double *__restrict__ pose, const unsigned int *__restrict__ body,                        \
         const double *__restrict__ ref, int points, double *__restrict__ x_out,                    \
-        double *__restrict__ u_out, unsigned int *slot, unsigned int *band, unsigned int *count,   \
-        int nx, int ny, int nz, int periodic
+        double *__restrict__ u_out, unsigned int *marks, int nx, int ny, int nz, int periodic
 
 extern "C" __global__ void __launch_bounds__(128) THELMA_NAME(ib_place)(THELMA_IB_PLACE_ARGS) {
-    ib_place<1>(pose, body, ref, points, x_out, u_out, slot, band, count, nx, ny, nz, periodic);
+    ib_place<1>(pose, body, ref, points, x_out, u_out, marks, nx, ny, nz, periodic);
 }
 
 extern "C" __global__ void __launch_bounds__(128)
 THELMA_NAME(ib_place_group)(THELMA_IB_PLACE_ARGS) {
-    ib_place<THELMA_IB_GROUP>(pose, body, ref, points, x_out, u_out, slot, band, count, nx, ny, nz,
-                              periodic);
+    ib_place<THELMA_IB_GROUP>(pose, body, ref, points, x_out, u_out, marks, nx, ny, nz, periodic);
+}
+
+// The bitmap's chunks: THELMA_IB_CHUNK words (printed from the host's constant), a word a thread
+// of a block of 128 (a thread listing eight words ran up to 256 nodes in a row: the listing took
+// 20 µs with 18 propellers); the bitmap is allocated in whole chunks, its words past the slab's
+// nodes always zero.
+static_assert(THELMA_IB_CHUNK == 128, "a chunk is a word a thread of a block of 128");
+
+// The exclusive prefix of `v` over a block of 128 threads, in thread order, and the block's total.
+__device__ __forceinline__ unsigned int thelma_ib_block_prefix(unsigned int v,
+                                                               unsigned int* total) {
+    __shared__ unsigned int warps[4];
+    const unsigned int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    unsigned int incl = v;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const unsigned int up = __shfl_up_sync(0xffffffffu, incl, o);
+        if (lane >= (unsigned int)o) incl += up;
+    }
+    if (lane == 31) warps[warp] = incl;
+    __syncthreads();
+    unsigned int before = 0, all = 0;
+#pragma unroll
+    for (int w = 0; w < 4; w++) {
+        if ((unsigned int)w < warp) before += warps[w];
+        all += warps[w];
+    }
+    *total = all;
+    return before + incl - v;
+}
+
+// 1b. Per chunk of the bitmap: its marked nodes, counted.
+extern "C" __global__ void __launch_bounds__(128)
+THELMA_NAME(ib_count)(const unsigned int* __restrict__ marks, unsigned int* __restrict__ chunk) {
+    const unsigned int c = __popc(marks[(size_t)blockIdx.x * THELMA_IB_CHUNK + threadIdx.x]);
+    unsigned int total;
+    thelma_ib_block_prefix(c, &total);
+    if (threadIdx.x == 0) chunk[blockIdx.x] = total;
+}
+
+// 1c. One block of 1,024 threads: the chunks' counts turned into their first slots (an exclusive
+// prefix sum, in place), and the band's size into `count`.
+extern "C" __global__ void __launch_bounds__(1024)
+THELMA_NAME(ib_scan)(unsigned int* __restrict__ chunk, unsigned int chunks,
+                     unsigned int* __restrict__ count) {
+    __shared__ unsigned int warps[32];
+    const unsigned int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    unsigned int carry = 0;
+    for (unsigned int base = 0; base < chunks; base += 1024) {
+        const unsigned int i = base + threadIdx.x;
+        const unsigned int v = i < chunks ? chunk[i] : 0;
+        unsigned int incl = v;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const unsigned int up = __shfl_up_sync(0xffffffffu, incl, o);
+            if (lane >= (unsigned int)o) incl += up;
+        }
+        if (lane == 31) warps[warp] = incl;
+        __syncthreads();
+        unsigned int before = 0, all = 0;
+        for (unsigned int w = 0; w < 32; w++) {
+            if (w < warp) before += warps[w];
+            all += warps[w];
+        }
+        if (i < chunks) chunk[i] = carry + before + incl - v;
+        carry += all;
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) *count = carry;
+}
+
+// 1d. Per chunk: its marked nodes listed in node order from the chunk's first slot (the band
+// and its map). The bits stay for the step, which clears them.
+extern "C" __global__ void __launch_bounds__(128)
+THELMA_NAME(ib_list)(unsigned int* __restrict__ marks, const unsigned int* __restrict__ chunk,
+                     unsigned int* __restrict__ slot, unsigned int* __restrict__ band) {
+    const size_t w = (size_t)blockIdx.x * THELMA_IB_CHUNK + threadIdx.x;
+    unsigned int bits = marks[w];
+    unsigned int total;
+    unsigned int at = chunk[blockIdx.x] + thelma_ib_block_prefix(__popc(bits), &total);
+    if (bits == 0) return;
+    while (bits != 0) {
+        const unsigned int node = (unsigned int)(32 * w) + (unsigned int)(__ffs(bits) - 1);
+        bits &= bits - 1;
+        band[at] = node;
+        slot[node] = at;
+        at++;
+    }
 }
 
 // The force records of band slot s, THELMA_IB_RECORD words each (4, from the prelude: 32 bytes,
@@ -302,13 +404,24 @@ __device__ __forceinline__ void ib_iterate(const double* __restrict__ x,
             total[3 * (size_t)k + c] = first ? df[c] : total[3 * (size_t)k + c] + df[c];
         df[c] *= area[k] * THELMA_IB_SCALE;
     }
+    if (LANES == 1) {
 #pragma unroll
-    for (int m = 0; m < MINE; m++) {
-        if (lane + m * LANES < 27) {
+        for (int m = 0; m < MINE; m++) {
 #pragma unroll
             for (int c = 0; c < 3; c++)
                 atomicAdd((unsigned long long*)&write[THELMA_IB_RECORD * (size_t)sl[m] + c],
                           (unsigned long long)__double2ll_rn(wl[m] * df[c]));
+        }
+    } else {
+        // The group's lanes take the 81 sums (node s, component c) in the order 3s + c, so that
+        // one instruction's lanes add to the components of few records, each one sector: a node's
+        // three, and adjacent slots along x (the slot looked up again, in L1 from the reads above).
+        for (int i = lane; i < 81; i += LANES) {
+            const int s = i / 3, c = i - 3 * (i / 3);
+            const unsigned int b = slot[K.node(s, nx, ny)];
+            const double dc = c == 0 ? df[0] : (c == 1 ? df[1] : df[2]);
+            atomicAdd((unsigned long long*)&write[THELMA_IB_RECORD * (size_t)b + c],
+                      (unsigned long long)__double2ll_rn(K.weight(s) * dc));
         }
     }
 }
@@ -353,20 +466,19 @@ THELMA_NAME(ib_fold)(const unsigned int* __restrict__ count, long long* __restri
     }
 }
 
-// 4. After the step, per listed node (the band, or the nodes the host forced): pulled again from
-// lattice a, collided under the uniform force plus its own `force` and stored over what the step
-// stored in b (and in the outgoing interface buffers on a boundary layer), as the step would have
-// with that force; its band slot emptied where there is one. A grid-stride loop.
+// After the step, per node the coordinator forced (on several slabs, where no module holds the
+// bodies): pulled again from lattice a, collided under the uniform force plus its own `force` and
+// stored over what the step stored in b (and in the outgoing interface buffers on a boundary
+// layer), as the step would have with that force. A grid-stride loop.
 extern "C" __global__ void __launch_bounds__(128)
 THELMA_NAME(ib_collide)(THELMA_IB_PULL_ARGS, store_t* __restrict__ b, store_t* above_out,
                         store_t* below_out, const unsigned int* __restrict__ nodes,
                         const unsigned int* __restrict__ count, const double* __restrict__ force,
-                        double fx, double fy, double fz, unsigned int* slot) {
+                        double fx, double fy, double fz) {
     const unsigned int n = *count;
     for (unsigned int s = blockIdx.x * blockDim.x + threadIdx.x; s < n;
          s += gridDim.x * blockDim.x) {
         const size_t p = nodes[s];
-        if (slot != nullptr) slot[p] = THELMA_IB_EMPTY;
         const unsigned int k = index[p];
         const unsigned int mask = pal_mask[k];
         if (mask & THELMA_SOLID_BIT) continue;

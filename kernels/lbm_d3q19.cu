@@ -380,6 +380,22 @@ __device__ __forceinline__ void store_node(const real* f, S* __restrict__ b, S* 
     }
 }
 
+// The step of a case with immersed bodies (kernels/immersed.cu) takes their band: a bit a node of
+// the slab (`ib_marks`, null when no body is forced on this module), the nodes' band slots and
+// their forces, and the uniform force. A node of the band collides under the uniform force plus
+// its own (summed in double, rounded once, as the coordinator's per-node force), and releases its
+// slot and its bit for the next step's placing. The band's nodes were otherwise collided twice:
+// by the step, then again by a kernel of their own over what the step stored.
+#ifdef THELMA_IMMERSED
+#define THELMA_IB_STEP_PARAM                                                                       \
+    , unsigned int *ib_marks, unsigned int *ib_slot, const double *__restrict__ ib_force,          \
+        double ib_fx, double ib_fy, double ib_fz
+#define THELMA_IB_STEP_PASS , ib_marks, ib_slot, ib_force, ib_fx, ib_fy, ib_fz
+#else
+#define THELMA_IB_STEP_PARAM
+#define THELMA_IB_STEP_PASS
+#endif
+
 // One step for one node: pull (pull_node), collide (solid nodes keep their populations), store
 // (store_node). With OPEN, the node's open-face links too, where the palette marks them.
 template <typename S, bool OPEN>
@@ -388,12 +404,15 @@ __device__ __forceinline__ void collide_propagate(
     const unsigned int* __restrict__ pal_mask, const real* __restrict__ pal_term,
     const unsigned int* __restrict__ pal_link, const S* below_in, const S* above_in, S* above_out,
     S* below_out, int nx, int ny, int nz, int periodic, int x, int y, int z, int z0,
-    int nz_domain, int parity) {
+    int nz_domain, int parity THELMA_IB_STEP_PARAM) {
     const size_t plane = (size_t)nx * ny;
     const size_t n = plane * nz;
     const size_t p = (size_t)z * plane + (size_t)y * nx + x;
     const unsigned int k = index[p];
     const unsigned int mask = pal_mask[k];
+#ifdef THELMA_IMMERSED
+    const bool banded = ib_marks != nullptr && ((ib_marks[p >> 5] >> (p & 31)) & 1u);
+#endif
     real f[THELMA_Q];
     if (mask & THELMA_SOLID_BIT) {
 #pragma unroll
@@ -401,13 +420,27 @@ __device__ __forceinline__ void collide_propagate(
     } else {
         pull_node<S, OPEN>(f, a, k, mask, pal_term, pal_link, below_in, above_in, nx, ny, nz,
                            periodic, x, y, z, p, z0, nz_domain, parity);
-        thelma_collide(f);
+#ifdef THELMA_IMMERSED
+        if (banded) {
+            const size_t s = ib_slot[p];
+            const real F[3] = {(real)(ib_fx + ib_force[3 * s]), (real)(ib_fy + ib_force[3 * s + 1]),
+                               (real)(ib_fz + ib_force[3 * s + 2])};
+            thelma_collide_forced(f, F, (real)0.0);
+        } else
+#endif
+            thelma_collide(f);
 #ifdef THELMA_SPONGE
         // The sponge layers of pressure outlets (a case with one steps with the open kernel).
         if (OPEN) thelma_sponge_absorb(f, THELMA_GX(x), THELMA_GY(y), z0 + z);
 #endif
     }
     store_node(f, b, above_out, below_out, nx, ny, nz, x, y, z, p, parity);
+#ifdef THELMA_IMMERSED
+    if (banded) {
+        ib_slot[p] = THELMA_IB_EMPTY;
+        atomicAnd(&ib_marks[p >> 5], ~(1u << (p & 31)));
+    }
+#endif
 }
 
 // A step's grid runs plane slots: slot 0 is plane 0, 1 plane nz − 1, and k ≥ 2 plane k − 1 (the
@@ -434,7 +467,7 @@ __device__ __forceinline__ void collide_propagate(
         int periodic THELMA_SLOT_PARAM THELMA_GRID_PARAM
 
 extern "C" __global__ void __launch_bounds__(THELMA_BLOCK_X, THELMA_MIN_BLOCKS)
-THELMA_COLLIDE_NAME(THELMA_COLLIDE_ARGS) {
+THELMA_COLLIDE_NAME(THELMA_COLLIDE_ARGS THELMA_IB_STEP_PARAM) {
     const int x = blockIdx.x * blockDim.x + threadIdx.x;
     const int y = blockIdx.y;
     const int bz = THELMA_STEP_SLOT;
@@ -442,7 +475,7 @@ THELMA_COLLIDE_NAME(THELMA_COLLIDE_ARGS) {
     if (x >= nx) return;
     collide_propagate<store_t, false>(a, b, index, pal_mask, pal_term, nullptr, below_in, above_in,
                                    above_out, below_out, nx, ny, nz, periodic, x, y, z, 0, nz,
-                                   THELMA_PARITY);
+                                   THELMA_PARITY THELMA_IB_STEP_PASS);
 }
 
 // The step of a case with open faces: the same grid and order, with the open-face links where the
@@ -453,7 +486,7 @@ THELMA_COLLIDE_NAME(THELMA_COLLIDE_ARGS) {
 // paths and the case lost a third of its speed (measured, PERFORMANCE.md).
 extern "C" __global__ void __launch_bounds__(THELMA_BLOCK_X, THELMA_MIN_BLOCKS)
 THELMA_COLLIDE_OPEN_NAME(THELMA_COLLIDE_ARGS, const unsigned int *__restrict__ pal_link, int z0,
-                         int nz_domain) {
+                         int nz_domain THELMA_IB_STEP_PARAM) {
     const int x = blockIdx.x * blockDim.x + threadIdx.x;
     const int y = blockIdx.y;
     const int bz = THELMA_STEP_SLOT;
@@ -461,7 +494,7 @@ THELMA_COLLIDE_OPEN_NAME(THELMA_COLLIDE_ARGS, const unsigned int *__restrict__ p
     if (x >= nx) return;
     collide_propagate<store_t, true>(a, b, index, pal_mask, pal_term, pal_link, below_in,
                                   above_in, above_out, below_out, nx, ny, nz, periodic, x, y, z, z0,
-                                  nz_domain, THELMA_PARITY);
+                                  nz_domain, THELMA_PARITY THELMA_IB_STEP_PASS);
 }
 
 #ifdef THELMA_IN_PLACE

@@ -1,7 +1,8 @@
 //! The immersed bodies of a CUDA module (`kernels/immersed.cu`): the direct forcing on the device
-//! for a module that holds the bodies (the whole domain on one slab), and the per-node forces the
-//! coordinator sets on modules that do not (several slabs), both applied by colliding the listed
-//! nodes again after the fused step, which itself stays as it is.
+//! for a module that holds the bodies (the whole domain on one slab), whose band the fused step
+//! collides under its forces (it takes the band's bitmap, [`IbStep`]), and the per-node forces
+//! the coordinator sets on modules that do not (several slabs), applied by colliding the listed
+//! nodes again after the fused step.
 
 use std::sync::Arc;
 
@@ -11,7 +12,7 @@ use cudarc::driver::{
 use thelma_core::physics::ImmersedBodies;
 use thelma_core::{ComputeError, PointForces};
 
-use super::launch::{InletArgs, StepArgs};
+use super::launch::{IbStep, InletArgs, StepArgs};
 
 /// Threads per block of every immersed-body kernel (`__launch_bounds__(128)`).
 const BLOCK: u32 = 128;
@@ -19,8 +20,8 @@ const BLOCK: u32 = 128;
 const POSE: usize = 21;
 /// Steps of poses uploaded at once: the host computes them ahead, so that a step copies nothing.
 const POSE_STEPS: u64 = 64;
-/// An empty slot of the band map (`THELMA_IB_EMPTY`).
-const EMPTY: u32 = u32::MAX;
+/// An empty slot of the band map (`THELMA_IB_EMPTY`, printed into the prelude).
+pub const EMPTY: u32 = u32::MAX;
 /// Words (i64) of a band slot's force record (`THELMA_IB_RECORD`, printed into the prelude):
 /// three fixed-point sums and 1/(2ρ) over the fixed point's scale, 32 bytes, one sector.
 pub const RECORD: usize = 4;
@@ -48,9 +49,14 @@ const BAND_THREADS: usize = 1024 * BLOCK as usize;
 /// lane every eighth of its 27 support nodes.
 pub const GROUP: usize = 8;
 
-/// The points up to which a group of lanes serves each point (beyond, a thread), from the
-/// measurements on one H200 in PERFORMANCE.md.
-const GROUP_UP_TO: usize = 24_000;
+/// Words of the band's bitmap a block of `ib_count` and `ib_list` takes (`THELMA_IB_CHUNK`,
+/// printed into the prelude): a word a thread of [`BLOCK`].
+pub const CHUNK: usize = BLOCK as usize;
+
+/// The chunks of the bitmap of a slab of `nodes` nodes (a bit a node, in whole chunks).
+fn chunks(nodes: usize) -> usize {
+    nodes.div_ceil(32).div_ceil(CHUNK).max(1)
+}
 
 fn dev_err(what: &'static str) -> impl FnOnce(cudarc::driver::DriverError) -> ComputeError {
     move |e| ComputeError::Device(format!("{what}: {e}"))
@@ -70,6 +76,9 @@ fn raw<U>(s: &CudaSlice<U>, stream: &CudaStream) -> u64 {
 pub struct IbKernels {
     pub place: CudaFunction,
     pub place_group: CudaFunction,
+    pub count: CudaFunction,
+    pub scan: CudaFunction,
+    pub list: CudaFunction,
     pub band: CudaFunction,
     pub iterate: CudaFunction,
     pub iterate_group: CudaFunction,
@@ -118,6 +127,12 @@ struct Held {
     pose_base: Option<u64>,
     /// Threads per point: 1 (a thread serves a point), or [`GROUP`] (a group of lanes).
     lanes: usize,
+    /// A bit a node of the slab, set where a point's support lies (zero between steps), in
+    /// `chunks` chunks of [`CHUNK`] words; per chunk, its count of marked nodes, then its first
+    /// band slot.
+    marks: CudaSlice<u32>,
+    chunk: CudaSlice<u32>,
+    chunks: usize,
     /// Per node of the slab: its band slot this step (empty outside the band).
     slot: CudaSlice<u32>,
     /// Per band slot: node, ρ, u*, the two force records (the one read, then the one written:
@@ -136,10 +151,13 @@ struct Held {
 /// device (the memory check before a run).
 pub fn immersed_device_bytes(points: usize, nodes: usize) -> u64 {
     let capacity = (points.saturating_mul(27)).min(nodes) as u64;
-    // body 4, reference 24, area 8, x 24, ud 24, total 24, vr 32 per point; slot 4 per node;
-    // band 4, ρ 8, u 24, records 64, force 24 per band slot; and 64 steps of poses per body
-    // (small).
-    points as u64 * 140 + nodes as u64 * 4 + capacity * 124
+    // body 4, reference 24, area 8, x 24, ud 24, total 24, vr 32 per point; slot 4 and a bit
+    // per node (and the chunks' counts, 4 bytes a chunk); band 4, ρ 8, u 24, records 64, force
+    // 24 per band slot; and 64 steps of poses per body (small).
+    points as u64 * 140
+        + nodes as u64 * 4
+        + (chunks(nodes) * (CHUNK + 1) * 4) as u64
+        + capacity * 124
 }
 
 /// The addresses and sizes the immersed kernels share with the step.
@@ -226,13 +244,18 @@ impl ImmersedDevice {
             vr: zeros_f64(4 * points, "points")?,
             pose: zeros_f64(POSE * bodies.bodies.len() * POSE_STEPS as usize, "poses")?,
             pose_base: None,
-            // THELMA_IB_LANES = 1 or 8 (GROUP) overrides the choice (to measure both).
+            // A group of lanes a point; THELMA_IB_LANES = 1, a thread (to measure both).
             lanes: match std::env::var("THELMA_IB_LANES").as_deref() {
                 Ok("1") => 1,
-                Ok(g) if g == GROUP.to_string() => GROUP,
-                _ if points <= GROUP_UP_TO => GROUP,
-                _ => 1,
+                _ => GROUP,
             },
+            marks: stream
+                .alloc_zeros::<u32>(chunks(nodes) * CHUNK)
+                .map_err(oom("band bitmap"))?,
+            chunk: stream
+                .alloc_zeros::<u32>(chunks(nodes))
+                .map_err(oom("band bitmap"))?,
+            chunks: chunks(nodes),
             slot,
             band: stream
                 .alloc_zeros::<u32>(capacity.max(1))
@@ -314,9 +337,6 @@ impl ImmersedDevice {
                 t
             }
         };
-        stream
-            .memset_zeros(&mut h.count)
-            .map_err(dev_err("cannot clear the band"))?;
         let a = view.args;
         let [nx, ny, nz] = a.size;
         let periodic = view.periodic3(periodic_z);
@@ -332,11 +352,14 @@ impl ImmersedDevice {
             addr(&h.area),
         );
         let (body, reference) = (raw(&h.body, stream), addr(&h.reference));
-        let (slot, band, count) = (
+        let (slot, band, count, marks, chunk) = (
             raw(&h.slot, stream),
             raw(&h.band, stream),
             raw(&h.count, stream),
+            raw(&h.marks, stream),
+            raw(&h.chunk, stream),
         );
+        let chunks = h.chunks as u32;
         let (rho, u, force) = (addr(&h.rho), addr(&h.u), addr(&h.force));
         let acc = raw(&h.acc, stream);
         let acc_write = acc + (RECORD * h.capacity * std::mem::size_of::<i64>()) as u64;
@@ -347,8 +370,10 @@ impl ImmersedDevice {
         // interface addresses are the step's own (as in `step`); the points' buffers hold
         // `points` entries (3 doubles for positions and velocities, 4 for `vr`), the band's
         // `capacity` (27 per point, at most the slab's nodes: a band has no more) with the force
-        // records two blocks of RECORD·capacity words, and the band map one slot per node of the
-        // slab. All of them belong to `self`, which the module synchronises before dropping.
+        // records two blocks of RECORD·capacity words, the band map one slot per node of the
+        // slab, the bitmap `chunks` chunks of CHUNK words (a bit per node of the slab, zero
+        // between steps: ib_list clears what ib_place set) and `chunk` a count per chunk. All of
+        // them belong to `self`, which the module synchronises before dropping.
         unsafe {
             let (place, iterate) = if h.lanes == 1 {
                 (&k.place, &k.iterate)
@@ -362,9 +387,7 @@ impl ImmersedDevice {
                 .arg(&points)
                 .arg(&x)
                 .arg(&ud)
-                .arg(&slot)
-                .arg(&band)
-                .arg(&count)
+                .arg(&marks)
                 .arg(&nx)
                 .arg(&ny)
                 .arg(&nz)
@@ -372,6 +395,27 @@ impl ImmersedDevice {
             let per_point = grid(h.points * h.lanes);
             b.launch(per_point)
                 .map_err(launch_err("launch of ib_place failed"))?;
+            let per_chunk = LaunchConfig {
+                grid_dim: (chunks, 1, 1),
+                block_dim: (BLOCK, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let mut b = stream.launch_builder(&k.count);
+            b.arg(&marks).arg(&chunk);
+            b.launch(per_chunk)
+                .map_err(launch_err("launch of ib_count failed"))?;
+            let mut b = stream.launch_builder(&k.scan);
+            b.arg(&chunk).arg(&chunks).arg(&count);
+            b.launch(LaunchConfig {
+                grid_dim: (1, 1, 1),
+                block_dim: (1024, 1, 1),
+                shared_mem_bytes: 0,
+            })
+            .map_err(launch_err("launch of ib_scan failed"))?;
+            let mut b = stream.launch_builder(&k.list);
+            b.arg(&marks).arg(&chunk).arg(&slot).arg(&band);
+            b.launch(per_chunk)
+                .map_err(launch_err("launch of ib_list failed"))?;
             let mut b = stream.launch_builder(&k.band);
             view.pull_args(&mut b);
             b.arg(&band)
@@ -420,36 +464,56 @@ impl ImmersedDevice {
     }
 
     /// The nodes a step forces: the band of the held bodies or the coordinator's nodes, their
-    /// count and forces (device addresses), the band map (0 for the coordinator's nodes) and the
-    /// most there may be; `None` without either.
-    fn listed(&self, stream: &Arc<CudaStream>) -> Option<(u64, u64, u64, u64, usize)> {
+    /// count and forces (device addresses) and the most there may be; `None` without either.
+    fn listed(&self, stream: &Arc<CudaStream>) -> Option<(u64, u64, u64, usize)> {
         match (&self.held, &self.set) {
             (Some(h), _) => Some((
                 raw(&h.band, stream),
                 raw(&h.count, stream),
                 raw(&h.force, stream),
-                raw(&h.slot, stream),
                 h.capacity,
             )),
             (None, Some(s)) => Some((
                 raw(&s.nodes, stream),
                 raw(&s.count, stream),
                 raw(&s.force, stream),
-                0,
                 s.host.len(),
             )),
             (None, None) => None,
         }
     }
 
-    /// After the fused step: the band (held bodies) or the coordinator's nodes collided again
-    /// under their forces.
+    /// What the fused step takes of the band (`THELMA_IB_STEP_PARAM`): the held bodies' bitmap,
+    /// band map and forces with the uniform force, whose band nodes it collides under their
+    /// forces; null addresses without held bodies.
+    pub fn step_band(&self, stream: &Arc<CudaStream>) -> IbStep {
+        match &self.held {
+            Some(h) => IbStep {
+                marks: raw(&h.marks, stream),
+                slot: raw(&h.slot, stream),
+                force: raw(&h.force, stream),
+                uniform: self.uniform,
+            },
+            None => IbStep {
+                marks: 0,
+                slot: 0,
+                force: 0,
+                uniform: self.uniform,
+            },
+        }
+    }
+
+    /// After the fused step: the coordinator's nodes collided again under their forces (the held
+    /// bodies' band was collided by the step itself).
     pub fn after_step(
         &mut self,
         stream: &Arc<CudaStream>,
         view: &StepView<'_>,
     ) -> Result<(), ComputeError> {
-        let Some((nodes, count, force, slot, threads)) = self.listed(stream) else {
+        if self.held.is_some() {
+            return Ok(());
+        }
+        let Some((nodes, count, force, threads)) = self.listed(stream) else {
             return Ok(());
         };
         let a = view.args;
@@ -458,8 +522,7 @@ impl ImmersedDevice {
         let uniform = self.uniform;
         // SAFETY: the argument list matches ib_collide (kernels/immersed.cu); the lattices,
         // palette and interfaces are the step's (as in `step`); `nodes`, `count` and `force`
-        // list at most `threads` slab nodes with 3 doubles each, and `slot` is null or the band
-        // map of one slot per node; all belong to `self`.
+        // list at most `threads` slab nodes with 3 doubles each; all belong to `self`.
         unsafe {
             let mut b = stream.launch_builder(&self.kernels.collide);
             view.pull_args(&mut b);
@@ -471,8 +534,7 @@ impl ImmersedDevice {
                 .arg(&force)
                 .arg(&uniform[0])
                 .arg(&uniform[1])
-                .arg(&uniform[2])
-                .arg(&slot);
+                .arg(&uniform[2]);
             b.launch(band_grid(threads))
                 .map_err(dev_err("launch of ib_collide failed"))?;
         }
@@ -497,7 +559,7 @@ impl ImmersedDevice {
         if self.held.as_ref().is_some_and(|h| h.last.is_none()) {
             return Ok(());
         }
-        let Some((nodes, count, force, _, threads)) = self.listed(stream) else {
+        let Some((nodes, count, force, threads)) = self.listed(stream) else {
             return Ok(());
         };
         let [nx, ny, nz] = size.map(|v| v as i32);

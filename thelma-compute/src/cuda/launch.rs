@@ -69,10 +69,15 @@ pub enum Kernel {
     AccumulateMeans,
     /// The live view's plane: the fields of one plane of nodes.
     Plane,
-    /// The immersed bodies' points placed and their band claimed: a thread per point, or a group
-    /// of lanes.
+    /// The immersed bodies' points placed and their support nodes marked: a thread per point, or
+    /// a group of lanes.
     IbPlace,
     IbPlaceGroup,
+    /// The marked nodes listed in node order: counted per chunk of the bitmap, the counts summed
+    /// into the chunks' first slots, the band and its map written.
+    IbCount,
+    IbScan,
+    IbList,
     /// The band's pulled state before the forcing.
     IbBand,
     /// One iteration of the direct forcing: interpolate, correct, spread; a thread per point, or
@@ -145,6 +150,9 @@ impl Kernel {
             Kernel::Plane => format!("plane_d3q19_{suffix}"),
             Kernel::IbPlace => format!("ib_place_{suffix}"),
             Kernel::IbPlaceGroup => format!("ib_place_group_{suffix}"),
+            Kernel::IbCount => format!("ib_count_{suffix}"),
+            Kernel::IbScan => format!("ib_scan_{suffix}"),
+            Kernel::IbList => format!("ib_list_{suffix}"),
             Kernel::IbBand => format!("ib_band_{suffix}"),
             Kernel::IbIterate => format!("ib_iterate_{suffix}"),
             Kernel::IbIterateGroup => format!("ib_iterate_group_{suffix}"),
@@ -191,6 +199,9 @@ impl Kernel {
             self,
             Kernel::IbPlace
                 | Kernel::IbPlaceGroup
+                | Kernel::IbCount
+                | Kernel::IbScan
+                | Kernel::IbList
                 | Kernel::IbBand
                 | Kernel::IbIterate
                 | Kernel::IbIterateGroup
@@ -202,9 +213,12 @@ impl Kernel {
     }
 
     /// Every immersed-body kernel, in the order [`crate::cuda::CudaModule`] loads them.
-    pub const IMMERSED: [Kernel; 9] = [
+    pub const IMMERSED: [Kernel; 12] = [
         Kernel::IbPlace,
         Kernel::IbPlaceGroup,
+        Kernel::IbCount,
+        Kernel::IbScan,
+        Kernel::IbList,
         Kernel::IbBand,
         Kernel::IbIterate,
         Kernel::IbIterateGroup,
@@ -460,6 +474,32 @@ pub struct StepArgs {
     /// In a grid's subdomain (kernels compiled with `THELMA_GRID`), the step's parity t % 2: the
     /// buffers of its channel tables it writes (it reads the others); `None` for slabs.
     pub parity: Option<i32>,
+    /// For the flow's steps compiled with `THELMA_IMMERSED` (a case with immersed bodies), the
+    /// band they collide under its forces (`THELMA_IB_STEP_PARAM`); `None` for the others.
+    pub ib: Option<IbStep>,
+}
+
+/// The immersed bodies' band as the flow's step takes it (`THELMA_IB_STEP_PARAM` in
+/// kernels/lbm_d3q19.cu): a bit a slab node, the band map and the band's forces (device
+/// addresses; `marks` 0 when no body is held), and the uniform force.
+#[derive(Clone, Copy, Debug)]
+pub struct IbStep {
+    pub marks: u64,
+    pub slot: u64,
+    pub force: u64,
+    pub uniform: [f64; 3],
+}
+
+/// Pushes `THELMA_IB_STEP_PARAM` where the step takes it.
+fn ib_step_args<'a>(b: &mut LaunchArgs<'a>, s: &'a StepArgs) {
+    if let Some(ib) = &s.ib {
+        b.arg(&ib.marks)
+            .arg(&ib.slot)
+            .arg(&ib.force)
+            .arg(&ib.uniform[0])
+            .arg(&ib.uniform[1])
+            .arg(&ib.uniform[2]);
+    }
 }
 
 /// Pushes THELMA_COLLIDE_ARGS (kernels/lbm_d3q19.cu): nine device addresses, the size, the
@@ -516,9 +556,11 @@ pub unsafe fn collide_propagate(
     let cfg = step_grid(s);
     let mut b = stream.launch_builder(f);
     step_args(&mut b, s, false);
+    ib_step_args(&mut b, s);
     // SAFETY: the argument list matches THELMA_COLLIDE_ARGS in kernels/lbm_d3q19.cu (nine device
-    // addresses, four ints, and the first slot where the kernel takes it); the buffers are as the
-    // caller promises. The grid covers each node of its slots once; threads past nx return.
+    // addresses, four ints, and the first slot where the kernel takes it), then the band where the
+    // kernel was compiled with immersed bodies; the buffers are as the caller promises. The grid
+    // covers each node of its slots once; threads past nx return.
     unsafe { b.launch(cfg) }
         .map(|_| ())
         .map_err(launch_err("collide_propagate"))
@@ -597,8 +639,10 @@ pub unsafe fn collide_open(
     let mut b = stream.launch_builder(f);
     step_args(&mut b, s, false);
     b.arg(&pal_link).arg(&inlets.z0).arg(&inlets.nz_domain);
+    ib_step_args(&mut b, s);
     // SAFETY: the argument list matches THELMA_COLLIDE_ARGS followed by the link words and two
-    // ints; the buffers are as the caller promises. The grid covers each node of its slots once; threads past nx return.
+    // ints, then the band where the kernel was compiled with immersed bodies; the buffers are as
+    // the caller promises. The grid covers each node of its slots once; threads past nx return.
     unsafe { b.launch(cfg) }
         .map(|_| ())
         .map_err(launch_err("collide_open"))

@@ -434,6 +434,9 @@ where
                 IbKernels {
                     place: next(),
                     place_group: next(),
+                    count: next(),
+                    scan: next(),
+                    list: next(),
                     band: next(),
                     iterate: next(),
                     iterate_group: next(),
@@ -763,6 +766,7 @@ where
             slot0: self.slotted.then_some(0),
             slots: self.slab.nz() as u32,
             parity: self.grid.as_ref().map(|_| rout as i32),
+            ib: self.immersed.as_ref().map(|im| im.step_band(&self.stream)),
         };
         let inlets = InletArgs {
             z0: self.slab.z.start as i32,

@@ -806,7 +806,9 @@ pub fn prelude(p: &PreludeParams) -> String {
 /// What the immersed bodies' kernels (`kernels/immersed.cu`) read besides the step's functions:
 /// `THELMA_IMMERSED`, the lanes of a group serving one point (`THELMA_IB_GROUP`,
 /// [`super::immersed::GROUP`]) and the words of a band node's force record (`THELMA_IB_RECORD`,
-/// [`super::immersed::RECORD`]), the flow's collision under a per-node force
+/// [`super::immersed::RECORD`]), the words of a chunk of the band's bitmap (`THELMA_IB_CHUNK`,
+/// [`super::immersed::CHUNK`]), an empty band slot (`THELMA_IB_EMPTY`, [`super::immersed::EMPTY`]),
+/// the flow's collision under a per-node force
 /// (`thelma_collide_forced`, unless the temperature lattice's functions printed it: `forced`), and
 /// in namespace `thelma_ib`, where
 /// `real` is double (the host solves the forcing in f64), Roma's kernel in its two branches
@@ -817,9 +819,13 @@ pub fn immersed_source(model: &FlowModel, forced: bool) -> String {
         "#define THELMA_IMMERSED 1
 #define THELMA_IB_GROUP {}
 #define THELMA_IB_RECORD {}
+#define THELMA_IB_CHUNK {}
+#define THELMA_IB_EMPTY {}u
 ",
         super::immersed::GROUP,
-        super::immersed::RECORD
+        super::immersed::RECORD,
+        super::immersed::CHUNK,
+        super::immersed::EMPTY
     );
     if forced {
         s.push_str(&collision_function(model, true, false));
