@@ -8,9 +8,9 @@
 //      point placed by its body's pose (uploaded 64 steps at a time), and its 27 support nodes
 //      marked in the band's bitmap (a bit a slab node, zero between steps). ib_count, ib_scan
 //      and ib_list then list the marked nodes in node order: the band (`band[slot]`: its node;
-//      `slot[node]`: its band slot, a dense array, empty between steps). In node order a point's
-//      rows of three nodes along x are three adjacent slots, and the kernels over the band pull
-//      rows of the lattice.
+//      `slot[node]`: its band slot, a dense array read only at this step's band, every entry
+//      below the band's capacity). In node order a point's rows of three nodes along x are three
+//      adjacent slots, and the kernels over the band pull rows of the lattice.
 //   2. ib_band (band nodes, a grid-stride loop): the populations the step will pull there, and ρ
 //      and u* = (j + F/2)/ρ under the uniform force; both force records cleared, the read one
 //      holding 1/(2ρ) (over the fixed point's scale) in its fourth word.
@@ -18,7 +18,7 @@
 //      ib_fold (per band node: the record read next holds the sums written).
 //   4. the fused step (lbm_d3q19.cu's collide_propagate, compiled with THELMA_IMMERSED) collides
 //      each node whose bit is set under the uniform force plus its spread force, and clears the
-//      node's bit and slot. ib_collide does the same after the step, over what it stored, for the
+//      node's bit. ib_collide does the same after the step, over what it stored, for the
 //      per-node forces the coordinator sets on several slabs.
 //
 // The first iteration interpolates u* and ρ and keeps, per point, V = U_d − Σ δ u* and
@@ -202,14 +202,16 @@ THELMA_NAME(ib_place_group)(THELMA_IB_PLACE_ARGS) {
 
 // The bitmap's chunks: THELMA_IB_CHUNK words (printed from the host's constant), a word a thread
 // of a block of 128 (a thread listing eight words ran up to 256 nodes in a row: the listing took
-// 20 µs with 18 propellers); the bitmap is allocated in whole chunks, its words past the slab's
+// 20 µs in ib_list with 18 propellers); the bitmap is allocated in whole chunks, its words past the slab's
 // nodes always zero.
 static_assert(THELMA_IB_CHUNK == 128, "a chunk is a word a thread of a block of 128");
 
-// The exclusive prefix of `v` over a block of 128 threads, in thread order, and the block's total.
+// The exclusive prefix of `v` over a block of WARPS warps, in thread order, and the block's total.
+// Its shared words are read after its barrier: a block calling it again must pass a barrier first.
+template <int WARPS>
 __device__ __forceinline__ unsigned int thelma_ib_block_prefix(unsigned int v,
                                                                unsigned int* total) {
-    __shared__ unsigned int warps[4];
+    __shared__ unsigned int warps[WARPS];
     const unsigned int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     unsigned int incl = v;
 #pragma unroll
@@ -221,7 +223,7 @@ __device__ __forceinline__ unsigned int thelma_ib_block_prefix(unsigned int v,
     __syncthreads();
     unsigned int before = 0, all = 0;
 #pragma unroll
-    for (int w = 0; w < 4; w++) {
+    for (int w = 0; w < WARPS; w++) {
         if ((unsigned int)w < warp) before += warps[w];
         all += warps[w];
     }
@@ -234,52 +236,42 @@ extern "C" __global__ void __launch_bounds__(128)
 THELMA_NAME(ib_count)(const unsigned int* __restrict__ marks, unsigned int* __restrict__ chunk) {
     const unsigned int c = __popc(marks[(size_t)blockIdx.x * THELMA_IB_CHUNK + threadIdx.x]);
     unsigned int total;
-    thelma_ib_block_prefix(c, &total);
+    thelma_ib_block_prefix<4>(c, &total);
     if (threadIdx.x == 0) chunk[blockIdx.x] = total;
 }
 
 // 1c. One block of 1,024 threads: the chunks' counts turned into their first slots (an exclusive
-// prefix sum, in place), and the band's size into `count`.
+// prefix sum, in place), and the band's size into `count`, never beyond the band's `capacity`
+// (the 27 nodes a point, or the slab's: what this step's points mark; a bit left by a step that
+// failed on the way is cleared by the host before the next placing).
 extern "C" __global__ void __launch_bounds__(1024)
 THELMA_NAME(ib_scan)(unsigned int* __restrict__ chunk, unsigned int chunks,
-                     unsigned int* __restrict__ count) {
-    __shared__ unsigned int warps[32];
-    const unsigned int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+                     unsigned int* __restrict__ count, unsigned int capacity) {
     unsigned int carry = 0;
     for (unsigned int base = 0; base < chunks; base += 1024) {
         const unsigned int i = base + threadIdx.x;
         const unsigned int v = i < chunks ? chunk[i] : 0;
-        unsigned int incl = v;
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) {
-            const unsigned int up = __shfl_up_sync(0xffffffffu, incl, o);
-            if (lane >= (unsigned int)o) incl += up;
-        }
-        if (lane == 31) warps[warp] = incl;
-        __syncthreads();
-        unsigned int before = 0, all = 0;
-        for (unsigned int w = 0; w < 32; w++) {
-            if (w < warp) before += warps[w];
-            all += warps[w];
-        }
-        if (i < chunks) chunk[i] = carry + before + incl - v;
+        unsigned int all;
+        const unsigned int before = thelma_ib_block_prefix<32>(v, &all);
+        if (i < chunks) chunk[i] = carry + before;
         carry += all;
         __syncthreads();
     }
-    if (threadIdx.x == 0) *count = carry;
+    if (threadIdx.x == 0) *count = min(carry, capacity);
 }
 
 // 1d. Per chunk: its marked nodes listed in node order from the chunk's first slot (the band
-// and its map). The bits stay for the step, which clears them.
+// and its map), within the band's capacity. The bits stay for the step, which clears them.
 extern "C" __global__ void __launch_bounds__(128)
-THELMA_NAME(ib_list)(unsigned int* __restrict__ marks, const unsigned int* __restrict__ chunk,
-                     unsigned int* __restrict__ slot, unsigned int* __restrict__ band) {
+THELMA_NAME(ib_list)(const unsigned int* __restrict__ marks,
+                     const unsigned int* __restrict__ chunk, unsigned int* __restrict__ slot,
+                     unsigned int* __restrict__ band, unsigned int capacity) {
     const size_t w = (size_t)blockIdx.x * THELMA_IB_CHUNK + threadIdx.x;
     unsigned int bits = marks[w];
     unsigned int total;
-    unsigned int at = chunk[blockIdx.x] + thelma_ib_block_prefix(__popc(bits), &total);
+    unsigned int at = chunk[blockIdx.x] + thelma_ib_block_prefix<4>(__popc(bits), &total);
     if (bits == 0) return;
-    while (bits != 0) {
+    while (bits != 0 && at < capacity) {
         const unsigned int node = (unsigned int)(32 * w) + (unsigned int)(__ffs(bits) - 1);
         bits &= bits - 1;
         band[at] = node;

@@ -381,15 +381,16 @@ __device__ __forceinline__ void store_node(const real* f, S* __restrict__ b, S* 
 }
 
 // The step of a case with immersed bodies (kernels/immersed.cu) takes their band: a bit a node of
-// the slab (`ib_marks`, null when no body is forced on this module), the nodes' band slots and
-// their forces, and the uniform force. A node of the band collides under the uniform force plus
-// its own (summed in double, rounded once, as the coordinator's per-node force), and releases its
-// slot and its bit for the next step's placing. The band's nodes were otherwise collided twice:
-// by the step, then again by a kernel of their own over what the step stored.
+// the slab (`ib_marks`, null when the module holds no body), the nodes' band slots and their
+// forces, and the uniform force. A node of the band collides under the uniform force plus its own
+// (summed in double, rounded once, as the coordinator's per-node force), and clears its bit for
+// the next step's placing (its own bit only: the word's other nodes belong to other threads). The
+// band's nodes were otherwise collided twice: by the step, then again by a kernel of their own
+// over what the step stored.
 #ifdef THELMA_IMMERSED
 #define THELMA_IB_STEP_PARAM                                                                       \
-    , unsigned int *ib_marks, unsigned int *ib_slot, const double *__restrict__ ib_force,          \
-        double ib_fx, double ib_fy, double ib_fz
+    , unsigned int *ib_marks, const unsigned int *__restrict__ ib_slot,                            \
+        const double *__restrict__ ib_force, double ib_fx, double ib_fy, double ib_fz
 #define THELMA_IB_STEP_PASS , ib_marks, ib_slot, ib_force, ib_fx, ib_fy, ib_fz
 #else
 #define THELMA_IB_STEP_PARAM
@@ -436,10 +437,7 @@ __device__ __forceinline__ void collide_propagate(
     }
     store_node(f, b, above_out, below_out, nx, ny, nz, x, y, z, p, parity);
 #ifdef THELMA_IMMERSED
-    if (banded) {
-        ib_slot[p] = THELMA_IB_EMPTY;
-        atomicAnd(&ib_marks[p >> 5], ~(1u << (p & 31)));
-    }
+    if (banded) atomicAnd(&ib_marks[p >> 5], ~(1u << (p & 31)));
 #endif
 }
 

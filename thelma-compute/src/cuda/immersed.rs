@@ -20,8 +20,6 @@ const BLOCK: u32 = 128;
 const POSE: usize = 21;
 /// Steps of poses uploaded at once: the host computes them ahead, so that a step copies nothing.
 const POSE_STEPS: u64 = 64;
-/// An empty slot of the band map (`THELMA_IB_EMPTY`, printed into the prelude).
-pub const EMPTY: u32 = u32::MAX;
 /// Words (i64) of a band slot's force record (`THELMA_IB_RECORD`, printed into the prelude):
 /// three fixed-point sums and 1/(2ρ) over the fixed point's scale, 32 bytes, one sector.
 pub const RECORD: usize = 4;
@@ -45,8 +43,9 @@ fn band_grid(capacity: usize) -> LaunchConfig {
 /// Threads of a band loop: 1,024 blocks, eight per multiprocessor of an H100 or H200.
 const BAND_THREADS: usize = 1024 * BLOCK as usize;
 
-/// The lanes of a group that serves one point (`THELMA_IB_GROUP`, printed into the prelude), each
-/// lane every eighth of its 27 support nodes.
+/// The lanes of a group that serves one point (`THELMA_IB_GROUP`, printed into the prelude): each
+/// lane every eighth of its 27 support nodes when interpolating, of its nine rows when placing, of
+/// its 81 sums (node, component) when spreading.
 pub const GROUP: usize = 8;
 
 /// Words of the band's bitmap a block of `ib_count` and `ib_list` takes (`THELMA_IB_CHUNK`,
@@ -145,6 +144,9 @@ struct Held {
     force: CudaSlice<f64>,
     /// The last step forced.
     last: Option<u64>,
+    /// Whether a band was marked and its step has not closed (it failed on the way, and its bits
+    /// may still be set: the next placing clears them first).
+    open: bool,
 }
 
 /// The bytes a module's forcing of `points` points on a slab of `nodes` nodes takes on the
@@ -227,8 +229,10 @@ impl ImmersedDevice {
             }
         }
         let zeros_f64 = |len: usize, what| stream.alloc_zeros::<f64>(len.max(1)).map_err(oom(what));
+        // Every entry of the band map stays below the band's capacity (zero, or a slot ib_list
+        // wrote), so that no read of it leaves the band's buffers.
         let slot = stream
-            .clone_htod(&vec![EMPTY; nodes])
+            .alloc_zeros::<u32>(nodes.max(1))
             .map_err(oom("band map"))?;
         self.set = None;
         self.held = Some(Held {
@@ -268,6 +272,7 @@ impl ImmersedDevice {
                 .map_err(oom("band"))?,
             force: zeros_f64(3 * capacity, "band")?,
             last: None,
+            open: false,
         });
         stream
             .synchronize()
@@ -310,6 +315,12 @@ impl ImmersedDevice {
         let Some(h) = &mut self.held else {
             return Ok(());
         };
+        if h.open {
+            stream
+                .memset_zeros(&mut h.marks)
+                .map_err(dev_err("cannot clear the band's bitmap"))?;
+        }
+        h.open = true;
         let k = &self.kernels;
         let bodies = h.bodies.bodies.len();
         let base = match h.pose_base {
@@ -372,7 +383,7 @@ impl ImmersedDevice {
         // `capacity` (27 per point, at most the slab's nodes: a band has no more) with the force
         // records two blocks of RECORD·capacity words, the band map one slot per node of the
         // slab, the bitmap `chunks` chunks of CHUNK words (a bit per node of the slab, zero
-        // between steps: ib_list clears what ib_place set) and `chunk` a count per chunk. All of
+        // between steps: the step clears what ib_place set) and `chunk` a count per chunk. All of
         // them belong to `self`, which the module synchronises before dropping.
         unsafe {
             let (place, iterate) = if h.lanes == 1 {
@@ -405,7 +416,7 @@ impl ImmersedDevice {
             b.launch(per_chunk)
                 .map_err(launch_err("launch of ib_count failed"))?;
             let mut b = stream.launch_builder(&k.scan);
-            b.arg(&chunk).arg(&chunks).arg(&count);
+            b.arg(&chunk).arg(&chunks).arg(&count).arg(&capacity);
             b.launch(LaunchConfig {
                 grid_dim: (1, 1, 1),
                 block_dim: (1024, 1, 1),
@@ -413,7 +424,11 @@ impl ImmersedDevice {
             })
             .map_err(launch_err("launch of ib_scan failed"))?;
             let mut b = stream.launch_builder(&k.list);
-            b.arg(&marks).arg(&chunk).arg(&slot).arg(&band);
+            b.arg(&marks)
+                .arg(&chunk)
+                .arg(&slot)
+                .arg(&band)
+                .arg(&capacity);
             b.launch(per_chunk)
                 .map_err(launch_err("launch of ib_list failed"))?;
             let mut b = stream.launch_builder(&k.band);
@@ -510,7 +525,8 @@ impl ImmersedDevice {
         stream: &Arc<CudaStream>,
         view: &StepView<'_>,
     ) -> Result<(), ComputeError> {
-        if self.held.is_some() {
+        if let Some(h) = &mut self.held {
+            h.open = false;
             return Ok(());
         }
         let Some((nodes, count, force, threads)) = self.listed(stream) else {

@@ -475,7 +475,9 @@ pub struct StepArgs {
     /// buffers of its channel tables it writes (it reads the others); `None` for slabs.
     pub parity: Option<i32>,
     /// For the flow's steps compiled with `THELMA_IMMERSED` (a case with immersed bodies), the
-    /// band they collide under its forces (`THELMA_IB_STEP_PARAM`); `None` for the others.
+    /// band they collide under its forces (`THELMA_IB_STEP_PARAM`), `Some` for every module
+    /// compiled so (only the flow's steps push it: a temperature lattice's step ignores it, and
+    /// in-place and grid modules take no immersed bodies); `None` for the others.
     pub ib: Option<IbStep>,
 }
 

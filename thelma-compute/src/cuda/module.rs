@@ -371,6 +371,13 @@ where
                     .into(),
             ));
         }
+        if pp.immersed && source.matches("THELMA_IB_STEP_PASS").count() < 3 {
+            // Kernel files from THELMA_KERNELS written before the step took the band would be
+            // launched with arguments they ignore: the band never forced, its bits never cleared.
+            return Err(ComputeError::Invalid(
+                "the kernel files' steps take no immersed band (use kernels that do)".into(),
+            ));
+        }
         let cubin = launch::compile_cubin(&source, "lbm_d3q19.cu", &arch)?;
         let collision = params.model.collision;
         // Cases with open faces step with the kernel that has their links; closed ones keep the

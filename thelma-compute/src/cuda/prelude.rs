@@ -807,8 +807,7 @@ pub fn prelude(p: &PreludeParams) -> String {
 /// `THELMA_IMMERSED`, the lanes of a group serving one point (`THELMA_IB_GROUP`,
 /// [`super::immersed::GROUP`]) and the words of a band node's force record (`THELMA_IB_RECORD`,
 /// [`super::immersed::RECORD`]), the words of a chunk of the band's bitmap (`THELMA_IB_CHUNK`,
-/// [`super::immersed::CHUNK`]), an empty band slot (`THELMA_IB_EMPTY`, [`super::immersed::EMPTY`]),
-/// the flow's collision under a per-node force
+/// [`super::immersed::CHUNK`]), the flow's collision under a per-node force
 /// (`thelma_collide_forced`, unless the temperature lattice's functions printed it: `forced`), and
 /// in namespace `thelma_ib`, where
 /// `real` is double (the host solves the forcing in f64), Roma's kernel in its two branches
@@ -820,12 +819,10 @@ pub fn immersed_source(model: &FlowModel, forced: bool) -> String {
 #define THELMA_IB_GROUP {}
 #define THELMA_IB_RECORD {}
 #define THELMA_IB_CHUNK {}
-#define THELMA_IB_EMPTY {}u
 ",
         super::immersed::GROUP,
         super::immersed::RECORD,
-        super::immersed::CHUNK,
-        super::immersed::EMPTY
+        super::immersed::CHUNK
     );
     if forced {
         s.push_str(&collision_function(model, true, false));
