@@ -65,7 +65,7 @@ __device__ __forceinline__ void thelma_ib_support(double x, int len, bool period
 // The support of point k: its 27 nodes' slab indices (x fastest, then y, then z, as the host's
 // plan) and weights.
 // Entry i of three, by selects: indexed by a lane's own support node, the arrays went to local
-// memory, and an iteration took 34 µs where it takes 28 (18 propellers, PERFORMANCE.md).
+// memory, and an iteration took 34.3 µs where it takes 28.9 (18 propellers, PERFORMANCE.md).
 template <typename T>
 __device__ __forceinline__ T thelma_ib_pick(const T* a, int i) {
     return i == 0 ? a[0] : (i == 1 ? a[1] : a[2]);

@@ -132,7 +132,8 @@ struct Held {
     marks: CudaSlice<u32>,
     chunk: CudaSlice<u32>,
     chunks: usize,
-    /// Per node of the slab: its band slot this step (empty outside the band).
+    /// Per node of the slab: its band slot this step, read only at the band's nodes (elsewhere
+    /// zero or a slot of an earlier step, always below the capacity).
     slot: CudaSlice<u32>,
     /// Per band slot: node, ρ, u*, the two force records (the one read, then the one written:
     /// `RECORD` words each), the force; and the count.
