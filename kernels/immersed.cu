@@ -341,20 +341,13 @@ __device__ __forceinline__ void ib_iterate(const double* __restrict__ x,
     const int k = t / LANES, lane = t % LANES;
     if (k >= points) return;
     const thelma_ib_kernel K = thelma_ib_kernel_at(x + 3 * (size_t)k, nx, ny, nz, periodic);
-    constexpr int MINE = (27 + LANES - 1) / LANES;
     double U[3] = {0.0, 0.0, 0.0}, R = 0.0;
-    unsigned int sl[MINE];
-    double wl[MINE];
 #pragma unroll
-    for (int m = 0; m < MINE; m++) {
+    for (int m = 0; m < (27 + LANES - 1) / LANES; m++) {
         const int s = lane + m * LANES;
-        wl[m] = 0.0;
-        sl[m] = 0;
         if (s < 27) {
             const unsigned int b = slot[K.node(s, nx, ny)];
             const double w = K.weight(s);
-            sl[m] = b;
-            wl[m] = w;
             if (first) {
 #pragma unroll
                 for (int c = 0; c < 3; c++) U[c] += w * u[3 * (size_t)b + c];
@@ -405,25 +398,16 @@ __device__ __forceinline__ void ib_iterate(const double* __restrict__ x,
             total[3 * (size_t)k + c] = first ? df[c] : total[3 * (size_t)k + c] + df[c];
         df[c] *= area[k] * THELMA_IB_SCALE;
     }
-    if (LANES == 1) {
-#pragma unroll
-        for (int m = 0; m < MINE; m++) {
-#pragma unroll
-            for (int c = 0; c < 3; c++)
-                atomicAdd((unsigned long long*)&write[THELMA_IB_RECORD * (size_t)sl[m] + c],
-                          (unsigned long long)__double2ll_rn(wl[m] * df[c]));
-        }
-    } else {
-        // The group's lanes take the 81 sums (node s, component c) in the order 3s + c, so that
-        // one instruction's lanes add to the components of few records, each one sector: a node's
-        // three, and adjacent slots along x (the slot looked up again, in L1 from the reads above).
-        for (int i = lane; i < 81; i += LANES) {
-            const int s = i / 3, c = i - 3 * (i / 3);
-            const unsigned int b = slot[K.node(s, nx, ny)];
-            const double dc = c == 0 ? df[0] : (c == 1 ? df[1] : df[2]);
-            atomicAdd((unsigned long long*)&write[THELMA_IB_RECORD * (size_t)b + c],
-                      (unsigned long long)__double2ll_rn(K.weight(s) * dc));
-        }
+    // The 81 sums (node s, component c) in the order 3s + c, a group's lanes taking every
+    // LANES-th, so that one instruction's lanes add to the components of few records, each one
+    // sector: a node's three, and adjacent slots along x (the slot looked up again, in L1 from the
+    // reads above).
+    for (int i = lane; i < 81; i += LANES) {
+        const int s = i / 3, c = i - 3 * (i / 3);
+        const unsigned int b = slot[K.node(s, nx, ny)];
+        const double dc = c == 0 ? df[0] : (c == 1 ? df[1] : df[2]);
+        atomicAdd((unsigned long long*)&write[THELMA_IB_RECORD * (size_t)b + c],
+                  (unsigned long long)__double2ll_rn(K.weight(s) * dc));
     }
 }
 

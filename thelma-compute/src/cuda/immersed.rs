@@ -407,11 +407,8 @@ impl ImmersedDevice {
             let per_point = grid(h.points * h.lanes);
             b.launch(per_point)
                 .map_err(launch_err("launch of ib_place failed"))?;
-            let per_chunk = LaunchConfig {
-                grid_dim: (chunks, 1, 1),
-                block_dim: (BLOCK, 1, 1),
-                shared_mem_bytes: 0,
-            };
+            // A thread a word of the bitmap: a block a chunk.
+            let per_chunk = grid(h.chunks * CHUNK);
             let mut b = stream.launch_builder(&k.count);
             b.arg(&marks).arg(&chunk);
             b.launch(per_chunk)
@@ -503,19 +500,18 @@ impl ImmersedDevice {
     /// band map and forces with the uniform force, whose band nodes it collides under their
     /// forces; null addresses without held bodies.
     pub fn step_band(&self, stream: &Arc<CudaStream>) -> IbStep {
-        match &self.held {
-            Some(h) => IbStep {
-                marks: raw(&h.marks, stream),
-                slot: raw(&h.slot, stream),
-                force: raw(&h.force, stream),
-                uniform: self.uniform,
-            },
-            None => IbStep {
-                marks: 0,
-                slot: 0,
-                force: 0,
-                uniform: self.uniform,
-            },
+        let (marks, slot, force) = self.held.as_ref().map_or((0, 0, 0), |h| {
+            (
+                raw(&h.marks, stream),
+                raw(&h.slot, stream),
+                raw(&h.force, stream),
+            )
+        });
+        IbStep {
+            marks,
+            slot,
+            force,
+            uniform: self.uniform,
         }
     }
 
