@@ -111,13 +111,15 @@ struct Held {
     bodies: Arc<ImmersedBodies>,
     points: usize,
     capacity: usize,
-    /// Per point: body, reference position, area; position and desired velocity this step; force
-    /// density summed over the iterations; what the first iteration keeps for the next (the
-    /// velocity to correct and the interpolated ρ, 4 doubles).
+    /// Per point: body, reference position, area; its support this step (27 entries: the node,
+    /// then the band slot, and the weight) and desired velocity; force density summed over the
+    /// iterations; what the first iteration keeps for the next (the velocity to correct and the
+    /// interpolated ρ, 4 doubles).
     body: CudaSlice<u32>,
     reference: CudaSlice<f64>,
     area: CudaSlice<f64>,
-    x: CudaSlice<f64>,
+    support: CudaSlice<u32>,
+    weights: CudaSlice<f64>,
     ud: CudaSlice<f64>,
     total: CudaSlice<f64>,
     vr: CudaSlice<f64>,
@@ -154,10 +156,10 @@ struct Held {
 /// device (the memory check before a run).
 pub fn immersed_device_bytes(points: usize, nodes: usize) -> u64 {
     let capacity = (points.saturating_mul(27)).min(nodes) as u64;
-    // body 4, reference 24, area 8, x 24, ud 24, total 24, vr 32 per point; slot 4 and a bit
-    // per node (and the chunks' counts, 4 bytes a chunk); band 4, ρ 8, u 24, records 64, force
-    // 24 per band slot; and 64 steps of poses per body (small).
-    points as u64 * 140
+    // body 4, reference 24, area 8, support 27 · (4 + 8), ud 24, total 24, vr 32 per point;
+    // slot 4 and a bit per node (and the chunks' counts, 4 bytes a chunk); band 4, ρ 8, u 24,
+    // records 64, force 24 per band slot; and 64 steps of poses per body (small).
+    points as u64 * 440
         + nodes as u64 * 4
         + (chunks(nodes) * (CHUNK + 1) * 4) as u64
         + capacity * 124
@@ -243,7 +245,10 @@ impl ImmersedDevice {
             body: stream.clone_htod(&body).map_err(oom("points"))?,
             reference: stream.clone_htod(&reference).map_err(oom("points"))?,
             area: stream.clone_htod(&area).map_err(oom("points"))?,
-            x: zeros_f64(3 * points, "points")?,
+            support: stream
+                .alloc_zeros::<u32>((27 * points).max(1))
+                .map_err(oom("points"))?,
+            weights: zeros_f64(27 * points, "points")?,
             ud: zeros_f64(3 * points, "points")?,
             total: zeros_f64(3 * points, "points")?,
             vr: zeros_f64(4 * points, "points")?,
@@ -354,10 +359,11 @@ impl ImmersedDevice {
         let periodic = view.periodic3(periodic_z);
         let points = h.points as i32;
         let addr = |s: &CudaSlice<f64>| raw(s, stream);
-        let (pose, x, ud, total, vr, area) = (
+        let (pose, support, weights, ud, total, vr, area) = (
             addr(&h.pose)
                 + ((t - base) as usize * bodies * POSE * std::mem::size_of::<f64>()) as u64,
-            addr(&h.x),
+            raw(&h.support, stream),
+            addr(&h.weights),
             addr(&h.ud),
             addr(&h.total),
             addr(&h.vr),
@@ -380,7 +386,8 @@ impl ImmersedDevice {
         // SAFETY (every launch below): the argument lists match the kernels of
         // kernels/immersed.cu, loaded for this module's precision; the lattice, palette and
         // interface addresses are the step's own (as in `step`); the points' buffers hold
-        // `points` entries (3 doubles for positions and velocities, 4 for `vr`), the band's
+        // `points` entries (27 support entries of a u32 and a double, 3 doubles for velocities
+        // and forces, 4 for `vr`), the band's
         // `capacity` (27 per point, at most the slab's nodes: a band has no more) with the force
         // records two blocks of RECORD·capacity words, the band map one slot per node of the
         // slab, the bitmap `chunks` chunks of CHUNK words (a bit per node of the slab, zero
@@ -397,7 +404,8 @@ impl ImmersedDevice {
                 .arg(&body)
                 .arg(&reference)
                 .arg(&points)
-                .arg(&x)
+                .arg(&support)
+                .arg(&weights)
                 .arg(&ud)
                 .arg(&marks)
                 .arg(&nx)
@@ -443,7 +451,8 @@ impl ImmersedDevice {
             for it in 0..iterations {
                 let first = i32::from(it == 0);
                 let mut b = stream.launch_builder(iterate);
-                b.arg(&x)
+                b.arg(&support)
+                    .arg(&weights)
                     .arg(&ud)
                     .arg(&area)
                     .arg(&points)
@@ -454,11 +463,7 @@ impl ImmersedDevice {
                     .arg(&acc_write)
                     .arg(&total)
                     .arg(&vr)
-                    .arg(&first)
-                    .arg(&nx)
-                    .arg(&ny)
-                    .arg(&nz)
-                    .arg(&periodic);
+                    .arg(&first);
                 b.launch(per_point)
                     .map_err(launch_err("launch of ib_iterate failed"))?;
                 let last = i32::from(it + 1 == iterations);
