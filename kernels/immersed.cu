@@ -24,11 +24,10 @@
 //
 // The first iteration turns each support node into its band slot, interpolates u* and ρ and keeps,
 // per point, V = U_d − Σ δ u* and R = Σ δ ρ (`vr`); the later ones read the support's slots and
-// weights (no position, no kernel, no band map: a later iteration 28.5 → 25.3 µs with 18
+// weights (no position, no kernel, no slot map: a later iteration 28.5 → 25.3 µs with 18
 // propellers, the placing that writes them 10.9 → 19.9 µs) and each node's record of 32 bytes,
 // one sector: the force spread so far S (fixed point, three words) and 1/(2ρ) — the interpolated
-// velocity is
-// Σ δ u* plus Σ δ S/(2ρ), and V − Σ δ S/(2ρ) is what the force corrects.
+// velocity is Σ δ u* plus Σ δ S/(2ρ), and V − Σ δ S/(2ρ) is what the force corrects.
 //
 // Spreading adds each point's share to its nodes with 64-bit integer atomics on a fixed-point
 // force (2^-50 of a lattice unit): integer sums do not depend on their order, so a run is
@@ -68,8 +67,9 @@ __device__ __forceinline__ void thelma_ib_support(double x, int len, bool period
 
 // The support of point k: its 27 nodes' slab indices (x fastest, then y, then z, as the host's
 // plan) and weights.
-// Entry i of three, by selects: indexed by a lane's own support node, the arrays went to local
-// memory, and an iteration took 34.3 µs where it takes 28.9 (18 propellers, PERFORMANCE.md).
+// Entry i of three, by selects (the placing's; the iterations read the support it writes): indexed
+// by a lane's own support node, the arrays went to local memory, and an iteration that computed
+// the support took 34.3 µs where it then took 28.9 (18 propellers, PERFORMANCE.md).
 template <typename T>
 __device__ __forceinline__ T thelma_ib_pick(const T* a, int i) {
     return i == 0 ? a[0] : (i == 1 ? a[1] : a[2]);
@@ -134,9 +134,10 @@ __device__ __forceinline__ void thelma_ib_pull_at(real* f, size_t p, THELMA_IB_P
 }
 
 // 1. Places every point at this step's pose of its body (thelma_core::physics::immersed::Pose::place)
-// and marks its support nodes in the band's bitmap. With LANES = THELMA_IB_GROUP a group of lanes
-// serves a point, each lane every LANES-th of its nine rows along x; with 1, a thread serves a
-// point and all its rows.
+// and marks its support nodes in the band's bitmap; writes the point's 27 support entries (node,
+// weight) into `tab` and `wts` for the iterations. With LANES = THELMA_IB_GROUP a group of lanes
+// serves a point, each lane every LANES-th entry and every LANES-th of its nine rows along x;
+// with 1, a thread serves a point, all its entries and rows.
 template <int LANES>
 __device__ __forceinline__ void ib_place(const double* __restrict__ pose,
                                          const unsigned int* __restrict__ body,
@@ -198,7 +199,7 @@ __device__ __forceinline__ void ib_place(const double* __restrict__ pose,
 #define THELMA_IB_PLACE_ARGS                                                                       \
     const double *__restrict__ pose, const unsigned int *__restrict__ body,                        \
         const double *__restrict__ ref, int points, unsigned int *__restrict__ tab,                \
-        double *__restrict__ wts, double *__restrict__ u_out, unsigned int *marks, int nx, int ny,  \
+        double *__restrict__ wts, double *__restrict__ u_out, unsigned int *marks, int nx, int ny, \
         int nz, int periodic
 
 extern "C" __global__ void __launch_bounds__(128) THELMA_NAME(ib_place)(THELMA_IB_PLACE_ARGS) {
@@ -334,7 +335,9 @@ THELMA_NAME(ib_band)(THELMA_IB_PULL_ARGS, const unsigned int* __restrict__ band,
 // `total`, the correction times the point's area spread into the written records. The first
 // iteration (nothing spread yet) interpolates u* and ρ and keeps V = U_d − Σ δ u* and R = Σ δ ρ in
 // `vr`; the later ones interpolate only the spread force's velocity Σ δ S/(2ρ) from the read
-// records and correct by 2R(V − Σ δ S/(2ρ)). With LANES = 1 a thread serves a point (the "kernel"
+// records and correct by 2R(V − Σ δ S/(2ρ)). The first turns the support's nodes in `tab` into
+// band slots in place, which the later ones read with `wts`: it runs once after each placing,
+// never twice (a second pass would index the slot map by slots). With LANES = 1 a thread serves a point (the "kernel"
 // strategy); with THELMA_IB_GROUP a group of lanes does, each lane every LANES-th support node,
 // the sums reduced across the group by a butterfly (every lane ends with the same sums, in an
 // order fixed by the lanes).

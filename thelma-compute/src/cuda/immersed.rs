@@ -44,8 +44,8 @@ fn band_grid(capacity: usize) -> LaunchConfig {
 const BAND_THREADS: usize = 1024 * BLOCK as usize;
 
 /// The lanes of a group that serves one point (`THELMA_IB_GROUP`, printed into the prelude): each
-/// lane every eighth of its 27 support nodes when interpolating, of its nine rows when placing, of
-/// its 81 sums (node, component) when spreading.
+/// lane every eighth of its 27 support nodes when interpolating, of its 27 support entries and
+/// nine rows when placing, of its 81 sums (node, component) when spreading.
 pub const GROUP: usize = 8;
 
 /// Words of the band's bitmap a block of `ib_count` and `ib_list` takes (`THELMA_IB_CHUNK`,
@@ -386,13 +386,15 @@ impl ImmersedDevice {
         // SAFETY (every launch below): the argument lists match the kernels of
         // kernels/immersed.cu, loaded for this module's precision; the lattice, palette and
         // interface addresses are the step's own (as in `step`); the points' buffers hold
-        // `points` entries (27 support entries of a u32 and a double, 3 doubles for velocities
-        // and forces, 4 for `vr`), the band's
+        // `points` entries (3 doubles for reference positions, velocities and forces, 27 support
+        // entries of a u32 and a double, 4 doubles for `vr`), the band's
         // `capacity` (27 per point, at most the slab's nodes: a band has no more) with the force
         // records two blocks of RECORD·capacity words, the band map one slot per node of the
         // slab, the bitmap `chunks` chunks of CHUNK words (a bit per node of the slab, zero
         // between steps: the step clears what ib_place set) and `chunk` a count per chunk. All of
-        // them belong to `self`, which the module synchronises before dropping.
+        // them belong to `self`, which the module synchronises before dropping. The first
+        // iteration, after this call's placing, turns the support's nodes into band slots (below
+        // `capacity`) before any later one indexes the records by them.
         unsafe {
             let (place, iterate) = if h.lanes == 1 {
                 (&k.place, &k.iterate)
