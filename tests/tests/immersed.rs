@@ -378,55 +378,56 @@ fn the_gpu_forces_immersed_bodies_as_the_cpu_module_does() {
         ("periodic", turning_sphere_case),
         ("open", open_turning_sphere_case),
     ];
-    for ((name, make), p) in cases
-        .iter()
-        .flat_map(|&c| [Precision::F32, Precision::F64].map(|p| (c, p)))
-    {
-        let case = make(p);
-        let run = |m: Module, slabs: usize| {
-            let mut rt = m.runtime(&case, slabs);
-            rt.set_immersed(immersed_bodies(&case).unwrap(), model(&case).model.force)
-                .unwrap();
-            assert_eq!(
-                rt.immersed_on_device(),
-                m == Module::Cuda && slabs == 1,
-                "{} on {slabs} slabs",
-                m.name()
-            );
-            let l = loads(&mut rt, 5);
-            (l, values(&run_from_vortex(rt, &case, 60), p))
-        };
-        let (lc, cpu) = run(Module::Cpu, 1);
-        let tol = agreement_tolerance(Module::Cuda, p);
-        let (ld, device) = run(Module::Cuda, 1);
-        for (what, slabs) in [("device", 1), ("coordinator", 2)] {
-            let (l, got) = if slabs == 1 {
-                (ld.clone(), device.clone())
-            } else {
-                run(Module::Cuda, slabs)
+    for (name, make) in cases {
+        for p in [Precision::F32, Precision::F64] {
+            let case = make(p);
+            let run = |m: Module, slabs: usize| {
+                let mut rt = m.runtime(&case, slabs);
+                rt.set_immersed(immersed_bodies(&case).unwrap(), model(&case).model.force)
+                    .unwrap();
+                assert_eq!(
+                    rt.immersed_on_device(),
+                    m == Module::Cuda && slabs == 1,
+                    "{} on {slabs} slabs",
+                    m.name()
+                );
+                let l = loads(&mut rt, 5);
+                (l, values(&run_from_vortex(rt, &case, 60), p))
             };
-            let diff: f64 = cpu.iter().zip(&got).map(|(a, b)| (a - b).powi(2)).sum();
-            let norm: f64 = cpu.iter().map(|a| a * a).sum();
-            let rel = (diff / norm).sqrt();
-            let scale = lc
-                .iter()
-                .flat_map(|(f, _)| f.iter().map(|c| c.abs()))
-                .fold(0.0, f64::max);
-            let worst = lc
-                .iter()
-                .zip(&l)
-                .flat_map(|((fa, ta), (fb, tb))| {
-                    (0..3).map(move |a| (fa[a] - fb[a]).abs().max((ta[a] - tb[a]).abs()))
-                })
-                .fold(0.0, f64::max)
-                / scale;
-            eprintln!("{name} {p:?} {what}: populations |Δ|/|ref| = {rel:.3e}, loads {worst:.3e}");
-            assert!(rel <= tol, "{name} {p:?} {what}: populations {rel:e}");
-            assert!(worst <= 100.0 * tol, "{name} {p:?} {what}: loads {worst:e}");
+            let (lc, cpu) = run(Module::Cpu, 1);
+            let tol = agreement_tolerance(Module::Cuda, p);
+            let (ld, device) = run(Module::Cuda, 1);
+            for (what, slabs) in [("device", 1), ("coordinator", 2)] {
+                let (l, got) = if slabs == 1 {
+                    (ld.clone(), device.clone())
+                } else {
+                    run(Module::Cuda, slabs)
+                };
+                let diff: f64 = cpu.iter().zip(&got).map(|(a, b)| (a - b).powi(2)).sum();
+                let norm: f64 = cpu.iter().map(|a| a * a).sum();
+                let rel = (diff / norm).sqrt();
+                let scale = lc
+                    .iter()
+                    .flat_map(|(f, _)| f.iter().map(|c| c.abs()))
+                    .fold(0.0, f64::max);
+                let worst = lc
+                    .iter()
+                    .zip(&l)
+                    .flat_map(|((fa, ta), (fb, tb))| {
+                        (0..3).map(move |a| (fa[a] - fb[a]).abs().max((ta[a] - tb[a]).abs()))
+                    })
+                    .fold(0.0, f64::max)
+                    / scale;
+                eprintln!(
+                    "{name} {p:?} {what}: populations |Δ|/|ref| = {rel:.3e}, loads {worst:.3e}"
+                );
+                assert!(rel <= tol, "{name} {p:?} {what}: populations {rel:e}");
+                assert!(worst <= 100.0 * tol, "{name} {p:?} {what}: loads {worst:e}");
+            }
+            assert!(
+                run(Module::Cuda, 1) == (ld, device),
+                "{name} {p:?}: the device's forcing repeats"
+            );
         }
-        assert!(
-            run(Module::Cuda, 1) == (ld, device),
-            "{name} {p:?}: the device's forcing repeats"
-        );
     }
 }
