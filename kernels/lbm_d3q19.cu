@@ -30,7 +30,10 @@
 // `parity`) reads buffers 1 − parity and writes buffers parity. A channel across side s holds the
 // populations pulled across it (the prelude's thelma_side_slot, thelma_side_out_dir), each over the
 // nodes of the side's face or edge with x fastest along its free axes: the CPU module's layout
-// (thelma_compute's cpu_sides.rs), so that both modules' subdomains exchange alike. thelma_box holds
+// (thelma_compute's cpu_sides.rs), so that both modules' subdomains exchange alike. An x face's
+// channel in page-locked host memory is named here by a device buffer of its size, which the
+// module copies in before the step and out after it (one node a row stores and loads it: over the
+// host link each access would be a transaction of its own). thelma_box holds
 // the box's first node along x and y and the domain's size along them (inlet profiles and sponges
 // are in the domain's coordinates). Slabs compile none of this: their kernels are unchanged.
 #ifdef THELMA_GRID

@@ -146,9 +146,25 @@ impl Module {
 
     /// The module's factory with `params` for `slabs` subdomains (on the CPU, one thread each).
     pub fn factory(self, params: ModelParams, slabs: usize) -> Arc<dyn ModuleFactory> {
+        self.factory_over(params, slabs, TransportChoice::Auto)
+    }
+
+    /// [`Module::factory`] whose channels take `transport`.
+    pub fn factory_over(
+        self,
+        params: ModelParams,
+        slabs: usize,
+        transport: TransportChoice,
+    ) -> Arc<dyn ModuleFactory> {
         match self {
-            Module::Cpu => Arc::new(CpuFactory::new(params, slabs, slabs)),
-            Module::Cuda => Arc::new(CudaFactory::new(params).expect("CUDA is present")),
+            Module::Cpu => {
+                Arc::new(CpuFactory::new(params, slabs, slabs).with_transport(transport))
+            }
+            Module::Cuda => Arc::new(
+                CudaFactory::new(params)
+                    .expect("CUDA is present")
+                    .with_transport(transport),
+            ),
         }
     }
 

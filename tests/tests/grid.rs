@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use thelma_compute::ModelParams;
 use thelma_core::physics::Collision;
-use thelma_core::{CaseConfig, Layout, Precision, Runtime, SlabSpec};
+use thelma_core::{CaseConfig, Layout, Precision, Runtime, SlabSpec, Transport, TransportChoice};
 use thelma_tests::{
     cpu_factory, domain, local_job, model, open_cases, per_module, run_from_vortex, variant_case,
     within_a_minute, Module, VARIANTS,
@@ -28,11 +28,22 @@ fn grid_layout(case: &CaseConfig, parts: [usize; 3], ranks: impl Fn(usize) -> us
 /// `case` on module `m` over the subdomains of `layout`, all in this process (on GPU 0), made as
 /// a cluster job makes them (for overlapped steps, which the runtime runs on slabs only).
 fn one_process(m: Module, case: &CaseConfig, layout: &Layout, steps: u64) -> Vec<u8> {
+    one_process_over(m, case, layout, steps, TransportChoice::Auto)
+}
+
+/// [`one_process`] with the channels in `transport`.
+fn one_process_over(
+    m: Module,
+    case: &CaseConfig,
+    layout: &Layout,
+    steps: u64,
+    transport: TransportChoice,
+) -> Vec<u8> {
     let params = ModelParams {
         overlapped_steps: true,
         ..model(case)
     };
-    let factory = m.factory(params, layout.slabs.len());
+    let factory = m.factory_over(params, layout.slabs.len(), transport);
     let rt = Runtime::start_layout(factory, layout, Arc::new(AtomicBool::new(false)))
         .expect("the grid starts");
     run_from_vortex(rt, case, steps)
@@ -87,6 +98,43 @@ fn grids_with_open_faces_equal_one_slab(m: Module) {
         }
     }
 }
+
+/// Channels in page-locked host memory, as a cluster job's are: the CUDA module moves its x
+/// faces' through device buffers (the other sides' it reaches in place), and the CPU module reads
+/// and writes them all in place; the grids still equal one slab bit for bit, closed and open.
+fn grids_over_host_memory_equal_one_slab(m: Module) {
+    let zero_copy = TransportChoice::Fixed(Transport::ZeroCopy);
+    for periodic_z in [false, true] {
+        for (k, variant) in VARIANTS.iter().enumerate() {
+            let precision = [Precision::F16, Precision::F64, Precision::F32][k % 3];
+            let c = variant_case([7, 9, 8], periodic_z, *variant, precision);
+            let reference = run_from_vortex(m.runtime(&c, 1), &c, 25);
+            for parts in [[2, 1, 1], [2, 2, 2], [5, 1, 2], [1, 3, 1]] {
+                let layout = grid_layout(&c, parts, |_| 0);
+                let got = one_process_over(m, &c, &layout, 25, zero_copy);
+                assert!(
+                    got == reference,
+                    "{} grid {parts:?} over host memory differs from one slab (periodic z \
+                     {periodic_z}, {variant:?}, {precision:?})",
+                    m.name()
+                );
+            }
+        }
+    }
+    for (what, c) in open_cases() {
+        let reference = run_from_vortex(m.runtime(&c, 1), &c, 40);
+        let got = one_process_over(m, &c, &grid_layout(&c, [3, 1, 2], |_| 0), 40, zero_copy);
+        assert!(
+            got == reference,
+            "{} grid 3x1x2 over host memory differs from one slab ({what})",
+            m.name()
+        );
+    }
+}
+
+per_module!(grids_over_host_memory_equal_one_slab =>
+            grids_over_host_memory_equal_one_slab_bit_for_bit,
+            grids_over_host_memory_equal_one_slab_bit_for_bit_on_the_cuda_module);
 
 per_module!(grids_with_open_faces_equal_one_slab =>
             grids_with_open_faces_and_sponges_equal_one_slab_bit_for_bit,

@@ -11,7 +11,9 @@ use thelma_core::physics::{
     equilibrium, store_thermal, thermal_equilibrium_populations, Collision, ThermalFace,
     ThermalModel, ThermalSetup, QT,
 };
-use thelma_core::{CaseConfig, Half12, Precision, Runtime, ScaledHalf, Stored};
+use thelma_core::{
+    CaseConfig, Half12, Precision, Runtime, ScaledHalf, Stored, Transport, TransportChoice,
+};
 use thelma_tests::{box_case, model, per_module, Module};
 
 /// A CPU runtime of `slabs` slabs for `case` with the temperature lattice `setup`.
@@ -406,8 +408,8 @@ fn mixed_case(
 #[derive(Clone, Copy, Debug)]
 enum Parts {
     Slabs(usize),
-    /// A grid of subdomains cut along x, y and z.
-    Grid([usize; 3]),
+    /// A grid of subdomains cut along x, y and z, its channels in `TransportChoice`.
+    Grid([usize; 3], TransportChoice),
 }
 
 fn mixed_case_on(
@@ -484,7 +486,7 @@ fn mixed_case_on(
     }
     let mut rt = match parts {
         Parts::Slabs(slabs) => runtime_on(m, &case, &s, slabs),
-        Parts::Grid(g) => {
+        Parts::Grid(g, transport) => {
             let params = ModelParams {
                 thermal: Some(s.clone()),
                 ..model(&case)
@@ -496,7 +498,7 @@ fn mixed_case_on(
                 ranks: vec![0; n],
                 slabs: cells,
             };
-            let factory = m.factory(params, n);
+            let factory = m.factory_over(params, n, transport);
             let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
             Runtime::start_layout(factory, &layout, stop).unwrap()
         }
@@ -533,16 +535,25 @@ fn thermal_slabs_equal_one_slab_bit_for_bit(m: Module) {
 }
 
 /// Grids cut along x, y and z equal one slab bit for bit, flow and temperature: held, adiabatic
-/// and outflow faces, patches, open faces with a sponge, LES; in every storage.
+/// and outflow faces, patches, open faces with a sponge, LES; in every storage; one of them with
+/// its channels in page-locked host memory, as a cluster job's (the CUDA module's x faces through
+/// device buffers).
 fn thermal_grids_equal_one_slab(m: Module) {
+    let zero_copy = TransportChoice::Fixed(Transport::ZeroCopy);
+    let auto = TransportChoice::Auto;
     for p in STORAGES {
         for v in MIXED {
             let one = mixed_case(m, Collision::MRT, p, v, 1, 60);
-            for g in [[2, 2, 1], [3, 1, 2], [1, 2, 3]] {
-                let got = mixed_case_on(m, Collision::MRT, p, v, Parts::Grid(g), 60);
+            for (g, t) in [
+                ([2, 2, 1], auto),
+                ([3, 1, 2], auto),
+                ([1, 2, 3], auto),
+                ([3, 1, 2], zero_copy),
+            ] {
+                let got = mixed_case_on(m, Collision::MRT, p, v, Parts::Grid(g, t), 60);
                 assert!(
                     got == one,
-                    "{} {p:?} {v:?}: grid {g:?} differs from one slab",
+                    "{} {p:?} {v:?}: grid {g:?} over {t} differs from one slab",
                     m.name()
                 );
             }

@@ -20,7 +20,8 @@ use thelma_core::physics::{
 use thelma_core::{
     channel_offset, gpu_transport, ChangeSums, Channel, ComputeError, ComputeModule, DevicePair,
     Fields, Health, InletSchedule, Links, MeanSums, MemoryInfo, ModuleFactory, Placement,
-    PlaneFields, StepPart, Transport, TransportChoice, TransportRefused, SIDE_COUNT, WALL_SLOTS,
+    PlaneFields, StepPart, Transport, TransportChoice, TransportRefused, SIDES, SIDE_COUNT,
+    WALL_SLOTS,
 };
 use thelma_core::{Half12, Precision, Real, ScaledHalf, Stored, Streaming};
 use thelma_core::{PointForces, SlabSpec};
@@ -180,6 +181,26 @@ struct GridDevice {
     side_out: u64,
     export: CudaFunction,
     export_thermal: Option<CudaFunction>,
+    /// The x faces' channels in page-locked host memory, which the kernels reach through device
+    /// copies instead ([`StagedFace`]); set by attach.
+    staged: Vec<StagedFace>,
+}
+
+/// An x face's channel in page-locked host memory (a cluster job's, or the zero-copy transport's)
+/// and the device buffer of the same size that the kernels' tables name in its place. Across an x
+/// face each row's one node stores and loads the side's values, one access per warp: over the host
+/// link each is a transaction of its own (a 2 × 1 × 1 grid of two ranks ran at two thirds of two z
+/// slabs). In device memory those accesses merge in the L2, and the copy engine moves each buffer
+/// whole: the one read before the step that reads it, the one written after the step or export
+/// that writes it. z and y faces (rows of x, stored and loaded coalesced) and edges (a few nodes)
+/// keep the host memory.
+struct StagedFace {
+    /// The side ([`thelma_core::SIDES`]) and whether the module writes the channel (else reads it).
+    side: usize,
+    writes: bool,
+    /// The channel's address in this context, and the device buffer standing in for it.
+    host: u64,
+    device: CudaSlice<u8>,
 }
 
 /// The CUDA module for one slab, colliding in `T` and storing the populations as `S`.
@@ -515,6 +536,7 @@ where
                     side_out: symbol("thelma_side_out")?,
                     export,
                     export_thermal,
+                    staged: Vec::new(),
                 })
             }
             None => None,
@@ -899,6 +921,36 @@ where
         Ok(())
     }
 
+    /// Enqueues the copies of the buffers of `parity` of the staged x faces' channels: those the
+    /// module writes from their device buffers into host memory (`written`, after what writes
+    /// them), or those it reads from host memory into their device buffers (before what reads
+    /// them). Copies and kernels share the module's stream, and the step protocol's
+    /// synchronisation before the runtime's barrier covers the copies out.
+    fn copy_staged(&self, written: bool, parity: usize) -> Result<(), ComputeError> {
+        let Some(g) = &self.grid else {
+            return Ok(());
+        };
+        for f in g.staged.iter().filter(|f| f.writes == written) {
+            let offset = self.offset(f.side, parity);
+            let bytes = self.channel_values(f.side) * std::mem::size_of::<S>();
+            let device = raw(&f.device, &self.stream) + offset;
+            let host = f.host + offset;
+            let (dst, src) = if written {
+                (host, device)
+            } else {
+                (device, host)
+            };
+            // SAFETY: both are buffer `parity` (`bytes` long, at `offset`) of the channel and of
+            // its device buffer, which are as long as the channel (checked by attach) and live as
+            // long as the module holds them; under unified addressing the mapped host address is
+            // a valid copy operand, and the stream orders the copy with the kernels around it.
+            unsafe { sys::cuMemcpyAsync(dst, src, bytes, self.stream.cu_stream()) }
+                .result()
+                .map_err(dev_err("cannot copy an x face's channel"))?;
+        }
+        Ok(())
+    }
+
     /// Publishes the boundary layers of the current lattice into the buffers of `parity`.
     fn publish(&self, parity: usize) -> Result<(), ComputeError> {
         if let Some(g) = &self.grid {
@@ -927,6 +979,7 @@ where
                     )
                 }?;
             }
+            self.copy_staged(true, parity)?;
             return self.sync();
         }
         let up = self.at(self.link_addr.to_above, 1, parity);
@@ -1177,10 +1230,25 @@ where
         self.own()?;
         links.check(|side| 2 * self.channel_values(side) * std::mem::size_of::<S>())?;
         if let Some(g) = &self.grid {
-            // Both buffers of every side's channels, read and written, into the kernels' tables.
+            // Both buffers of every side's channels, read and written, into the kernels' tables;
+            // an x face's channel in host memory through a device buffer of its size.
             let mut tables = [[[0u64; SIDE_COUNT]; 2]; 2];
+            let mut staged = Vec::new();
             for (side, chan, writes) in links.all() {
-                let base = channel::address(&self.ctx, self.ordinal, chan.as_ref())?;
+                let mut base = channel::address(&self.ctx, self.ordinal, chan.as_ref())?;
+                if chan.transport() == Transport::ZeroCopy && SIDES[side][1..] == [0, 0] {
+                    let device = self.stream.alloc_zeros::<u8>(chan.bytes()).map_err(|e| {
+                        ComputeError::OutOfMemory(format!("an x face's device buffer: {e}"))
+                    })?;
+                    let host = base;
+                    base = raw(&device, &self.stream);
+                    staged.push(StagedFace {
+                        side,
+                        writes,
+                        host,
+                        device,
+                    });
+                }
                 for parity in 0..2 {
                     tables[usize::from(writes)][parity][side] = self.at(base, side, parity);
                 }
@@ -1192,6 +1260,11 @@ where
                 // image; no step runs (synchronised above) and the copy is waited for below.
                 unsafe { result::memcpy_htod_async(symbol, &flat, self.stream.cu_stream()) }
                     .map_err(dev_err("cannot set the channel tables"))?;
+            }
+            self.sync()?;
+            if let Some(g) = &mut self.grid {
+                // The buffers they replace are dropped only now that no step can use them.
+                g.staged = staged;
             }
         }
         let addr = |c: &Option<Arc<dyn Channel>>| {
@@ -1215,7 +1288,10 @@ where
     fn step(&mut self, t: u64) -> Result<(), ComputeError> {
         let (args, inlets) = self.step_args(t);
         self.open_step(t, &args, &inlets)?;
+        // Step t reads the buffers of parity (t + 1) % 2 and writes those of t % 2.
+        self.copy_staged(false, ((t + 1) % 2) as usize)?;
         self.launch_step(&self.stream, &args, &inlets)?;
+        self.copy_staged(true, (t % 2) as usize)?;
         self.close_step(&args, &inlets)
     }
 
