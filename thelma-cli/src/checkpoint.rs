@@ -1,28 +1,39 @@
 //! Checkpoints: the populations of the whole domain, the step and the case in one checksummed file,
 //! written atomically, from which `thelma run --resume DIR` continues bit for bit (on any device
-//! count: the populations are stored for the whole domain and cut into the new slabs on loading).
+//! count and layout: the file names the box of each block it holds, and loading cuts the domain
+//! into the new slabs or subdomains).
 //!
-//! File layout (`checkpoint.thelma`), all integers little-endian:
-//! `THELMACP` · format version (u32) · header length (u64) · header (JSON, [`Header`]) ·
-//! populations `[i][z][y][x]` of the whole domain in the run's precision, little-endian, stored as
-//! the modules hold them (shifted by their weights, `g = f − w`) · CRC-32 (u32) of everything before
-//! it. The header names the case's lattices, from which the population count Q follows: `D3Q19`
-//! for the flow alone (Q = 19), `D3Q19+D3Q7` for the flow and its temperature lattice (Q = 26, the
-//! flow's 19 populations then the temperature's 7, as the modules read and write them). A run with
-//! time averages (`output.average_from`) that has sampled some appends their running sums after the
-//! populations, before the checksum: per field (ρ, u_x, u_y, u_z, and θ with `[thermal]`)
-//! `[z][y][x]` of the whole domain in f64, the header giving their sample count (`means`), so that
-//! a resumed run continues its averages bit for bit.
+//! File layout (`checkpoint.thelma`, format 6), all integers little-endian:
+//! `THELMACP` · format version (u32) · length D of the blocks (u64) · the blocks (D bytes) · header
+//! length (u64) · header (JSON, [`Header`], naming each block's box in `blocks`) · CRC-32 (u32) of
+//! everything before it. Each block is one slab's or subdomain's: its populations `[i][z][y][x]`
+//! of its own box in the run's precision, stored as the modules hold them (shifted by their
+//! weights, `g = f − w`), then, in a run with time averages (`output.average_from`), its running
+//! sums per field (ρ, u_x, u_y, u_z, and θ with `[thermal]`) `[z][y][x]` in f64, the header giving
+//! their sample count (`means`). Every slab's worker writes its own block at its offset at once
+//! (`Runtime::write_blocks`: on a cluster, each rank its own, into a file every rank reaches), and
+//! the whole file's checksum is combined from the blocks' without reading them back; the header
+//! comes after the blocks, so that their offsets are known before it is.
+//!
+//! The header names the case's lattices, from which the population count Q follows: `D3Q19` for
+//! the flow alone (Q = 19), `D3Q19+D3Q7` for the flow and its temperature lattice (Q = 26, the
+//! flow's 19 populations then the temperature's 7, as the modules read and write them).
+//!
+//! Formats 2 to 5 are read too: the header after the version, then the populations `[i][z][y][x]`
+//! of the whole domain and the sums `[field][z][y][x]` (one block of the whole domain, before the
+//! header's place), then the checksum.
 
-use std::io::{Read, Write};
+use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
+use thelma_core::block::BlockWritten;
 use thelma_core::physics::{D3Q19, D3Q7};
 use thelma_core::Runtime;
-use thelma_core::SlabSpec;
-use thelma_core::{CaseConfig, MeanSums, Precision};
+use thelma_core::{CaseConfig, Precision};
+use thelma_core::{Domain, SlabSpec};
 
 /// The checkpoint's file name inside the output folder.
 pub const FILE_NAME: &str = "checkpoint.thelma";
@@ -37,7 +48,14 @@ const MAGIC: &[u8; 8] = b"THELMACP";
 /// ignore them, refuses the file instead of resuming with the case's walls.
 /// Format 5: format 4 with the held temperatures where a live view steered them (`held`), for
 /// the same reason.
-const VERSION: u32 = 5;
+/// Format 6: the populations and sums in blocks, one per slab or subdomain written at once, the
+/// header after them (the module's documentation).
+const VERSION: u32 = 6;
+/// The first format with blocks and the header after them.
+const BLOCKS: u32 = 6;
+/// Bytes before the blocks (format 6) or the header (formats 2 to 5): the magic, the version and
+/// a length.
+const FIXED: u64 = 20;
 
 /// What a live view changed of the case, which every checkpoint after the change keeps and a
 /// resumed run restores before its first step.
@@ -108,6 +126,45 @@ pub struct Header {
     /// Absent: no temperature lattice, or a file written before it was recorded (at its case's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub store_scale: Option<f64>,
+    /// The blocks in file order (format 6); absent: the whole domain in one (formats 2 to 5).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blocks: Vec<Block>,
+}
+
+/// A block's box: its first node and its nodes along x, y and z.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Block {
+    pub origin: [usize; 3],
+    pub size: [usize; 3],
+}
+
+impl Block {
+    /// The box of a slab or subdomain.
+    pub fn of(slab: &SlabSpec) -> Self {
+        Self {
+            origin: slab.origin(),
+            size: slab.size(),
+        }
+    }
+
+    fn nodes(&self) -> usize {
+        self.size.iter().product()
+    }
+
+    /// The box as a subdomain of `domain` (cut and paste need only its ranges), if it lies in it.
+    fn spec(&self, domain: Domain) -> Option<SlabSpec> {
+        let range = |a: usize| {
+            let end = self.origin[a].checked_add(self.size[a])?;
+            (self.size[a] > 0 && end <= domain.size[a]).then_some(self.origin[a]..end)
+        };
+        let cuts = [vec![range(0)?], vec![range(1)?], vec![range(2)?]];
+        SlabSpec::cells(domain, &cuts).pop()
+    }
+
+    /// Bytes of the block: `q` populations of `width` bytes and `fields` sums per node.
+    fn bytes(&self, q: usize, width: usize, fields: usize) -> u64 {
+        (self.nodes() * (q * width + fields * 8)) as u64
+    }
 }
 
 impl Header {
@@ -133,11 +190,14 @@ fn mean_fields(case: &CaseConfig) -> usize {
     4 + usize::from(case.thermal.is_some())
 }
 
+/// Fields of the time averages' sums a checkpoint's blocks hold: none without sums.
+fn held_fields(h: &Header) -> usize {
+    h.means.map_or(0, |_| mean_fields(&h.case))
+}
+
 /// Bytes of the time averages' sums after the populations.
 fn mean_bytes(h: &Header) -> u64 {
-    h.means.map_or(0, |_| {
-        (mean_fields(&h.case) * h.size.iter().product::<usize>() * 8) as u64
-    })
+    (held_fields(h) * h.size.iter().product::<usize>() * 8) as u64
 }
 
 /// A loaded checkpoint: its header and the whole domain's populations `[i][z][y][x]` (little-endian).
@@ -165,110 +225,93 @@ fn data_bytes(size: [usize; 3], precision: Precision, q: usize) -> Option<u64> {
         .try_fold(q as u64, |acc, &n| acc.checked_mul(n as u64))
 }
 
-/// A writer that hashes what passes through it.
-struct Hashing<'a> {
-    inner: &'a mut dyn Write,
-    crc: crc32fast::Hasher,
-}
-
-impl Write for Hashing<'_> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        self.crc.update(&buf[..n]);
-        Ok(n)
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()
-    }
-}
-
-/// Writes a checkpoint of `slabs` (each `[i][z][y][x]` of its own planes for the Q populations of
-/// `case`'s lattices, in slab order, in the machine's byte order) to `w`, reordering them into the
-/// whole domain's layout as it goes.
+/// Writes the checkpoint `path` atomically, with one block per box of `boxes` (slab order):
+/// `write(file, offsets)` writes each block into the temporary `file` at its offset (each
+/// holding the time averages' sums with `means`) and answers what each wrote; the file's own
+/// bytes (its start, the header, the checksum) are written around them.
 /// `store_scale`: the run's temperature lattice's (`ThermalSetup::store_scale`), `None` without one.
-pub fn write_to(
-    w: &mut dyn Write,
+#[allow(clippy::too_many_arguments)]
+fn write_file(
+    path: &Path,
     case: &CaseConfig,
     step: u64,
-    slabs: &[Vec<u8>],
-    means: &[MeanSums],
+    boxes: Vec<Block>,
+    means: bool,
     steered: &Steered,
     store_scale: Option<f64>,
+    write: impl FnOnce(&Path, &[u64]) -> std::io::Result<Vec<BlockWritten>>,
 ) -> std::io::Result<()> {
-    let means = if means.first().is_some_and(|m| m.samples > 0) {
-        means
-    } else {
-        &[]
-    };
     let precision = case.numerics.precision;
     let (stencil, q) = lattices(case);
-    let header = Header {
-        step,
-        size: case.domain.size,
-        precision,
-        data_bytes: data_bytes(case.domain.size, precision, q).unwrap_or(u64::MAX),
-        stencil,
-        case: case.clone(),
-        means: means.first().map(|m| m.samples),
-        walls: steered.walls.clone(),
-        held: steered.held.clone(),
-        store_scale,
-    };
-    let total: usize = slabs.iter().map(Vec::len).sum();
-    if total as u64 != header.data_bytes || slabs.iter().any(|s| s.len() % q != 0) {
+    let fields = if means { mean_fields(case) } else { 0 };
+    let mut offsets = Vec::with_capacity(boxes.len());
+    let mut at = FIXED;
+    for b in &boxes {
+        offsets.push(at);
+        at += b.bytes(q, precision.bytes(), fields);
+    }
+    let blocks_len = at - FIXED;
+    let nodes: usize = boxes.iter().map(Block::nodes).sum();
+    if nodes != case.domain.size.iter().product::<usize>() {
         return Err(std::io::Error::other(format!(
-            "populations of {total} bytes for a {:?} {} lattice of {} bytes",
-            header.size, header.stencil, header.data_bytes
+            "blocks of {nodes} nodes for a {:?} lattice",
+            case.domain.size
         )));
     }
-    let json = serde_json::to_vec(&header).map_err(std::io::Error::other)?;
-    let mut h = Hashing {
-        inner: w,
-        crc: crc32fast::Hasher::new(),
-    };
-    h.write_all(MAGIC)?;
-    h.write_all(&VERSION.to_le_bytes())?;
-    h.write_all(&(json.len() as u64).to_le_bytes())?;
-    h.write_all(&json)?;
-    let width = precision.bytes();
-    let mut le = Vec::new();
-    for i in 0..q {
-        for s in slabs {
-            let per = s.len() / q;
-            let part = &s[i * per..(i + 1) * per];
-            if cfg!(target_endian = "little") {
-                h.write_all(part)?;
-            } else {
-                le.clear();
-                le.extend(
-                    part.chunks_exact(width)
-                        .flat_map(|v| v.iter().rev().copied()),
-                );
-                h.write_all(&le)?;
+    thelma_results::write_atomic_with(path, |file, tmp| {
+        let mut head = MAGIC.to_vec();
+        head.extend(VERSION.to_le_bytes());
+        head.extend(blocks_len.to_le_bytes());
+        file.write_all_at(&head, 0)?;
+        // Every writer of a block opens the file by its path: a whole one, wherever it runs from.
+        let written = write(&std::path::absolute(tmp)?, &offsets)?;
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(&head);
+        for (k, (w, b)) in written.iter().zip(&boxes).enumerate() {
+            if w.bytes != b.bytes(q, precision.bytes(), fields) {
+                return Err(std::io::Error::other(format!(
+                    "block {k} holds {} bytes, its box {:?} calls for {}",
+                    w.bytes,
+                    b.size,
+                    b.bytes(q, precision.bytes(), fields)
+                )));
             }
+            crc.combine(&crc32fast::Hasher::new_with_initial_len(w.crc, w.bytes));
         }
-    }
-    let fields = if means.is_empty() {
-        0
-    } else {
-        mean_fields(case)
-    };
-    for field in 0..fields {
-        for m in means {
-            let s = &m.sums;
-            let v = [&s.rho, &s.ux, &s.uy, &s.uz, &s.temperature][field];
-            let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-            h.write_all(&bytes)?;
+        let samples = written.first().and_then(|w| w.samples);
+        if written.len() != boxes.len() || written.iter().any(|w| w.samples != samples) {
+            return Err(std::io::Error::other(
+                "the blocks' writers disagree on their count or their samples",
+            ));
         }
-    }
-    let crc = h.crc.finalize();
-    h.inner.write_all(&crc.to_le_bytes())
+        let header = Header {
+            step,
+            size: case.domain.size,
+            precision,
+            data_bytes: data_bytes(case.domain.size, precision, q).unwrap_or(u64::MAX),
+            stencil,
+            case: case.clone(),
+            means: samples,
+            walls: steered.walls.clone(),
+            held: steered.held.clone(),
+            store_scale,
+            blocks: boxes,
+        };
+        let json = serde_json::to_vec(&header).map_err(std::io::Error::other)?;
+        let mut tail = (json.len() as u64).to_le_bytes().to_vec();
+        tail.extend(json);
+        crc.update(&tail);
+        tail.extend(crc.finalize().to_le_bytes());
+        file.write_all_at(&tail, FIXED + blocks_len)?;
+        file.sync_all()
+    })
 }
 
-/// Saves the runtime's current populations as `dir/checkpoint.thelma`, atomically: a failure or an
-/// interruption at any point leaves the previous checkpoint as it was.
-/// Saves the runtime's state at its step into `dir`, with what the live view steered and the
-/// temperature lattice's store scale (`None` without one).
+/// Saves the runtime's state at its step as `dir/checkpoint.thelma`, atomically: a failure or an
+/// interruption at any point leaves the previous checkpoint as it was. Every slab writes its own
+/// block at once ([`Runtime::write_blocks`]); in a cluster job `dir` must be a folder every rank
+/// reaches at the same path (a shared file system, as clusters' are).
+/// `store_scale`: the run's temperature lattice's, `None` without one.
 pub fn save(
     dir: &Path,
     case: &CaseConfig,
@@ -276,34 +319,36 @@ pub fn save(
     steered: &Steered,
     store_scale: Option<f64>,
 ) -> Result<()> {
-    let mut slabs = rt.read_populations()?;
-    let mut means = if case.output.average_from.is_some() {
-        rt.slab_mean_sums()?
-    } else {
-        Vec::new()
-    };
-    if rt.devices().iter().any(|d| d.slab.cuts_x_or_y()) {
-        // The file holds whole planes in z order: a grid's parts are joined first.
-        let (q, b) = (lattices(case).1, case.numerics.precision.bytes());
-        let n: usize = case.domain.size.iter().product();
-        let mut whole = vec![0; q * n * b];
-        for (d, part) in rt.devices().iter().zip(&slabs) {
-            d.slab.paste(part, &mut whole, q, b);
-        }
-        slabs = vec![whole];
-        if !means.is_empty() {
-            means = vec![MeanSums::concat(means)];
-        }
-    }
+    let boxes: Vec<Block> = rt.devices().iter().map(|d| Block::of(&d.slab)).collect();
+    let means = case.output.average_from.is_some();
+    let width = case.numerics.precision.bytes();
     let path = dir.join(FILE_NAME);
-    thelma_results::write_atomic(&path, |w| {
-        write_to(w, case, rt.step(), &slabs, &means, steered, store_scale)
-    })
+    write_file(
+        &path,
+        case,
+        rt.step(),
+        boxes,
+        means,
+        steered,
+        store_scale,
+        |tmp, offsets| {
+            rt.write_blocks(tmp, offsets, width, means)
+                .map_err(|e| std::io::Error::other(e.to_string()))
+        },
+    )
     .with_context(|| format!("cannot write the checkpoint {}", path.display()))
 }
 
-fn read_header_from(r: &mut dyn Read) -> Result<(Header, Vec<u8>)> {
-    let mut fixed = [0u8; 20];
+/// What a checkpoint's checksum covers besides its data: the bytes before the data (`head`) and,
+/// in format 6, the header's after it (`tail`, its length and text).
+struct Framing {
+    version: u32,
+    head: Vec<u8>,
+    tail: Vec<u8>,
+}
+
+fn read_header_from<R: Read + Seek>(r: &mut R) -> Result<(Header, Framing)> {
+    let mut fixed = [0u8; FIXED as usize];
     r.read_exact(&mut fixed)
         .context("too short to be a checkpoint")?;
     if &fixed[..8] != MAGIC {
@@ -320,7 +365,20 @@ fn read_header_from(r: &mut dyn Read) -> Result<(Header, Vec<u8>)> {
             }
         );
     }
-    let len = u64::from_le_bytes(fixed[12..20].try_into().expect("8 bytes"));
+    let mut len = u64::from_le_bytes(fixed[12..20].try_into().expect("8 bytes"));
+    // Format 6: the length of the blocks, after which the header's length and text follow.
+    let blocks_len = len;
+    if version >= BLOCKS {
+        let at = FIXED
+            .checked_add(blocks_len)
+            .context("damaged: the blocks' length")?;
+        r.seek(SeekFrom::Start(at))
+            .context("damaged: the header is missing")?;
+        let mut n = [0u8; 8];
+        r.read_exact(&mut n)
+            .context("damaged: the header is missing")?;
+        len = u64::from_le_bytes(n);
+    }
     if len > 1 << 24 {
         bail!("damaged: a header of {len} bytes");
     }
@@ -345,9 +403,65 @@ fn read_header_from(r: &mut dyn Read) -> Result<(Header, Vec<u8>)> {
             header.size
         );
     }
-    let mut prefix = fixed.to_vec();
-    prefix.extend_from_slice(&json);
-    Ok((header, prefix))
+    let framing = if version >= BLOCKS {
+        check_blocks(&header, blocks_len)?;
+        let mut tail = len.to_le_bytes().to_vec();
+        tail.extend(json);
+        Framing {
+            version,
+            head: fixed.to_vec(),
+            tail,
+        }
+    } else {
+        let mut head = fixed.to_vec();
+        head.extend(json);
+        Framing {
+            version,
+            head,
+            tail: Vec::new(),
+        }
+    };
+    Ok((header, framing))
+}
+
+/// Refuses a format 6 header whose blocks do not tile its domain, or whose blocks' bytes are not
+/// `blocks_len` (the file's own count).
+fn check_blocks(header: &Header, blocks_len: u64) -> Result<()> {
+    let domain = Domain::new(header.size, [false; 3]);
+    let specs: Option<Vec<SlabSpec>> = header.blocks.iter().map(|b| b.spec(domain)).collect();
+    let Some(specs) = specs else {
+        bail!(
+            "damaged header: a block outside the {:?} domain",
+            header.size
+        );
+    };
+    let nodes: usize = specs.iter().map(SlabSpec::nodes).sum();
+    let overlap = |a: &SlabSpec, b: &SlabSpec| {
+        a.x.start < b.x.end
+            && b.x.start < a.x.end
+            && a.y.start < b.y.end
+            && b.y.start < a.y.end
+            && a.z.start < b.z.end
+            && b.z.start < a.z.end
+    };
+    let overlapping = specs
+        .iter()
+        .enumerate()
+        .any(|(k, a)| specs[k + 1..].iter().any(|b| overlap(a, b)));
+    if nodes != header.size.iter().product::<usize>() || overlapping {
+        bail!(
+            "damaged header: its blocks do not tile the {:?} domain",
+            header.size
+        );
+    }
+    if header.data_bytes.checked_add(mean_bytes(header)) != Some(blocks_len) {
+        bail!(
+            "damaged: {blocks_len} bytes of blocks for {} of populations and {} of sums",
+            header.data_bytes,
+            mean_bytes(header)
+        );
+    }
+    Ok(())
 }
 
 impl Header {
@@ -403,45 +517,64 @@ pub fn read_header(path: &Path) -> Result<Header> {
         .with_context(|| path.display().to_string())
 }
 
+/// `want` bytes from `r`, or what is damaged (`what` of them cut short).
+fn read_exactly(r: &mut dyn Read, want: u64, what: &str) -> Result<Vec<u8>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(want as usize)
+        .context("not enough memory to load it")?;
+    r.take(want).read_to_end(&mut v)?;
+    if v.len() as u64 != want {
+        bail!("damaged: {} of {want} bytes of {what}", v.len());
+    }
+    Ok(v)
+}
+
+/// Little-endian f64 values.
+fn f64s(raw: &[u8]) -> Vec<f64> {
+    raw.chunks_exact(8)
+        .map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes")))
+        .collect()
+}
+
 /// Loads and verifies a checkpoint (its length and checksum).
 pub fn load(path: &Path) -> Result<Checkpoint> {
     let path = resolve(path);
     let inner = || -> Result<Checkpoint> {
         let mut f = std::io::BufReader::new(std::fs::File::open(&path).context("cannot open")?);
-        let (header, prefix) = read_header_from(&mut f)?;
+        let (header, framing) = read_header_from(&mut f)?;
         let mut crc = crc32fast::Hasher::new();
-        crc.update(&prefix);
-        let mut populations = Vec::new();
-        populations
-            .try_reserve_exact(header.data_bytes as usize)
-            .context("not enough memory to load it")?;
-        (&mut f)
-            .take(header.data_bytes)
-            .read_to_end(&mut populations)?;
-        if populations.len() as u64 != header.data_bytes {
-            bail!(
-                "damaged: {} of {} bytes of populations",
-                populations.len(),
-                header.data_bytes
-            );
+        crc.update(&framing.head);
+        let (mut populations, means);
+        if framing.version >= BLOCKS {
+            // The blocks from the start, each pasted into the whole domain's arrays.
+            f.seek(SeekFrom::Start(FIXED))?;
+            let (q, w, fields) = (header.q(), header.precision.bytes(), held_fields(&header));
+            let n: usize = header.size.iter().product();
+            populations = Vec::new();
+            populations
+                .try_reserve_exact(header.data_bytes as usize)
+                .context("not enough memory to load it")?;
+            populations.resize(header.data_bytes as usize, 0);
+            let mut sums = vec![0.0; fields * n];
+            let domain = Domain::new(header.size, [false; 3]);
+            for b in &header.blocks {
+                let spec = b.spec(domain).expect("checked with the header");
+                let raw = read_exactly(&mut f, b.bytes(q, w, fields), "a block")?;
+                crc.update(&raw);
+                let pops = q * spec.nodes() * w;
+                spec.paste(&raw[..pops], &mut populations, q, w);
+                spec.paste(&f64s(&raw[pops..]), &mut sums, fields, 1);
+            }
+            means = sums;
+            f.seek(SeekFrom::Current(framing.tail.len() as i64))?;
+            crc.update(&framing.tail);
+        } else {
+            populations = read_exactly(&mut f, header.data_bytes, "populations")?;
+            crc.update(&populations);
+            let raw = read_exactly(&mut f, mean_bytes(&header), "time-average sums")?;
+            crc.update(&raw);
+            means = f64s(&raw);
         }
-        crc.update(&populations);
-        let want = mean_bytes(&header);
-        let mut raw = Vec::new();
-        raw.try_reserve_exact(want as usize)
-            .context("not enough memory to load it")?;
-        (&mut f).take(want).read_to_end(&mut raw)?;
-        if raw.len() as u64 != want {
-            bail!(
-                "damaged: {} of {want} bytes of time-average sums",
-                raw.len()
-            );
-        }
-        crc.update(&raw);
-        let means = raw
-            .chunks_exact(8)
-            .map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes")))
-            .collect();
         let mut tail = Vec::new();
         f.read_to_end(&mut tail)?;
         if tail.len() != 4 {
@@ -517,7 +650,55 @@ impl Checkpoint {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use thelma_core::Domain;
+    use thelma_core::block::write_block;
+    use thelma_core::MeanSums;
+
+    /// Writes a checkpoint of `parts` (each `[i][z][y][x]` of its box in `specs`, in the machine's
+    /// byte order) as the slabs' workers do, one block after another, with their `means`
+    /// where given.
+    fn write_parts(
+        path: &Path,
+        c: &CaseConfig,
+        step: u64,
+        specs: &[SlabSpec],
+        parts: &[Vec<u8>],
+        means: &[MeanSums],
+        scale: Option<f64>,
+    ) -> std::io::Result<()> {
+        let boxes = specs.iter().map(Block::of).collect();
+        let w = c.numerics.precision.bytes();
+        write_file(
+            path,
+            c,
+            step,
+            boxes,
+            !means.is_empty(),
+            &Steered::default(),
+            scale,
+            |tmp, at| {
+                (0..parts.len())
+                    .map(|k| write_block(tmp, at[k], &parts[k], w, means.get(k)))
+                    .collect()
+            },
+        )
+    }
+
+    /// The z slabs of `c`'s domain holding planes `a` and `b`.
+    fn cuts(c: &CaseConfig, a: std::ops::Range<usize>, b: std::ops::Range<usize>) -> Vec<SlabSpec> {
+        let [nx, ny, _] = c.domain.size;
+        let d = Domain::new(c.domain.size, [false; 3]);
+        SlabSpec::cells(d, &[vec![0..nx], vec![0..ny], vec![a, b]])
+    }
+
+    /// The z slabs of 1 and 3 planes of `c`'s domain that `slabs` cuts.
+    fn z_slabs(c: &CaseConfig) -> Vec<SlabSpec> {
+        cuts(c, 0..1, 1..c.domain.size[2])
+    }
+
+    /// One block of the whole domain.
+    fn whole(c: &CaseConfig) -> Vec<SlabSpec> {
+        vec![SlabSpec::whole(Domain::new(c.domain.size, [false; 3]))]
+    }
 
     fn case() -> CaseConfig {
         let mut c = CaseConfig::default();
@@ -563,10 +744,7 @@ mod tests {
         let c = case();
         let (whole, parts) = slabs(FLOW, 1.0);
         let path = dir.path().join(FILE_NAME);
-        thelma_results::write_atomic(&path, |w| {
-            write_to(w, &c, 77, &parts, &[], &Steered::default(), None)
-        })
-        .unwrap();
+        write_parts(&path, &c, 77, &z_slabs(&c), &parts, &[], None).unwrap();
         let ck = load(dir.path()).unwrap();
         assert_eq!(ck.header.step, 77);
         assert_eq!(ck.header.case, c);
@@ -590,6 +768,74 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// A grid's blocks (cut along x, y and z) with their time averages' sums come back as the
+    /// whole domain's arrays, and cut into z slabs; a file of format 5 (the whole domain's
+    /// populations and sums after its header) still loads to the same.
+    #[test]
+    fn a_grid_checkpoint_with_sums_round_trips_and_format_5_still_loads() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = case();
+        c.output.average_from = Some(4.0);
+        let (whole, _) = slabs(FLOW, 3.0);
+        let d = Domain::new(c.domain.size, [false; 3]);
+        let grid = SlabSpec::grid(d, [2, 2, 2]).unwrap();
+        let n = 24;
+        let sums_whole: Vec<f64> = (0..4 * n).map(|k| k as f64 / 7.0).collect();
+        let mut parts = Vec::new();
+        let mut means = Vec::new();
+        for s in &grid {
+            let part = s.cut(&whole, FLOW, 1);
+            parts.push(
+                part.iter()
+                    .flat_map(|v| v.to_ne_bytes())
+                    .collect::<Vec<u8>>(),
+            );
+            let mut m = MeanSums::empty(&thelma_core::Fields::zeros(s.size(), 0));
+            m.samples = 9;
+            let fields = s.cut(&sums_whole, 4, 1);
+            let k = s.nodes();
+            m.sums.rho = fields[..k].to_vec();
+            m.sums.ux = fields[k..2 * k].to_vec();
+            m.sums.uy = fields[2 * k..3 * k].to_vec();
+            m.sums.uz = fields[3 * k..].to_vec();
+            means.push(m);
+        }
+        let path = dir.path().join(FILE_NAME);
+        write_parts(&path, &c, 30, &grid, &parts, &means, None).unwrap();
+        let ck = load(&path).unwrap();
+        let whole_le: Vec<u8> = whole.iter().flat_map(|v| v.to_le_bytes()).collect();
+        assert_eq!(ck.header.blocks.len(), 8);
+        assert_eq!(ck.header.means, Some(9));
+        assert_eq!(ck.populations, whole_le);
+        assert_eq!(ck.means, sums_whole);
+        let specs = SlabSpec::split(d, 2).unwrap();
+        for (s, bytes) in specs.iter().zip(ck.slabs(&specs)) {
+            let want: Vec<u8> = s
+                .cut(&whole, FLOW, 1)
+                .iter()
+                .flat_map(|v| v.to_ne_bytes())
+                .collect();
+            assert_eq!(bytes, want);
+        }
+        // The same state as format 5 wrote it.
+        let mut header = ck.header.clone();
+        header.blocks.clear();
+        let json = serde_json::to_vec(&header).unwrap();
+        let mut old = MAGIC.to_vec();
+        old.extend(5u32.to_le_bytes());
+        old.extend((json.len() as u64).to_le_bytes());
+        old.extend(&json);
+        old.extend(&whole_le);
+        old.extend(sums_whole.iter().flat_map(|v| v.to_le_bytes()));
+        let crc = crc32fast::hash(&old);
+        old.extend(crc.to_le_bytes());
+        std::fs::write(&path, old).unwrap();
+        let again = load(&path).unwrap();
+        assert_eq!(again.header, header);
+        assert_eq!(again.populations, whole_le);
+        assert_eq!(again.means, sums_whole);
     }
 
     /// A case whose temperatures reach |θ| = 5 in f16 stores its temperature populations scaled by
@@ -617,10 +863,7 @@ mod tests {
         let c = held(5.0);
         c.validate().unwrap();
         let parts = [vec![0u8; 2 * THERMAL * 64]];
-        thelma_results::write_atomic(&path, |w| {
-            write_to(w, &c, 3, &parts, &[], &Steered::default(), store_scale(&c))
-        })
-        .unwrap();
+        write_parts(&path, &c, 3, &whole(&c), &parts, &[], store_scale(&c)).unwrap();
         let h = read_header(&path).unwrap();
         assert_eq!(h.store_scale, Some(1.0 / 32.0));
         h.check_store_scale(&c).unwrap();
@@ -635,10 +878,7 @@ mod tests {
         f32_case.numerics.precision = Precision::F32;
         assert_eq!(store_scale(&f32_case), Some(1.0));
         let parts = [vec![0u8; 4 * THERMAL * 64]];
-        thelma_results::write_atomic(&path, |w| {
-            write_to(w, &f32_case, 3, &parts, &[], &Steered::default(), Some(1.0))
-        })
-        .unwrap();
+        write_parts(&path, &f32_case, 3, &whole(&c), &parts, &[], Some(1.0)).unwrap();
         let mut h = read_header(&path).unwrap();
         assert_eq!(h.store_scale, Some(1.0));
         h.check_store_scale(&f32_case).unwrap();
@@ -681,9 +921,15 @@ mod tests {
         };
         let path = dir.path().join(FILE_NAME);
         let parts = [cut(0, 3), cut(3, 4)];
-        thelma_results::write_atomic(&path, |w| {
-            write_to(w, &c, 12, &parts, &[], &Steered::default(), store_scale(&c))
-        })
+        write_parts(
+            &path,
+            &c,
+            12,
+            &cuts(&c, 0..3, 3..4),
+            &parts,
+            &[],
+            store_scale(&c),
+        )
         .unwrap();
         let ck = load(&path).unwrap();
         assert_eq!(ck.header.stencil, "D3Q19+D3Q7");
@@ -701,19 +947,11 @@ mod tests {
                 assert_eq!(*bytes, cut(s.z.start, s.z.end), "{k} slabs, {:?}", s.z);
             }
         }
-        // Flow-sized slabs do not make a thermal checkpoint.
+        // Flow-sized blocks do not make a thermal checkpoint, and the one before stays.
         let (_, flow) = slabs(FLOW, 1.0);
-        let e = write_to(
-            &mut Vec::new(),
-            &c,
-            12,
-            &flow,
-            &[],
-            &Steered::default(),
-            None,
-        )
-        .unwrap_err();
-        assert!(e.to_string().contains("D3Q19+D3Q7"), "{e}");
+        let e = write_parts(&path, &c, 13, &z_slabs(&c), &flow, &[], None).unwrap_err();
+        assert!(e.to_string().contains("its box [3, 2, 1] calls for"), "{e}");
+        assert_eq!(load(&path).unwrap().header.step, 12);
     }
 
     /// A flow-only checkpoint does not resume a case with [thermal], nor the reverse, and says why
@@ -723,23 +961,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (flow, thermal) = (dir.path().join("flow"), dir.path().join("thermal"));
         let (_, parts) = slabs(FLOW, 1.0);
-        thelma_results::write_atomic(&flow, |w| {
-            write_to(w, &case(), 3, &parts, &[], &Steered::default(), None)
-        })
-        .unwrap();
+        write_parts(&flow, &case(), 3, &z_slabs(&case()), &parts, &[], None).unwrap();
         let (_, parts) = slabs(THERMAL, 1.0);
-        thelma_results::write_atomic(&thermal, |w| {
-            write_to(
-                w,
-                &thermal_case(),
-                3,
-                &parts,
-                &[],
-                &Steered::default(),
-                Some(1.0),
-            )
-        })
-        .unwrap();
+        let c = thermal_case();
+        write_parts(&thermal, &c, 3, &z_slabs(&c), &parts, &[], Some(1.0)).unwrap();
         let flow = read_header(&flow).unwrap();
         let thermal = read_header(&thermal).unwrap();
         assert_eq!(flow.stencil, "D3Q19");
@@ -759,19 +984,25 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(FILE_NAME);
         let (_, parts) = slabs(FLOW, 1.0);
-        thelma_results::write_atomic(&path, |w| {
-            write_to(w, &case(), 5, &parts, &[], &Steered::default(), None)
-        })
-        .unwrap();
+        write_parts(&path, &case(), 5, &z_slabs(&case()), &parts, &[], None).unwrap();
         let good = std::fs::read(&path).unwrap();
-        // One flipped bit in the populations, a cut-off tail, a foreign file.
+        // One flipped bit in the populations, a cut-off tail, a foreign file; a header whose
+        // blocks overlap (its checksum made again, as a writer's bug would).
         let mut flipped = good.clone();
-        let k = flipped.len() - 40;
-        flipped[k] ^= 0x10;
+        flipped[FIXED as usize + 40] ^= 0x10;
         let cut = good[..good.len() - 100].to_vec();
+        let header_at = FIXED as usize + 2 * 3 * 4 * FLOW * 4 + 8;
+        let text = String::from_utf8_lossy(&good[header_at..good.len() - 4]).to_string();
+        let bent = text.replace(r#""origin":[0,0,1]"#, r#""origin":[0,0,0]"#);
+        assert_ne!(bent, text);
+        let mut overlapping = good[..header_at].to_vec();
+        overlapping.extend(bent.as_bytes());
+        let crc = crc32fast::hash(&overlapping);
+        overlapping.extend(crc.to_le_bytes());
         for (bad, what) in [
             (flipped, "checksum"),
             (cut, "damaged"),
+            (overlapping, "blocks do not tile the [3, 2, 4] domain"),
             (b"P6 3 2 255\n".repeat(4), "not a thelma checkpoint"),
         ] {
             std::fs::write(&path, bad).unwrap();
@@ -781,49 +1012,29 @@ mod tests {
         }
     }
 
-    /// A writer that fails after `left` bytes, as a full disk or a killed process would.
-    struct FailAfter<'a> {
-        inner: &'a mut dyn Write,
-        left: usize,
-    }
-    impl Write for FailAfter<'_> {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            if self.left == 0 {
-                return Err(std::io::Error::other("no space left on device"));
-            }
-            let n = buf.len().min(self.left);
-            self.left -= n;
-            self.inner.write(&buf[..n])
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            self.inner.flush()
-        }
-    }
-
     #[test]
     fn a_checkpoint_whose_write_fails_midway_leaves_the_previous_one_loadable() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(FILE_NAME);
         let (first, parts) = slabs(FLOW, 1.0);
-        thelma_results::write_atomic(&path, |w| {
-            write_to(w, &case(), 10, &parts, &[], &Steered::default(), None)
-        })
-        .unwrap();
+        write_parts(&path, &case(), 10, &z_slabs(&case()), &parts, &[], None).unwrap();
+        // The second slab's writer fails (a full disk, a rank gone) after the first wrote.
         let (_, newer) = slabs(FLOW, 2.0);
-        let err = thelma_results::write_atomic(&path, |w| {
-            write_to(
-                &mut FailAfter {
-                    inner: w,
-                    left: 1000,
-                },
-                &case(),
-                20,
-                &newer,
-                &[],
-                &Steered::default(),
-                None,
-            )
-        });
+        let c = case();
+        let boxes = z_slabs(&c).iter().map(Block::of).collect();
+        let err = write_file(
+            &path,
+            &c,
+            20,
+            boxes,
+            false,
+            &Steered::default(),
+            None,
+            |tmp, at| {
+                write_block(tmp, at[0], &newer[0], 4, None)?;
+                Err(std::io::Error::other("no space left on device"))
+            },
+        );
         assert!(err.is_err());
         let ck = load(&path).unwrap();
         assert_eq!(ck.header.step, 10);

@@ -644,12 +644,12 @@ fn a_grid_layout_runs_as_one_slab_does_and_refuses_what_it_cannot_run_yet() {
         vti(&grid) == vti(&one),
         "the grid's fields differ from one slab's"
     );
-    // The checkpoint holds whole planes whatever the partition: its populations (after the
-    // header, which names the run's devices, and before the checksum) are one slab's.
+    // The checkpoint holds the whole domain whatever the partition (one block per subdomain,
+    // which it names): its populations, loaded, are one slab's.
     let populations = |o: &std::path::Path| {
-        let b = std::fs::read(o.join("checkpoint.thelma")).unwrap();
-        let json = u64::from_le_bytes(b[12..20].try_into().unwrap()) as usize;
-        b[20 + json..b.len() - 4].to_vec()
+        let ck = thelma_cli::checkpoint::load(o).unwrap();
+        assert_eq!(ck.header.blocks.len(), if o == one { 1 } else { 4 });
+        ck.populations
     };
     assert_eq!(populations(&one).len(), 19 * 12 * 10 * 20 * 4);
     assert!(

@@ -7,6 +7,7 @@
 //! qualified.
 
 mod affinity;
+pub mod block;
 mod cluster;
 mod compute;
 mod config;

@@ -6,6 +6,7 @@
 //! worker (an error or a panic) aborts the barrier, so no other worker can hang, and reaches the caller
 //! as one [`RuntimeError`] naming the device; every thread is joined before the error is returned.
 
+use crate::block::{write_block, BlockWritten};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -272,6 +273,14 @@ enum Command {
     },
     SetWalls(Arc<Vec<[f64; 3]>>),
     SetHeld(Arc<Vec<f64>>),
+    /// Write the slab's populations (values `width` bytes long), and its time averages' sums with
+    /// `means`, into the file `path` at `offset` ([`crate::block::write_block`]).
+    WriteBlock {
+        path: std::path::PathBuf,
+        offset: u64,
+        width: usize,
+        means: bool,
+    },
     // What never leaves its rank comes last: a variant serde skips must not shift the indices of
     // the others.
     /// Allocate the channels the subdomain reads across each side, in these transports, and the
@@ -311,6 +320,7 @@ enum Reply {
     Plane(Box<PlaneFields>),
     Panicked(String),
     Aborted,
+    Block(BlockWritten),
     // Last, as in `Command`.
     #[serde(skip)]
     Channels(Box<SideChannels>),
@@ -1133,6 +1143,35 @@ impl Runtime {
         })
     }
 
+    /// Writes each slab's block into the existing file `path` (a path every rank reaches) at
+    /// `offsets[s]`, all at once: its populations (values `width` bytes long) and, with `means`,
+    /// its time averages' sums ([`crate::block::write_block`]). Answers what each wrote, in slab
+    /// order.
+    pub fn write_blocks(
+        &mut self,
+        path: &std::path::Path,
+        offsets: &[u64],
+        width: usize,
+        means: bool,
+    ) -> Result<Vec<BlockWritten>, RuntimeError> {
+        assert_eq!(offsets.len(), self.workers.len(), "one offset per slab");
+        for (s, &offset) in offsets.iter().enumerate() {
+            self.send(
+                s,
+                Command::WriteBlock {
+                    path: path.to_path_buf(),
+                    offset,
+                    width,
+                    means,
+                },
+            )?;
+        }
+        self.collect(|_, r| match r {
+            Reply::Block(w) => Ok(w),
+            other => Err(other),
+        })
+    }
+
     /// The current populations of chosen nodes: for each slab (in slab order) the slab-local node
     /// indices `nodes[s]`, answered with their `Q` populations each, node after node (see
     /// [`ComputeModule::read_nodes`]).
@@ -1870,6 +1909,22 @@ fn serve(
         Command::WritePopulations { bytes, next_step } => module
             .write_populations(&bytes, next_step)
             .map(|_| Reply::Written),
+        Command::WriteBlock {
+            path,
+            offset,
+            width,
+            means,
+        } => (|| {
+            let populations = module.read_populations()?;
+            let sums = if means {
+                Some(module.read_mean_sums()?)
+            } else {
+                None
+            };
+            write_block(&path, offset, &populations, width, sums.as_ref())
+                .map(Reply::Block)
+                .map_err(|e| ComputeError::Invalid(format!("cannot write {}: {e}", path.display())))
+        })(),
         Command::Shutdown => unreachable!("handled by the worker loop"),
     };
     r.unwrap_or_else(Reply::Failed)
@@ -1986,6 +2041,17 @@ mod tests {
                 exchange: true,
                 averaging: Some(Averaging { from: 2, every: 5 })
             }
+        ));
+        let block = Command::WriteBlock {
+            path: "/shared/out/.thelma-x.tmp".into(),
+            offset: 20,
+            width: 2,
+            means: true,
+        };
+        assert!(matches!(
+            round(&block),
+            Command::WriteBlock { path, offset: 20, width: 2, means: true }
+                if path == std::path::Path::new("/shared/out/.thelma-x.tmp")
         ));
         let nodes = Command::ReadNodes(Arc::new(vec![4, 1 << 30]));
         assert!(matches!(round(&nodes), Command::ReadNodes(n) if *n == vec![4, 1 << 30]));

@@ -24,7 +24,7 @@ pub use convergence::relative_change;
 pub use image::{write_slice_png, Slice, SliceStyle};
 pub use live::{field_values, picture, LiveField, Picture};
 pub use nusselt::{wall_nusselt, WallNusselt};
-pub use output::{write_atomic, write_bytes_atomic};
+pub use output::{write_atomic, write_atomic_with, write_bytes_atomic};
 pub use plot::{line_plot, profile_plot, DrawError, Mark, Series, XAxis};
 pub use profiles::{cavity_centrelines, write_csv, Profile};
 pub use reference::{

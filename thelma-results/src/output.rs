@@ -10,6 +10,20 @@ pub fn write_atomic(
     path: &Path,
     fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> std::io::Result<()> {
+    write_atomic_with(path, |file, _| {
+        let mut w = BufWriter::new(file);
+        fill(&mut w)?;
+        w.flush()
+    })
+}
+
+/// [`write_atomic`] for writers that place their bytes themselves: `fill` gets the temporary file
+/// and its path (which other writers may open to write their parts at their offsets), and what
+/// it wrote is flushed to disk and renamed over `path` once it returns.
+pub fn write_atomic_with(
+    path: &Path,
+    fill: impl FnOnce(&std::fs::File, &Path) -> std::io::Result<()>,
+) -> std::io::Result<()> {
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
@@ -24,11 +38,7 @@ pub fn write_atomic(
         builder.permissions(std::fs::Permissions::from_mode(0o666));
     }
     let tmp = builder.tempfile_in(dir)?;
-    {
-        let mut w = BufWriter::new(tmp.as_file());
-        fill(&mut w)?;
-        w.flush()?;
-    }
+    fill(tmp.as_file(), tmp.path())?;
     tmp.as_file().sync_all()?;
     tmp.persist(path).map_err(|e| e.error)?;
     // The rename itself reaches the disk only with the folder's metadata; without this a power cut
