@@ -9,7 +9,7 @@ use thelma_cli::checkpoint;
 use thelma_cli::watchdog::Reason;
 use thelma_core::physics::d3q19::Q;
 use thelma_core::physics::Collision;
-use thelma_core::{BackendName, CaseConfig};
+use thelma_core::{BackendName, CaseConfig, SlabSpec};
 
 /// BGK at a viscosity near zero with a fast lid: unstable within a few dozen steps.
 fn unstable(out: &std::path::Path) -> CaseConfig {
@@ -115,17 +115,16 @@ fn a_nan_in_the_populations_is_reported_at_its_node() {
     let whole = vec![ck.populations.clone()];
     let sick = tmp.path().join("sick");
     std::fs::create_dir_all(&sick).unwrap();
-    thelma_results::write_atomic(&sick.join(checkpoint::FILE_NAME), |w| {
-        checkpoint::write_to(
-            w,
-            &ck.header.case,
-            ck.header.step,
-            &whole,
-            &[],
-            &checkpoint::Steered::default(),
-            ck.header.store_scale,
-        )
-    })
+    checkpoint::write_parts(
+        &sick.join(checkpoint::FILE_NAME),
+        &ck.header.case,
+        ck.header.step,
+        &[SlabSpec::whole(thelma_tests::domain(&ck.header.case))],
+        &whole,
+        &[],
+        &checkpoint::Steered::default(),
+        ck.header.store_scale,
+    )
     .unwrap();
     assert_eq!(whole[0].len(), Q * n * 4);
 
@@ -161,17 +160,16 @@ fn a_case_without_field_outputs_points_to_its_checkpoint_as_the_healthy_state() 
         .iter()
         .flat_map(|v| (*v as f32).to_le_bytes())
         .collect();
-    thelma_results::write_atomic(&tmp.path().join(checkpoint::FILE_NAME), |w| {
-        checkpoint::write_to(
-            w,
-            &c,
-            0,
-            &[whole],
-            &[],
-            &checkpoint::Steered::default(),
-            None,
-        )
-    })
+    checkpoint::write_parts(
+        &tmp.path().join(checkpoint::FILE_NAME),
+        &c,
+        0,
+        &[SlabSpec::whole(thelma_tests::domain(&c))],
+        &[whole],
+        &[],
+        &checkpoint::Steered::default(),
+        None,
+    )
     .unwrap();
     let e = run_case_from(
         &c,

@@ -29,10 +29,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
-use thelma_core::block::BlockWritten;
+use thelma_core::block::{write_block, BlockWritten};
 use thelma_core::physics::{D3Q19, D3Q7};
 use thelma_core::Runtime;
-use thelma_core::{CaseConfig, Precision};
+use thelma_core::{CaseConfig, MeanSums, Precision};
 use thelma_core::{Domain, SlabSpec};
 
 /// The checkpoint's file name inside the output folder.
@@ -305,6 +305,42 @@ fn write_file(
         file.write_all_at(&tail, FIXED + blocks_len)?;
         file.sync_all()
     })
+}
+
+/// Writes the checkpoint `path` from this process: `parts` (each `[i][z][y][x]` of its box in
+/// `specs`, values in the machine's byte order) one block after another as the slabs' workers
+/// write theirs, with their time averages' sums where `means` has some (one per part).
+#[allow(clippy::too_many_arguments)]
+pub fn write_parts(
+    path: &Path,
+    case: &CaseConfig,
+    step: u64,
+    specs: &[SlabSpec],
+    parts: &[Vec<u8>],
+    means: &[MeanSums],
+    steered: &Steered,
+    store_scale: Option<f64>,
+) -> std::io::Result<()> {
+    let boxes = specs.iter().map(Block::of).collect();
+    let width = case.numerics.precision.bytes();
+    let with_means = !means.is_empty();
+    write_file(
+        path,
+        case,
+        step,
+        boxes,
+        with_means,
+        steered,
+        store_scale,
+        |tmp, at| {
+            (0..parts.len().min(at.len()))
+                .map(|k| {
+                    let sums = if with_means { means.get(k) } else { None };
+                    write_block(tmp, at[k], &parts[k], width, sums)
+                })
+                .collect()
+        },
+    )
 }
 
 /// Saves the runtime's state at its step as `dir/checkpoint.thelma`, atomically: a failure or an
@@ -650,44 +686,13 @@ impl Checkpoint {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use thelma_core::block::write_block;
-    use thelma_core::MeanSums;
-
-    /// Writes a checkpoint of `parts` (each `[i][z][y][x]` of its box in `specs`, in the machine's
-    /// byte order) as the slabs' workers do, one block after another, with their `means`
-    /// where given.
-    fn write_parts(
-        path: &Path,
-        c: &CaseConfig,
-        step: u64,
-        specs: &[SlabSpec],
-        parts: &[Vec<u8>],
-        means: &[MeanSums],
-        scale: Option<f64>,
-    ) -> std::io::Result<()> {
-        let boxes = specs.iter().map(Block::of).collect();
-        let w = c.numerics.precision.bytes();
-        write_file(
-            path,
-            c,
-            step,
-            boxes,
-            !means.is_empty(),
-            &Steered::default(),
-            scale,
-            |tmp, at| {
-                (0..parts.len())
-                    .map(|k| write_block(tmp, at[k], &parts[k], w, means.get(k)))
-                    .collect()
-            },
-        )
-    }
 
     /// The z slabs of `c`'s domain holding planes `a` and `b`.
     fn cuts(c: &CaseConfig, a: std::ops::Range<usize>, b: std::ops::Range<usize>) -> Vec<SlabSpec> {
         let [nx, ny, _] = c.domain.size;
         let d = Domain::new(c.domain.size, [false; 3]);
-        SlabSpec::cells(d, &[vec![0..nx], vec![0..ny], vec![a, b]])
+        let all = |n: usize| std::iter::once(0..n).collect();
+        SlabSpec::cells(d, &[all(nx), all(ny), vec![a, b]])
     }
 
     /// The z slabs of 1 and 3 planes of `c`'s domain that `slabs` cuts.
@@ -744,7 +749,17 @@ mod tests {
         let c = case();
         let (whole, parts) = slabs(FLOW, 1.0);
         let path = dir.path().join(FILE_NAME);
-        write_parts(&path, &c, 77, &z_slabs(&c), &parts, &[], None).unwrap();
+        write_parts(
+            &path,
+            &c,
+            77,
+            &z_slabs(&c),
+            &parts,
+            &[],
+            &Steered::default(),
+            None,
+        )
+        .unwrap();
         let ck = load(dir.path()).unwrap();
         assert_eq!(ck.header.step, 77);
         assert_eq!(ck.header.case, c);
@@ -803,7 +818,17 @@ mod tests {
             means.push(m);
         }
         let path = dir.path().join(FILE_NAME);
-        write_parts(&path, &c, 30, &grid, &parts, &means, None).unwrap();
+        write_parts(
+            &path,
+            &c,
+            30,
+            &grid,
+            &parts,
+            &means,
+            &Steered::default(),
+            None,
+        )
+        .unwrap();
         let ck = load(&path).unwrap();
         let whole_le: Vec<u8> = whole.iter().flat_map(|v| v.to_le_bytes()).collect();
         assert_eq!(ck.header.blocks.len(), 8);
@@ -863,7 +888,17 @@ mod tests {
         let c = held(5.0);
         c.validate().unwrap();
         let parts = [vec![0u8; 2 * THERMAL * 64]];
-        write_parts(&path, &c, 3, &whole(&c), &parts, &[], store_scale(&c)).unwrap();
+        write_parts(
+            &path,
+            &c,
+            3,
+            &whole(&c),
+            &parts,
+            &[],
+            &Steered::default(),
+            store_scale(&c),
+        )
+        .unwrap();
         let h = read_header(&path).unwrap();
         assert_eq!(h.store_scale, Some(1.0 / 32.0));
         h.check_store_scale(&c).unwrap();
@@ -878,7 +913,17 @@ mod tests {
         f32_case.numerics.precision = Precision::F32;
         assert_eq!(store_scale(&f32_case), Some(1.0));
         let parts = [vec![0u8; 4 * THERMAL * 64]];
-        write_parts(&path, &f32_case, 3, &whole(&c), &parts, &[], Some(1.0)).unwrap();
+        write_parts(
+            &path,
+            &f32_case,
+            3,
+            &whole(&c),
+            &parts,
+            &[],
+            &Steered::default(),
+            Some(1.0),
+        )
+        .unwrap();
         let mut h = read_header(&path).unwrap();
         assert_eq!(h.store_scale, Some(1.0));
         h.check_store_scale(&f32_case).unwrap();
@@ -928,6 +973,7 @@ mod tests {
             &cuts(&c, 0..3, 3..4),
             &parts,
             &[],
+            &Steered::default(),
             store_scale(&c),
         )
         .unwrap();
@@ -949,7 +995,17 @@ mod tests {
         }
         // Flow-sized blocks do not make a thermal checkpoint, and the one before stays.
         let (_, flow) = slabs(FLOW, 1.0);
-        let e = write_parts(&path, &c, 13, &z_slabs(&c), &flow, &[], None).unwrap_err();
+        let e = write_parts(
+            &path,
+            &c,
+            13,
+            &z_slabs(&c),
+            &flow,
+            &[],
+            &Steered::default(),
+            None,
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("its box [3, 2, 1] calls for"), "{e}");
         assert_eq!(load(&path).unwrap().header.step, 12);
     }
@@ -961,10 +1017,30 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (flow, thermal) = (dir.path().join("flow"), dir.path().join("thermal"));
         let (_, parts) = slabs(FLOW, 1.0);
-        write_parts(&flow, &case(), 3, &z_slabs(&case()), &parts, &[], None).unwrap();
+        write_parts(
+            &flow,
+            &case(),
+            3,
+            &z_slabs(&case()),
+            &parts,
+            &[],
+            &Steered::default(),
+            None,
+        )
+        .unwrap();
         let (_, parts) = slabs(THERMAL, 1.0);
         let c = thermal_case();
-        write_parts(&thermal, &c, 3, &z_slabs(&c), &parts, &[], Some(1.0)).unwrap();
+        write_parts(
+            &thermal,
+            &c,
+            3,
+            &z_slabs(&c),
+            &parts,
+            &[],
+            &Steered::default(),
+            Some(1.0),
+        )
+        .unwrap();
         let flow = read_header(&flow).unwrap();
         let thermal = read_header(&thermal).unwrap();
         assert_eq!(flow.stencil, "D3Q19");
@@ -984,7 +1060,17 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(FILE_NAME);
         let (_, parts) = slabs(FLOW, 1.0);
-        write_parts(&path, &case(), 5, &z_slabs(&case()), &parts, &[], None).unwrap();
+        write_parts(
+            &path,
+            &case(),
+            5,
+            &z_slabs(&case()),
+            &parts,
+            &[],
+            &Steered::default(),
+            None,
+        )
+        .unwrap();
         let good = std::fs::read(&path).unwrap();
         // One flipped bit in the populations, a cut-off tail, a foreign file; a header whose
         // blocks overlap (its checksum made again, as a writer's bug would).
@@ -1017,7 +1103,17 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(FILE_NAME);
         let (first, parts) = slabs(FLOW, 1.0);
-        write_parts(&path, &case(), 10, &z_slabs(&case()), &parts, &[], None).unwrap();
+        write_parts(
+            &path,
+            &case(),
+            10,
+            &z_slabs(&case()),
+            &parts,
+            &[],
+            &Steered::default(),
+            None,
+        )
+        .unwrap();
         // The second slab's writer fails (a full disk, a rank gone) after the first wrote.
         let (_, newer) = slabs(FLOW, 2.0);
         let c = case();
