@@ -20,7 +20,7 @@
 // (a sixth after them for a temperature lattice's crossing population, kernels/thermal_d3q7.cu) in
 // channels of mapped host, device or peer memory (thelma_core::Transport): the boundary layers store
 // their outgoing populations straight into the neighbours' and load theirs from their own, so no copy
-// is ever enqueued between steps.
+// is enqueued between steps (but for a grid's x faces over host memory: below).
 
 // A grid's subdomain (a partition that cuts x or y, THELMA_GRID): every side of the box, its z
 // faces included, reads and writes through the channel tables below, which the module fills when

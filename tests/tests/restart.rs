@@ -461,3 +461,36 @@ fn the_vtk_files_hold_the_averages_once_sampled() {
     assert_eq!(names(10), [true, true, true, true]);
     assert_eq!(names(15), [true, true, true, true]);
 }
+
+/// Sums go into a checkpoint only once a state may have been sampled: before the average's first
+/// sample the file holds the populations alone, after it every slab's block holds its sums too.
+#[test]
+fn a_checkpoint_holds_the_sums_once_the_average_has_begun() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut c = thelma_core::CaseConfig::default();
+    c.domain.size = [8, 6, 10];
+    c.output.average_from = Some(30.0);
+    let mut rt = thelma_tests::cpu_runtime(&c, 2);
+    rt.set_averaging(Some(thelma_core::Averaging {
+        from: 30,
+        every: 10,
+    }));
+    let save = |rt: &mut thelma_core::Runtime| {
+        let steered = checkpoint::Steered::default();
+        checkpoint::save(tmp.path(), &c, rt, &steered, None).unwrap();
+        checkpoint::load(tmp.path()).unwrap()
+    };
+    rt.run(20).unwrap();
+    let early = save(&mut rt);
+    assert_eq!(early.header.step, 20);
+    assert_eq!(early.header.means, None);
+    assert!(early.means.is_empty());
+    assert_eq!(early.header.blocks.len(), 2);
+    rt.run(20).unwrap();
+    let late = save(&mut rt);
+    rt.shutdown();
+    assert_eq!(late.header.step, 40);
+    assert_eq!(late.header.means, Some(2));
+    assert_eq!(late.means.len(), 4 * 8 * 6 * 10);
+    assert!(late.means.iter().any(|v| *v != 0.0));
+}

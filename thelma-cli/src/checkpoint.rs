@@ -19,9 +19,8 @@
 //! the flow alone (Q = 19), `D3Q19+D3Q7` for the flow and its temperature lattice (Q = 26, the
 //! flow's 19 populations then the temperature's 7, as the modules read and write them).
 //!
-//! Formats 2 to 5 are read too: the header after the version, then the populations `[i][z][y][x]`
-//! of the whole domain and the sums `[field][z][y][x]` (one block of the whole domain, before the
-//! header's place), then the checksum.
+//! Formats 2 to 5 are read too: `THELMACP` · version · header length (u64) · header · the
+//! populations `[i][z][y][x]` of the whole domain · its sums `[field][z][y][x]` · CRC-32.
 
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::FileExt;
@@ -105,11 +104,12 @@ pub struct Header {
     /// The lattices held, `+` between them (`D3Q19`, or `D3Q19+D3Q7` for a case with `[thermal]`):
     /// their Q populations per node follow, the flow's first.
     pub stencil: String,
-    /// Bytes of population data that follow the header.
+    /// Bytes of population data in the file (all blocks').
     pub data_bytes: u64,
     /// The case that produced it; a resumed run keeps its domain, physics and numerics.
     pub case: CaseConfig,
-    /// The states the time averages' sums after the populations hold; absent: no sums follow.
+    /// The states the time averages' sums hold (after each block's populations; in formats 2 to
+    /// 5 after the whole domain's); absent: the file holds no sums.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub means: Option<u64>,
     /// The walls' velocities of every wall-velocity slot (lattice units) where the live view
@@ -259,12 +259,14 @@ fn write_file(
         )));
     }
     thelma_results::write_atomic_with(path, |file, tmp| {
+        // Every writer of a block opens the file by its path: a whole one, wherever it runs from.
+        // This process writes its own bytes only once they are done (so that no two writers
+        // share a page at once).
+        let written = write(&std::path::absolute(tmp)?, &offsets)?;
         let mut head = MAGIC.to_vec();
         head.extend(VERSION.to_le_bytes());
         head.extend(blocks_len.to_le_bytes());
         file.write_all_at(&head, 0)?;
-        // Every writer of a block opens the file by its path: a whole one, wherever it runs from.
-        let written = write(&std::path::absolute(tmp)?, &offsets)?;
         let mut crc = crc32fast::Hasher::new();
         crc.update(&head);
         for (k, (w, b)) in written.iter().zip(&boxes).enumerate() {
@@ -302,8 +304,7 @@ fn write_file(
         tail.extend(json);
         crc.update(&tail);
         tail.extend(crc.finalize().to_le_bytes());
-        file.write_all_at(&tail, FIXED + blocks_len)?;
-        file.sync_all()
+        file.write_all_at(&tail, FIXED + blocks_len)
     })
 }
 
@@ -356,7 +357,9 @@ pub fn save(
     store_scale: Option<f64>,
 ) -> Result<()> {
     let boxes: Vec<Block> = rt.devices().iter().map(|d| Block::of(&d.slab)).collect();
-    let means = case.output.average_from.is_some();
+    // Sums only once a state may have been sampled (the first is the state of step `from`, or of
+    // a later step where `from` is 0: the starting state is never sampled).
+    let means = rt.averaging().is_some_and(|a| rt.step() >= a.from.max(1));
     let width = case.numerics.precision.bytes();
     let path = dir.join(FILE_NAME);
     write_file(

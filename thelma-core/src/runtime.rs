@@ -860,6 +860,11 @@ impl Runtime {
         self.averaging = a;
     }
 
+    /// How the time average is sampled, if it is.
+    pub fn averaging(&self) -> Option<Averaging> {
+        self.averaging
+    }
+
     /// The running sums of the time average of the whole domain, gathered from every slab.
     pub fn mean_sums(&mut self) -> Result<MeanSums, RuntimeError> {
         Ok(MeanSums::concat(self.slab_mean_sums()?))
@@ -2048,6 +2053,20 @@ mod tests {
             width: 2,
             means: true,
         };
+        let written = Reply::Block(BlockWritten {
+            crc: 0xdead_beef,
+            bytes: 1 << 40,
+            samples: Some(3),
+        });
+        let b = postcard::to_allocvec(&written).unwrap();
+        assert!(matches!(
+            postcard::from_bytes::<Reply>(&b).unwrap(),
+            Reply::Block(BlockWritten {
+                crc: 0xdead_beef,
+                bytes: 1_099_511_627_776,
+                samples: Some(3)
+            })
+        ));
         assert!(matches!(
             round(&block),
             Command::WriteBlock { path, offset: 20, width: 2, means: true }

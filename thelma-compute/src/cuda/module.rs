@@ -1,6 +1,8 @@
 //! The CUDA compute module: one slab on one GPU, stepped by the fused pull collide-and-propagate
 //! kernel, exchanging its boundary layers through channels (mapped host, device or peer memory,
-//! `super::channel`) that the kernel stores to and loads from directly: no copy between steps.
+//! `super::channel`) that the kernel stores to and loads from directly: no copy between steps, but
+//! for a grid's x faces over host memory, which the kernels reach through device buffers that the
+//! copy engine moves ([`StagedFace`]).
 //!
 //! Semantics are those of the CPU oracle (`crate::cpu`): same layout, same step protocol and parities,
 //! same bounce-back and moving-wall terms, solid nodes keep their populations.
@@ -1254,7 +1256,15 @@ where
                 }
             }
             self.sync()?;
-            for (table, symbol) in tables.iter().zip([g.side_in, g.side_out]) {
+            let symbols = [g.side_in, g.side_out];
+            // The new device buffers join the module's before the tables name them, and the
+            // ones they replace leave only once the tables no longer do (both stay on failure).
+            let Some(g) = &mut self.grid else {
+                unreachable!("a grid's module")
+            };
+            let old = g.staged.len();
+            g.staged.extend(staged);
+            for (table, symbol) in tables.iter().zip(symbols) {
                 let flat: Vec<u64> = table.iter().flatten().copied().collect();
                 // SAFETY: each table is `unsigned long long [2][THELMA_SIDES]` in the module's
                 // image; no step runs (synchronised above) and the copy is waited for below.
@@ -1263,8 +1273,7 @@ where
             }
             self.sync()?;
             if let Some(g) = &mut self.grid {
-                // The buffers they replace are dropped only now that no step can use them.
-                g.staged = staged;
+                g.staged.drain(..old);
             }
         }
         let addr = |c: &Option<Arc<dyn Channel>>| {
