@@ -258,6 +258,57 @@ fn the_coordinator_gathers_fields_and_devices_from_every_rank() {
     assert_eq!(devices[2].across[..2], [false, true]);
 }
 
+/// Each rank writes its own slabs' blocks of a checkpoint (the serving rank's through its
+/// messages), which loads as one process's populations; a file a rank cannot open is named for
+/// each of its slabs.
+#[test]
+fn every_rank_writes_its_blocks_of_a_checkpoint() {
+    let c = box_case(
+        [12, 10, 18],
+        [true, false, true],
+        0.05,
+        Collision::BGK,
+        Precision::F32,
+    );
+    let layout = layout_of(&c, &[0, 1, 1]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_path_buf();
+    let c2 = c.clone();
+    let (reached, missing) = within_a_minute(move || {
+        let (rt, servers) = local_job(&layout, |r| cpu_factory(&c2, 1 + r));
+        let mut rt = rt.unwrap();
+        rt.run(25).unwrap();
+        let steered = thelma_cli::checkpoint::Steered::default();
+        thelma_cli::checkpoint::save(&path, &c2, &mut rt, &steered, None).unwrap();
+        let reached = rt
+            .reach(&path.join(thelma_cli::checkpoint::FILE_NAME))
+            .unwrap();
+        let missing = rt.reach(&path.join("nowhere")).unwrap();
+        rt.shutdown();
+        for s in servers {
+            s.join().unwrap().unwrap();
+        }
+        (reached, missing)
+    });
+    assert_eq!(reached, [None, None, None]);
+    assert!(missing
+        .iter()
+        .all(|m| m.as_ref().is_some_and(|m| m.contains("No such file"))));
+    let ck = thelma_cli::checkpoint::load(dir.path()).unwrap();
+    assert_eq!(ck.header.blocks.len(), 3);
+    let mut one = Module::Cpu.runtime(&c, 1);
+    one.run(25).unwrap();
+    let want = one.read_populations().unwrap().concat();
+    let want: Vec<u8> = want
+        .chunks_exact(4)
+        .flat_map(|b| f32::from_ne_bytes(b.try_into().unwrap()).to_le_bytes())
+        .collect();
+    assert!(
+        ck.populations == want,
+        "the job's checkpoint differs from one slab's populations"
+    );
+}
+
 #[test]
 fn a_stop_asked_on_any_rank_stops_every_rank_after_the_same_step() {
     let c = box_case(

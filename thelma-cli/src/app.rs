@@ -227,6 +227,9 @@ pub fn run_case_live(
         } => anyhow::Error::from(UsageError::new("--config", m)),
         e => e.into(),
     })?;
+    if job.is_some() && (case.run.checkpoint_every > 0 || live.is_some()) {
+        check_shared(&mut rt, &case.output.dir)?;
+    }
     out_dir.keep();
     rt.set_averaging(case.averaging());
     rt.set_immersed(immersed, uniform_force)?;
@@ -858,6 +861,32 @@ pub struct OutputDir {
 
 /// The lock file's name in the output folder.
 pub const LOCK_FILE: &str = ".thelma.lock";
+
+/// Refuses a cluster job whose output folder some rank cannot write into at the path rank 0 has
+/// it, before any step: every rank writes its own blocks of each checkpoint there.
+fn check_shared(rt: &mut Runtime, dir: &Path) -> Result<()> {
+    let probe = std::path::absolute(dir.join(".thelma-shared-test"))?;
+    std::fs::write(&probe, b"")?;
+    let reached = rt.reach(&probe);
+    let _ = std::fs::remove_file(&probe);
+    let ranks: Vec<usize> = rt.devices().iter().map(|d| d.rank).collect();
+    for (s, why) in reached?.into_iter().enumerate() {
+        if let Some(why) = why {
+            return Err(UsageError::new(
+                "--output",
+                format!(
+                    "{} is not reachable from rank {} ({why}): every rank writes its own blocks \
+                     of each checkpoint, so the output folder must be on a file system all \
+                     ranks share",
+                    dir.display(),
+                    ranks.get(s).copied().unwrap_or(0)
+                ),
+            )
+            .into());
+        }
+    }
+    Ok(())
+}
 
 impl OutputDir {
     /// Creates `dir` if needed, checks that it can be written, takes its lock and removes the

@@ -281,6 +281,8 @@ enum Command {
         width: usize,
         means: bool,
     },
+    /// Open the existing file `path` for writing, and say why not where it cannot.
+    Reach(std::path::PathBuf),
     // What never leaves its rank comes last: a variant serde skips must not shift the indices of
     // the others.
     /// Allocate the channels the subdomain reads across each side, in these transports, and the
@@ -321,6 +323,8 @@ enum Reply {
     Panicked(String),
     Aborted,
     Block(BlockWritten),
+    /// Why a file could not be opened for writing (`None`: it could).
+    Reached(Option<String>),
     // Last, as in `Command`.
     #[serde(skip)]
     Channels(Box<SideChannels>),
@@ -1177,6 +1181,16 @@ impl Runtime {
         })
     }
 
+    /// Whether every slab's worker (on its rank) can open the existing file `path` for writing,
+    /// as it must to write its checkpoint blocks: for each slab in order, why not (`None`: it can).
+    pub fn reach(&mut self, path: &std::path::Path) -> Result<Vec<Option<String>>, RuntimeError> {
+        self.broadcast(|| Command::Reach(path.to_path_buf()))?;
+        self.collect(|_, r| match r {
+            Reply::Reached(why) => Ok(why),
+            other => Err(other),
+        })
+    }
+
     /// The current populations of chosen nodes: for each slab (in slab order) the slab-local node
     /// indices `nodes[s]`, answered with their `Q` populations each, node after node (see
     /// [`ComputeModule::read_nodes`]).
@@ -1930,6 +1944,13 @@ fn serve(
                 .map(Reply::Block)
                 .map_err(|e| ComputeError::Invalid(format!("cannot write {}: {e}", path.display())))
         })(),
+        Command::Reach(path) => Ok(Reply::Reached(
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .err()
+                .map(|e| e.to_string()),
+        )),
         Command::Shutdown => unreachable!("handled by the worker loop"),
     };
     r.unwrap_or_else(Reply::Failed)
