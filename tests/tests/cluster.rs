@@ -270,6 +270,8 @@ fn every_rank_writes_its_blocks_of_a_checkpoint() {
         Collision::BGK,
         Precision::F32,
     );
+    let mut c = c;
+    c.output.average_from = Some(10.0);
     let layout = layout_of(&c, &[0, 1, 1]);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().to_path_buf();
@@ -277,6 +279,8 @@ fn every_rank_writes_its_blocks_of_a_checkpoint() {
     let (reached, missing) = within_a_minute(move || {
         let (rt, servers) = local_job(&layout, |r| cpu_factory(&c2, 1 + r));
         let mut rt = rt.unwrap();
+        // Samples at steps 10, 15, 20 and 25, on every rank alike.
+        rt.set_averaging(Some(thelma_core::Averaging { from: 10, every: 5 }));
         rt.run(25).unwrap();
         let steered = thelma_cli::checkpoint::Steered::default();
         thelma_cli::checkpoint::save(&path, &c2, &mut rt, &steered, None).unwrap();
@@ -296,6 +300,8 @@ fn every_rank_writes_its_blocks_of_a_checkpoint() {
         .all(|m| m.as_ref().is_some_and(|m| m.contains("No such file"))));
     let ck = thelma_cli::checkpoint::load(dir.path()).unwrap();
     assert_eq!(ck.header.blocks.len(), 3);
+    assert_eq!(ck.header.means, Some(4));
+    assert_eq!(ck.means.len(), 4 * 12 * 10 * 18);
     let mut one = Module::Cpu.runtime(&c, 1);
     one.run(25).unwrap();
     let want = one.read_populations().unwrap().concat();

@@ -493,4 +493,12 @@ fn a_checkpoint_holds_the_sums_once_the_average_has_begun() {
     assert_eq!(late.header.means, Some(2));
     assert_eq!(late.means.len(), 4 * 8 * 6 * 10);
     assert!(late.means.iter().any(|v| *v != 0.0));
+    // From step 0, the first sample is the state of step `every`.
+    let mut rt = thelma_tests::cpu_runtime(&c, 2);
+    rt.set_averaging(Some(thelma_core::Averaging { from: 0, every: 10 }));
+    rt.run(5).unwrap();
+    assert_eq!(save(&mut rt).header.means, None);
+    rt.run(5).unwrap();
+    assert_eq!(save(&mut rt).header.means, Some(1));
+    rt.shutdown();
 }

@@ -865,8 +865,16 @@ pub const LOCK_FILE: &str = ".thelma.lock";
 /// Refuses a cluster job whose output folder some rank cannot write into at the path rank 0 has
 /// it, before any step: every rank writes its own blocks of each checkpoint there.
 fn check_shared(rt: &mut Runtime, dir: &Path) -> Result<()> {
-    let probe = std::path::absolute(dir.join(".thelma-shared-test"))?;
-    std::fs::write(&probe, b"")?;
+    // Named per run, as the temporary files that a later run removes are.
+    let name = format!(".thelma-shared-{}.tmp", std::process::id());
+    let probe = std::path::absolute(dir.join(name))
+        .and_then(|p| std::fs::write(&p, b"").map(|()| p))
+        .map_err(|e| {
+            UsageError::new(
+                "--output",
+                format!("{} is not writable: {e}", dir.display()),
+            )
+        })?;
     let reached = rt.reach(&probe);
     let _ = std::fs::remove_file(&probe);
     let ranks: Vec<usize> = rt.devices().iter().map(|d| d.rank).collect();

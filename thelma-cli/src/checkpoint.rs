@@ -260,8 +260,7 @@ fn write_file(
     }
     thelma_results::write_atomic_with(path, |file, tmp| {
         // Every writer of a block opens the file by its path: a whole one, wherever it runs from.
-        // This process writes its own bytes only once they are done (so that no two writers
-        // share a page at once).
+        // This process writes its own bytes (the first and the last) only once they are done.
         let written = write(&std::path::absolute(tmp)?, &offsets)?;
         let mut head = MAGIC.to_vec();
         head.extend(VERSION.to_le_bytes());
@@ -357,9 +356,12 @@ pub fn save(
     store_scale: Option<f64>,
 ) -> Result<()> {
     let boxes: Vec<Block> = rt.devices().iter().map(|d| Block::of(&d.slab)).collect();
-    // Sums only once a state may have been sampled (the first is the state of step `from`, or of
-    // a later step where `from` is 0: the starting state is never sampled).
-    let means = rt.averaging().is_some_and(|a| rt.step() >= a.from.max(1));
+    // Sums only once a state may have been sampled: the first is the state of step `from`, or of
+    // step `every` where `from` is 0 (the starting state is never sampled).
+    let means = rt.averaging().is_some_and(|a| {
+        let first = if a.from == 0 { a.every } else { a.from };
+        rt.step() >= first
+    });
     let width = case.numerics.precision.bytes();
     let path = dir.join(FILE_NAME);
     write_file(

@@ -72,15 +72,18 @@ pub fn check(
             }
         }
     }
-    // Rank 0 gathers the whole domain's fields (and populations for checkpoints).
+    // Rank 0 gathers the whole domain's fields.
     let nodes = if rank == 0 { domain.nodes() as u64 } else { 0 };
     // θ in f64 beside the gathered fields, twice.
     let temperature = if thermal { 2 * 8 } else { 0 };
     let mut host = (FIELD_BYTES_PER_NODE + temperature) * nodes;
     if case.run.checkpoint_every > 0 {
-        // The populations read back for a checkpoint.
+        // Each of this rank's slabs reads back its populations (and sums) for its block of a
+        // checkpoint, all at once.
         let q = D3Q19.q() + if thermal { QT } else { 0 };
-        host += q as u64 * precision.bytes() as u64 * nodes;
+        let own: u64 = slabs.iter().map(|s| s.nodes() as u64).sum();
+        let sums = if averages { 8 * fields } else { 0 };
+        host += (q as u64 * precision.bytes() as u64 + sums) * own;
     }
     if host_lattices {
         host += slabs.iter().map(lattice_bytes).sum::<u64>();

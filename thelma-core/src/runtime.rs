@@ -2093,6 +2093,15 @@ mod tests {
             Command::WriteBlock { path, offset: 20, width: 2, means: true }
                 if path == std::path::Path::new("/shared/out/.thelma-x.tmp")
         ));
+        assert!(matches!(
+            round(&Command::Reach("/shared/out/.thelma-shared-7.tmp".into())),
+            Command::Reach(p) if p == std::path::Path::new("/shared/out/.thelma-shared-7.tmp")
+        ));
+        let b = postcard::to_allocvec(&Reply::Reached(Some("denied".into()))).unwrap();
+        assert!(matches!(
+            postcard::from_bytes::<Reply>(&b).unwrap(),
+            Reply::Reached(Some(why)) if why == "denied"
+        ));
         let nodes = Command::ReadNodes(Arc::new(vec![4, 1 << 30]));
         assert!(matches!(round(&nodes), Command::ReadNodes(n) if *n == vec![4, 1 << 30]));
         assert!(matches!(round(&Command::Shutdown), Command::Shutdown));

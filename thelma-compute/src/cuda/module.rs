@@ -200,8 +200,10 @@ struct StagedFace {
     /// The side ([`thelma_core::SIDES`]) and whether the module writes the channel (else reads it).
     side: usize,
     writes: bool,
-    /// The channel's address in this context, and the device buffer standing in for it.
+    /// The channel's address in this context (the channel held, so that it outlives the copies),
+    /// and the device buffer standing in for it.
     host: u64,
+    _channel: Arc<dyn Channel>,
     device: CudaSlice<u8>,
 }
 
@@ -1248,6 +1250,7 @@ where
                         side,
                         writes,
                         host,
+                        _channel: chan.clone(),
                         device,
                     });
                 }
