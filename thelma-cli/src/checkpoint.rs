@@ -705,6 +705,26 @@ mod tests {
         cuts(c, 0..1, 1..c.domain.size[2])
     }
 
+    /// [`write_parts`] of `parts` on [`z_slabs`], without sums or steering.
+    fn write_slabs(
+        path: &Path,
+        c: &CaseConfig,
+        step: u64,
+        parts: &[Vec<u8>],
+        scale: Option<f64>,
+    ) -> std::io::Result<()> {
+        write_parts(
+            path,
+            c,
+            step,
+            &z_slabs(c),
+            parts,
+            &[],
+            &Steered::default(),
+            scale,
+        )
+    }
+
     /// One block of the whole domain.
     fn whole(c: &CaseConfig) -> Vec<SlabSpec> {
         vec![SlabSpec::whole(Domain::new(c.domain.size, [false; 3]))]
@@ -754,17 +774,7 @@ mod tests {
         let c = case();
         let (whole, parts) = slabs(FLOW, 1.0);
         let path = dir.path().join(FILE_NAME);
-        write_parts(
-            &path,
-            &c,
-            77,
-            &z_slabs(&c),
-            &parts,
-            &[],
-            &Steered::default(),
-            None,
-        )
-        .unwrap();
+        write_slabs(&path, &c, 77, &parts, None).unwrap();
         let ck = load(dir.path()).unwrap();
         assert_eq!(ck.header.step, 77);
         assert_eq!(ck.header.case, c);
@@ -1000,17 +1010,7 @@ mod tests {
         }
         // Flow-sized blocks do not make a thermal checkpoint, and the one before stays.
         let (_, flow) = slabs(FLOW, 1.0);
-        let e = write_parts(
-            &path,
-            &c,
-            13,
-            &z_slabs(&c),
-            &flow,
-            &[],
-            &Steered::default(),
-            None,
-        )
-        .unwrap_err();
+        let e = write_slabs(&path, &c, 13, &flow, None).unwrap_err();
         assert!(e.to_string().contains("its box [3, 2, 1] calls for"), "{e}");
         assert_eq!(load(&path).unwrap().header.step, 12);
     }
@@ -1022,30 +1022,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (flow, thermal) = (dir.path().join("flow"), dir.path().join("thermal"));
         let (_, parts) = slabs(FLOW, 1.0);
-        write_parts(
-            &flow,
-            &case(),
-            3,
-            &z_slabs(&case()),
-            &parts,
-            &[],
-            &Steered::default(),
-            None,
-        )
-        .unwrap();
+        write_slabs(&flow, &case(), 3, &parts, None).unwrap();
         let (_, parts) = slabs(THERMAL, 1.0);
         let c = thermal_case();
-        write_parts(
-            &thermal,
-            &c,
-            3,
-            &z_slabs(&c),
-            &parts,
-            &[],
-            &Steered::default(),
-            Some(1.0),
-        )
-        .unwrap();
+        write_slabs(&thermal, &c, 3, &parts, Some(1.0)).unwrap();
         let flow = read_header(&flow).unwrap();
         let thermal = read_header(&thermal).unwrap();
         assert_eq!(flow.stencil, "D3Q19");
@@ -1065,17 +1045,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(FILE_NAME);
         let (_, parts) = slabs(FLOW, 1.0);
-        write_parts(
-            &path,
-            &case(),
-            5,
-            &z_slabs(&case()),
-            &parts,
-            &[],
-            &Steered::default(),
-            None,
-        )
-        .unwrap();
+        write_slabs(&path, &case(), 5, &parts, None).unwrap();
         let good = std::fs::read(&path).unwrap();
         // One flipped bit in the populations, a cut-off tail, a foreign file; a header whose
         // blocks overlap (its checksum made again, as a writer's bug would).
@@ -1108,17 +1078,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(FILE_NAME);
         let (first, parts) = slabs(FLOW, 1.0);
-        write_parts(
-            &path,
-            &case(),
-            10,
-            &z_slabs(&case()),
-            &parts,
-            &[],
-            &Steered::default(),
-            None,
-        )
-        .unwrap();
+        write_slabs(&path, &case(), 10, &parts, None).unwrap();
         // The second slab's writer fails (a full disk, a rank gone) after the first wrote.
         let (_, newer) = slabs(FLOW, 2.0);
         let c = case();
