@@ -877,7 +877,6 @@ fn check_shared(rt: &mut Runtime, dir: &Path) -> Result<()> {
         })?;
     let reached = rt.reach(&probe);
     let _ = std::fs::remove_file(&probe);
-    let ranks: Vec<usize> = rt.devices().iter().map(|d| d.rank).collect();
     for (s, why) in reached?.into_iter().enumerate() {
         if let Some(why) = why {
             return Err(UsageError::new(
@@ -887,7 +886,7 @@ fn check_shared(rt: &mut Runtime, dir: &Path) -> Result<()> {
                      of each checkpoint, so the output folder must be on a file system all \
                      ranks share",
                     dir.display(),
-                    ranks.get(s).copied().unwrap_or(0)
+                    rt.devices()[s].rank
                 ),
             )
             .into());
